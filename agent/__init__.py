@@ -1,0 +1,1 @@
+"""What the models see and say: actions, prompts, response parsing, the agent policy."""

@@ -1,0 +1,93 @@
+"""Assembling the action model's prompt from the templates in ``prompts/``."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from ..prompts import render_prompt
+from .actions import describe_action_space
+
+MAX_THOUGHT_CHARS = 400
+
+
+class PageView(BaseModel):
+    """The page as the action model is shown it (the AXTree possibly filtered)."""
+
+    url: str
+    tabs: list[tuple[int, str, str, bool]] = Field(
+        default_factory=list, description="(index, title, url, active) per open tab."
+    )
+    focused_bid: str = ""
+    text: str
+    last_action_error: str | None = None
+
+
+class StepMemory(BaseModel):
+    """What the agent remembers of one past step."""
+
+    think: str | None = None
+    action: str | None = None
+    error: str | None = None
+
+
+def render_history(history: list[StepMemory], max_steps: int = 20) -> str:
+    if not history:
+        return "(none yet: this is the first step)\n"
+    shown = history[-max_steps:]
+    first = len(history) - len(shown) + 1
+    lines: list[str] = []
+    if first > 1:
+        lines.append(f"({first - 1} earlier step(s) not shown)")
+    for number, step in enumerate(shown, first):
+        thought = (step.think or "").strip().replace("\n", " ")
+        if len(thought) > MAX_THOUGHT_CHARS:
+            thought = thought[: MAX_THOUGHT_CHARS - 1] + "…"
+        lines.append(f"Step {number}:")
+        if thought:
+            lines.append(f"  thought: {thought}")
+        lines.append(f"  action: {step.action or '(none)'}")
+        if step.error:
+            lines.append(f"  error: {step.error}")
+    return "\n".join(lines) + "\n"
+
+
+def render_tabs(view: PageView) -> str:
+    if not view.tabs:
+        return f"  Tab 0 (active): {view.url}"
+    return "\n".join(
+        f"  Tab {index}{' (active)' if active else ''}: {title!r} {url}"
+        for index, title, url, active in view.tabs
+    )
+
+
+def build_action_messages(
+    goal: str,
+    view: PageView,
+    history: list[StepMemory],
+    action_names: list[str] | None = None,
+) -> list[dict[str, str]]:
+    """The system and user messages for one action decision."""
+    last_error = (
+        f"\n# Error from your last action\n{view.last_action_error}\n"
+        if view.last_action_error
+        else ""
+    )
+    user = render_prompt(
+        "action_user.md",
+        goal=goal.strip(),
+        url=view.url,
+        tabs=render_tabs(view),
+        focused=f"[{view.focused_bid}]" if view.focused_bid else "(none)",
+        observation=view.text,
+        history=render_history(history),
+        last_error=last_error,
+        action_space=describe_action_space(action_names),
+    )
+    return [
+        {"role": "system", "content": render_prompt("action_system.md")},
+        {"role": "user", "content": user},
+    ]
+
+
+def retry_message(error: str) -> dict[str, str]:
+    return {"role": "user", "content": render_prompt("action_retry.md", error=error)}

@@ -1,0 +1,212 @@
+"""The ``linewise`` command.
+
+    linewise run TASKS.yaml [--task ID]... [--out DIR] [--headed] [--base-url URL --model NAME]
+    linewise run --url URL --goal TEXT
+    linewise model path|fetch
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+import structlog
+
+from .browser import BrowserConfig
+from .errors import ConfigError, LinewiseError, TaskFileError
+from .log import configure_logging
+from .settings import LinewiseSettings
+from .tasks import Task, adhoc_task, load_task_file
+from .trace import EpisodeSummary
+
+log = structlog.get_logger(__name__)
+
+EXIT_USAGE = 2
+EXIT_SETUP = 3
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="linewise",
+        description="Run LLM web agents on real Chromium, with full traces.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a task file, or one ad-hoc task with --url/--goal")
+    run.add_argument("tasks", nargs="?", type=Path, help="a YAML task file")
+    run.add_argument("--url", help="start URL of an ad-hoc task")
+    run.add_argument("--goal", help="goal of an ad-hoc task")
+    run.add_argument("--task", action="append", default=[], metavar="ID",
+                     help="run only these task ids (repeatable)")
+    run.add_argument("--max-steps", type=int, help="override every task's step limit")
+    run.add_argument("--out", type=Path, help="output folder (default runs/<timestamp>)")
+    _add_browser_flags(run)
+    _add_model_flags(run)
+    run.add_argument("--parse-retries", type=int, help="re-asks after a malformed answer")
+    run.add_argument("--episode-timeout", type=float, metavar="S",
+                     help="wall-clock limit per episode, in seconds")
+    run.add_argument("--no-screenshots", action="store_true", help="do not save screenshots")
+    run.add_argument("--log-json", action="store_true", help="log JSON lines even on a terminal")
+    run.add_argument("--log-level", default="INFO")
+
+    model = sub.add_parser("model", help="the embedded local model")
+    model.add_argument("action", choices=["path", "fetch"],
+                       help="path: print the cached model path; fetch: assemble and verify it")
+    return parser
+
+
+def _add_browser_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--headed", action="store_true", help="show the browser window")
+    parser.add_argument("--chromium", help="Chromium binary (default: found automatically)")
+    parser.add_argument("--slow-mo", type=int, default=0, metavar="MS",
+                        help="delay every browser operation (debugging)")
+    parser.add_argument("--action-timeout", type=int, metavar="MS",
+                        help="how long an action waits for its element")
+
+
+def _add_model_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--base-url", help="OpenAI-compatible endpoint of the action model")
+    parser.add_argument("--model", help="action model name")
+    parser.add_argument("--api-key", help="API key (default: OPENAI_API_KEY)")
+    parser.add_argument("--retriever-base-url", help="endpoint of the retriever model")
+    parser.add_argument("--retriever-model", help="retriever model name")
+    parser.add_argument("--gguf", type=Path, help="serve this GGUF instead of the embedded model")
+    parser.add_argument("--ctx-size", type=int, help="context size of the local model server")
+
+
+def settings_from_args(args: argparse.Namespace) -> LinewiseSettings:
+    """Environment first, flags on top, then the documented fall-backs."""
+    try:
+        settings = LinewiseSettings()
+    except ValueError as exc:
+        raise ConfigError(f"invalid LINEWISE_* environment variable: {exc}") from exc
+    action = settings.action.model_dump()
+    retriever = settings.retriever.model_dump()
+    local = settings.local.model_dump()
+    for target, key, value in (
+        (action, "base_url", args.base_url),
+        (action, "model", args.model),
+        (action, "api_key", args.api_key),
+        (retriever, "base_url", args.retriever_base_url),
+        (retriever, "model", args.retriever_model),
+        (local, "gguf", args.gguf),
+        (local, "ctx_size", args.ctx_size),
+    ):
+        if value is not None:
+            target[key] = value
+    update: dict[str, object] = {"action": action, "retriever": retriever, "local": local}
+    if args.headed:
+        update["headless"] = False
+    if args.chromium:
+        update["chromium"] = args.chromium
+    if args.no_screenshots:
+        update["screenshots"] = False
+    if args.parse_retries is not None:
+        update["parse_retries"] = args.parse_retries
+    if args.episode_timeout is not None:
+        update["episode_timeout_s"] = args.episode_timeout
+    try:
+        merged = LinewiseSettings.model_validate({**settings.model_dump(), **update})
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    if merged.local.gguf is not None and not merged.local.gguf.exists():
+        raise ConfigError(f"--gguf: no such file: {merged.local.gguf}")
+    return merged.resolved()
+
+
+def browser_config_from(args: argparse.Namespace, settings: LinewiseSettings) -> BrowserConfig:
+    config = BrowserConfig(
+        headless=settings.headless,
+        executable_path=settings.chromium,
+        slow_mo_ms=args.slow_mo,
+    )
+    if args.action_timeout:
+        config.action_timeout_ms = args.action_timeout
+    return config
+
+
+def tasks_from_args(args: argparse.Namespace) -> list[Task]:
+    if args.tasks and (args.url or args.goal):
+        raise ConfigError("give either a task file or --url/--goal, not both")
+    if args.url or args.goal:
+        if not (args.url and args.goal):
+            raise ConfigError("an ad-hoc task needs both --url and --goal")
+        tasks: list[Task] = [adhoc_task(args.url, args.goal, args.max_steps or 15)]
+    elif args.tasks:
+        tasks = load_task_file(args.tasks)
+    else:
+        raise ConfigError("nothing to run: give a task file or --url and --goal")
+    if args.task:
+        wanted = set(args.task)
+        unknown = wanted - {t.id for t in tasks}
+        if unknown:
+            raise ConfigError(f"--task: no task with id {', '.join(sorted(unknown))}")
+        tasks = [t for t in tasks if t.id in wanted]
+    if args.max_steps is not None:
+        if args.max_steps < 1:
+            raise ConfigError("--max-steps must be at least 1")
+        tasks = [t.model_copy(update={"max_steps": args.max_steps}) for t in tasks]
+    return tasks
+
+
+def print_summary_table(summaries: list[EpisodeSummary], out_dir: Path) -> None:
+    rows = [("task", "success", "reward", "steps", "tokens", "time", "note")]
+    for s in summaries:
+        success = "-" if s.success is None else ("yes" if s.success else "no")
+        note = s.error or s.termination
+        rows.append((s.task_id, success, f"{s.reward:.2f}", str(s.n_steps),
+                     str(s.tokens.total), f"{s.time.wall_s:.1f}s", note[:60]))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    solved = sum(1 for s in summaries if s.success)
+    print(f"\n{solved}/{len(summaries)} succeeded. Traces in {out_dir}/")
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .runner import default_out_dir, run_tasks
+
+    tasks = tasks_from_args(args)
+    settings = settings_from_args(args)
+    out_dir = args.out or default_out_dir()
+    summaries = asyncio.run(
+        run_tasks(
+            tasks, settings, out_dir,
+            browser_config=browser_config_from(args, settings), argv=sys.argv,
+        )
+    )
+    print_summary_table(summaries, out_dir)
+    return 0
+
+
+def _cmd_model(args: argparse.Namespace) -> int:
+    from .local_model import ensure_embedded_model
+
+    path = ensure_embedded_model()
+    print(path)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    configure_logging(json_lines=True if getattr(args, "log_json", False) else None,
+                      level=getattr(args, "log_level", "INFO"))
+    try:
+        if args.command == "run":
+            return _cmd_run(args)
+        return _cmd_model(args)
+    except (ConfigError, TaskFileError) as exc:
+        print(f"linewise: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except LinewiseError as exc:
+        print(f"linewise: error: {exc}", file=sys.stderr)
+        return EXIT_SETUP
+    except KeyboardInterrupt:
+        print("linewise: interrupted; traces written so far are kept", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""Every exception linewise raises, in one place.
+
+The hierarchy (httpx style: catch the base class to catch them all)::
+
+    LinewiseError
+    ├── ConfigError            bad settings or flags (missing file, bad value)
+    ├── TaskFileError          a task file that does not parse or validate
+    ├── BrowserError           Chromium cannot be found, launched or driven
+    │   └── ObservationError   the page could not be marked or its AXTree read
+    ├── ActionError            an action the model asked for cannot be run
+    │   ├── ActionParseError   the text is not an allowed call with literal arguments
+    │   └── ElementNotFound    an unknown, hidden or detached bid
+    ├── LLMError               the model endpoint failed
+    │   ├── EndpointUnreachable  nothing answers at the configured base URL
+    │   └── ResponseFormatError  the answer is not in the asked-for format
+    └── ModelError             the embedded model cannot be assembled, verified or served
+
+An ``ActionError`` never ends an episode: its message becomes the next step's
+``last_action_error``. The others end the episode (or the run, for ``ConfigError``
+and ``TaskFileError``) with a recorded error.
+"""
+
+from __future__ import annotations
+
+
+class LinewiseError(Exception):
+    """Base class of every error linewise raises on purpose."""
+
+
+class ConfigError(LinewiseError):
+    """A setting, flag or environment variable has a value that cannot work."""
+
+
+class TaskFileError(LinewiseError):
+    """A task file is missing, is not YAML, or does not match the task schema."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+
+
+class BrowserError(LinewiseError):
+    """Chromium could not be found, launched or driven."""
+
+
+class ObservationError(BrowserError):
+    """The page could not be marked or its accessibility tree could not be read."""
+
+
+class ActionError(LinewiseError):
+    """An action cannot be run; the message is shown to the model as the last action error."""
+
+
+class ActionParseError(ActionError):
+    """The model's action text is not a single allowed call with literal arguments."""
+
+
+class ElementNotFound(ActionError):
+    """A bid that is not on the page, or whose element is hidden or detached."""
+
+    def __init__(self, bid: str, reason: str = "no element with this bid on the page") -> None:
+        super().__init__(f"Element with bid {bid!r}: {reason}.")
+        self.bid = bid
+
+
+class LLMError(LinewiseError):
+    """A call to a model endpoint failed."""
+
+
+class EndpointUnreachable(LLMError):
+    """Nothing answers at the configured base URL."""
+
+    def __init__(self, base_url: str, detail: str = "") -> None:
+        msg = f"LLM endpoint {base_url} is unreachable"
+        super().__init__(f"{msg}: {detail}" if detail else msg)
+        self.base_url = base_url
+
+
+class ResponseFormatError(LLMError):
+    """The model answered, but not in the format that was asked for (after retries)."""
+
+
+class ModelError(LinewiseError):
+    """The embedded model cannot be assembled, verified or served."""

@@ -1,0 +1,51 @@
+"""structlog set-up: readable lines on a terminal, JSON lines otherwise (or when asked)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import structlog
+
+
+def configure_logging(json_lines: bool | None = None, level: str = "INFO") -> None:
+    """Configure structlog and the standard library's logging, once per process.
+
+    ``json_lines=None`` chooses JSON when stderr is not a terminal.
+    """
+    if json_lines is None:
+        json_lines = not sys.stderr.isatty()
+    numeric = logging.getLevelName(level.upper())
+    if not isinstance(numeric, int):
+        numeric = logging.INFO
+    renderer: structlog.typing.Processor = (
+        structlog.processors.JSONRenderer()
+        if json_lines
+        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(
+                fmt="iso" if json_lines else "%H:%M:%S", utc=json_lines
+            ),
+            structlog.processors.StackInfoRenderer(),
+            structlog.processors.format_exc_info if json_lines else _passthrough,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+    # Libraries that log through the standard library (browsergym, httpx) stay quiet
+    # unless something is wrong.
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s: %(message)s")
+    for noisy in ("httpx", "openai", "browsergym"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _passthrough(
+    logger: object, method: str, event: structlog.typing.EventDict
+) -> structlog.typing.EventDict:
+    return event

@@ -1,0 +1,158 @@
+"""A run: the shared resources (model server, browser, MiniWoB server) and its episodes.
+
+``open_run_resources`` starts what the tasks and settings need and tears it down in
+reverse order; ``run_tasks`` runs the episodes one after another and writes
+``run.json`` beside the episode folders.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import platform
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime
+from importlib import metadata
+from pathlib import Path
+
+import httpx
+import structlog
+
+from .browser import Browser, BrowserConfig
+from .episode import EpisodeConfig, EpisodeEnv, run_episode
+from .errors import EndpointUnreachable
+from .llm import ChatClient
+from .local_model import LocalModelServer, resolve_model_path
+from .miniwob import MiniWoBServer
+from .settings import EndpointSettings, LinewiseSettings
+from .tasks import MiniWoBTask, Task
+from .trace import EpisodeSummary
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class RunResources:
+    browser: Browser
+    action_client: ChatClient
+    retriever_client: ChatClient
+    miniwob: MiniWoBServer | None
+
+
+def default_out_dir() -> Path:
+    return Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+async def check_endpoint(endpoint: EndpointSettings) -> None:
+    """Fail fast, naming the URL, when nothing answers at the endpoint."""
+    assert endpoint.base_url is not None
+    url = f"{endpoint.base_url}/models"
+    headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+    try:
+        async with httpx.AsyncClient(timeout=10.0) as client:
+            await client.get(url, headers=headers)
+    except httpx.HTTPError as exc:
+        raise EndpointUnreachable(endpoint.base_url, f"{type(exc).__name__}: {exc}") from exc
+
+
+@contextlib.asynccontextmanager
+async def open_run_resources(
+    settings: LinewiseSettings, tasks: list[Task], browser_config: BrowserConfig
+) -> AsyncIterator[RunResources]:
+    """Start the model server (if no endpoint is set), check endpoints, start the browser
+    and, when a task needs it, the MiniWoB server."""
+    async with contextlib.AsyncExitStack() as stack:
+        action, retriever = settings.action, settings.retriever
+        if settings.uses_local_model:
+            model_path = resolve_model_path(
+                str(settings.local.gguf) if settings.local.gguf else None
+            )
+            server = LocalModelServer(
+                model_path,
+                ctx_size=settings.local.ctx_size,
+                threads=settings.local.threads,
+                parallel=settings.local.parallel,
+                startup_timeout_s=settings.local.startup_timeout_s,
+            )
+            log.info("starting local model", model=str(model_path))
+            await stack.enter_async_context(server)
+            local = {"base_url": server.base_url, "model": server.model_name, "api_key": "local"}
+            if action.base_url is None:
+                action = action.model_copy(update=local)
+            if retriever.base_url is None:
+                retriever = retriever.model_copy(update=local)
+        for endpoint in {action.base_url: action, retriever.base_url: retriever}.values():
+            await check_endpoint(endpoint)
+        action_client = ChatClient(action)
+        stack.push_async_callback(action_client.close)
+        retriever_client = (
+            action_client if retriever == action else ChatClient(retriever)
+        )
+        if retriever_client is not action_client:
+            stack.push_async_callback(retriever_client.close)
+        browser = await stack.enter_async_context(Browser(browser_config))
+        miniwob = None
+        if any(isinstance(t, MiniWoBTask) for t in tasks):
+            miniwob = await stack.enter_async_context(MiniWoBServer())
+        yield RunResources(browser, action_client, retriever_client, miniwob)
+
+
+def write_run_manifest(out_dir: Path, settings: LinewiseSettings, argv: list[str]) -> None:
+    """``run.json``: what was run, with which versions and settings (API keys left out)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    manifest = {
+        "argv": argv,
+        "started_at": datetime.now().isoformat(timespec="seconds"),
+        "linewise": _version("linewise"),
+        "playwright": _version("playwright"),
+        "browsergym-core": _version("browsergym-core"),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "settings": settings.model_dump(
+            mode="json", exclude={"action": {"api_key"}, "retriever": {"api_key"}}
+        ),
+    }
+    (out_dir / "run.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+async def run_tasks(
+    tasks: list[Task],
+    settings: LinewiseSettings,
+    out_dir: Path,
+    *,
+    browser_config: BrowserConfig,
+    argv: list[str] | None = None,
+) -> list[EpisodeSummary]:
+    """Run every task in order; one episode's failure never stops the others."""
+    write_run_manifest(out_dir, settings, argv or sys.argv)
+    summaries: list[EpisodeSummary] = []
+    async with open_run_resources(settings, tasks, browser_config) as resources:
+        env = EpisodeEnv(resources.browser, resources.action_client, resources.miniwob)
+        config = EpisodeConfig(
+            parse_retries=settings.parse_retries,
+            screenshots=settings.screenshots,
+            timeout_s=settings.episode_timeout_s,
+            retriever_model=resources.retriever_client.model,
+        )
+        for task in tasks:
+            summary = await run_episode(task, env, out_dir, config)
+            summaries.append(summary)
+            log.info(
+                "episode finished",
+                task_id=task.id,
+                success=summary.success,
+                reward=summary.reward,
+                steps=summary.n_steps,
+                termination=summary.termination,
+                error=summary.error,
+            )
+    return summaries

@@ -1,0 +1,45 @@
+"""Shared fixtures: one real Chromium for the session, local pages, a fresh context per test."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from linewise.runtime.browser import Browser, BrowserSession
+from linewise.runtime.log import configure_logging
+from linewise.runtime.miniwob import MiniWoBServer
+
+from .support.static_server import StaticServer
+
+DATA = Path(__file__).parent / "data"
+
+configure_logging(json_lines=False, level="WARNING")
+
+
+@pytest.fixture(scope="session")
+def pages() -> Iterator[StaticServer]:
+    """tests/data/pages served on localhost."""
+    with StaticServer(DATA / "pages") as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+async def browser() -> AsyncIterator[Browser]:
+    async with Browser() as shared:
+        yield shared
+
+
+@pytest.fixture
+async def session(browser: Browser) -> AsyncIterator[BrowserSession]:
+    fresh = await browser.new_session()
+    try:
+        yield fresh
+    finally:
+        await fresh.close()
+
+
+@pytest.fixture(scope="session")
+async def miniwob_server() -> AsyncIterator[MiniWoBServer]:
+    async with MiniWoBServer() as server:
+        yield server

@@ -1,0 +1,75 @@
+"""Observation extraction on real Chromium: marking, flattening, numbering, page state."""
+
+from __future__ import annotations
+
+import re
+
+from linewise.agent.action_parser import parse_action
+from linewise.agent.actions import ActionContext
+from linewise.runtime.browser import BrowserSession
+from linewise.runtime.executor import execute_action
+from linewise.runtime.observation import number_lines, observe
+
+from .support.static_server import StaticServer
+
+
+def bid_of(lines: list[str], pattern: str) -> str:
+    """The bid on the first line matching ``pattern``."""
+    for line in lines:
+        if re.search(pattern, line):
+            found = re.search(r"\[([a-zA-Z0-9]+)\]", line)
+            assert found, f"line has no bid: {line!r}"
+            return found.group(1)
+    raise AssertionError(f"no line matches {pattern!r}:\n" + "\n".join(lines))
+
+
+async def test_lines_are_numbered_and_bids_stable_across_steps(
+    session: BrowserSession, pages: StaticServer
+) -> None:
+    await session.page.goto(pages.url("form.html"))
+    first = await observe(session)
+    numbered = first.numbered.splitlines()
+    assert len(numbered) == len(first.lines) > 20
+    for number, (line, raw) in enumerate(zip(numbered, first.lines, strict=True), 1):
+        assert line == f"{number}|{raw}"
+    submit = bid_of(first.lines, r"button 'Submit'")
+    name = bid_of(first.lines, r"textbox 'Name'")
+
+    ctx = ActionContext(session, known_bids=frozenset(first.elements))
+    outcome = await execute_action(parse_action(f"fill('{name}', 'Alice')"), ctx)
+    assert outcome.error is None
+    second = await observe(session)
+    assert bid_of(second.lines, r"button 'Submit'") == submit
+    assert bid_of(second.lines, r"textbox 'Name'") == name
+    assert any("value='Alice'" in line for line in second.lines)
+    assert second.focused_bid == name
+
+
+async def test_inline_text_boxes_dropped_and_clickable_generics_kept(
+    session: BrowserSession, pages: StaticServer
+) -> None:
+    await session.page.goto(pages.url("form.html"))
+    obs = await observe(session)
+    assert not any("InlineTextBox" in line or "LineBreak" in line for line in obs.lines)
+    span = bid_of(obs.lines, r"generic.*clickable")
+    span_index = next(i for i, line in enumerate(obs.lines) if f"[{span}]" in line)
+    assert "Open the details" in obs.lines[span_index + 1]
+    assert obs.elements[span].clickable
+
+
+async def test_page_state_fields(session: BrowserSession, pages: StaticServer) -> None:
+    await session.page.goto(pages.url("form.html"))
+    obs = await observe(session)
+    assert obs.url.endswith("/form.html")
+    assert obs.title == "Test form"
+    assert [t.active for t in obs.tabs] == [True]
+    assert obs.screenshot_png is not None and obs.screenshot_png.startswith(b"\x89PNG")
+    # elements inside the iframe carry the frame's prefix
+    inner = bid_of(obs.lines, r"button 'Inner button'")
+    assert re.fullmatch(r"[a-z]+[A-Z]*\d+", inner), inner
+    no_shot = await observe(session, screenshot=False)
+    assert no_shot.screenshot_png is None
+
+
+def test_number_lines_starts_at_one() -> None:
+    assert number_lines(["a", "\tb"]) == "1|a\n2|\tb"
