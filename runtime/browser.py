@@ -7,8 +7,10 @@ of the active tab that observation extraction reuses.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
+import socket
 from pathlib import Path
 from types import TracebackType
 
@@ -28,6 +30,7 @@ from playwright.async_api import (
 )
 from pydantic import BaseModel, Field
 
+from .cdp import CDPConnection, CDPSender
 from .errors import BrowserError
 
 log = structlog.get_logger(__name__)
@@ -67,6 +70,11 @@ class BrowserConfig(BaseModel):
     slow_mo_ms: int = 0
     locale: str = "en-US"
     timezone_id: str = "UTC"
+    direct_cdp: bool = Field(
+        default=True,
+        description="Read AXTrees and DOM snapshots over a DevTools port on 127.0.0.1 "
+        "(several times faster on large pages than through Playwright's driver).",
+    )
 
 
 def find_chromium(explicit: str | None = None) -> str | None:
@@ -100,17 +108,25 @@ class Browser:
         self._playwright: Playwright | None = None
         self._browser: PlaywrightBrowser | None = None
         self.executable_path: str | None = None
+        self.devtools_port: int | None = None
 
     async def start(self) -> Browser:
         self.executable_path = find_chromium(self.config.executable_path)
         self._playwright = await async_playwright().start()
         # Elements are found by the bid attribute that the marking script sets.
         self._playwright.selectors.set_test_id_attribute(BID_ATTRIBUTE)
+        args = list(CHROMIUM_ARGS)
+        if self.config.direct_cdp:
+            self.devtools_port = _free_port()
+            args += [
+                f"--remote-debugging-port={self.devtools_port}",
+                "--remote-debugging-address=127.0.0.1",
+            ]
         try:
             self._browser = await self._playwright.chromium.launch(
                 headless=self.config.headless,
                 executable_path=self.executable_path,
-                args=list(CHROMIUM_ARGS),
+                args=args,
                 slow_mo=self.config.slow_mo_ms or None,
             )
         except PlaywrightError as exc:
@@ -144,7 +160,7 @@ class Browser:
         )
         context.set_default_timeout(self.config.action_timeout_ms)
         context.set_default_navigation_timeout(self.config.navigation_timeout_ms)
-        session = BrowserSession(context, self.config)
+        session = BrowserSession(context, self.config, self.devtools_port)
         await session.open_tab()
         return session
 
@@ -179,11 +195,14 @@ class BrowserSession:
     when the active tab closes the previous one takes over.
     """
 
-    def __init__(self, context: BrowserContext, config: BrowserConfig) -> None:
+    def __init__(
+        self, context: BrowserContext, config: BrowserConfig, devtools_port: int | None = None
+    ) -> None:
         self.context = context
         self.config = config
+        self.devtools_port = devtools_port
         self._history: list[Page] = []
-        self._cdp: dict[Page, CDPSession] = {}
+        self._cdp: dict[Page, CDPSender] = {}
         context.on("page", self._on_new_page)
 
     def _on_new_page(self, page: Page) -> None:
@@ -191,7 +210,9 @@ class BrowserSession:
         page.on("close", self._on_close)
 
     def _on_close(self, page: Page) -> None:
-        self._cdp.pop(page, None)
+        sender = self._cdp.pop(page, None)
+        if isinstance(sender, CDPConnection):
+            asyncio.get_running_loop().create_task(sender.close())
         if page in self._history:
             self._history.remove(page)
 
@@ -233,17 +254,43 @@ class BrowserSession:
         self.activate(page)
         return page
 
-    async def cdp(self, page: Page | None = None) -> CDPSession:
-        """A CDP session attached to the page (default: the active tab), reused across steps."""
+    async def cdp(self, page: Page | None = None) -> CDPSender:
+        """A CDP channel to the page (default: the active tab), reused across steps.
+
+        The direct DevTools websocket when the browser has a DevTools port, else (or if
+        it cannot be opened) a Playwright CDP session.
+        """
         page = page or self.page
-        session = self._cdp.get(page)
-        if session is None:
-            session = await self.context.new_cdp_session(page)
-            self._cdp[page] = session
-        return session
+        sender = self._cdp.get(page)
+        if isinstance(sender, CDPConnection) and sender.closed:
+            sender = None
+        if sender is None:
+            session: CDPSession = await self.context.new_cdp_session(page)
+            sender = session
+            if self.devtools_port is not None:
+                info = await session.send("Target.getTargetInfo")
+                try:
+                    sender = await CDPConnection.connect(
+                        self.devtools_port, info["targetInfo"]["targetId"]
+                    )
+                    await session.detach()
+                except BrowserError as exc:
+                    log.warning("direct CDP unavailable; using Playwright's", error=str(exc))
+            self._cdp[page] = sender
+        return sender
 
     async def close(self) -> None:
+        for sender in self._cdp.values():
+            if isinstance(sender, CDPConnection):
+                await sender.close()
+        self._cdp.clear()
         try:
             await self.context.close()
         except PlaywrightError:
             pass
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

@@ -30,12 +30,13 @@ from browsergym.core.observation import (
     pop_bids_from_attribute,
 )
 from browsergym.utils.obs import IGNORED_AXTREE_PROPERTIES, flatten_axtree_to_str
-from playwright.async_api import CDPSession, Frame, Page
 from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Frame, Page
 from pydantic import BaseModel
 
 from .browser import BID_ATTRIBUTE, BrowserSession
-from .errors import ObservationError
+from .cdp import CDPSender
+from .errors import BrowserError, ObservationError
 
 log = structlog.get_logger(__name__)
 
@@ -135,7 +136,7 @@ async def observe(session: BrowserSession, *, screenshot: bool = True) -> Observ
             dom, axtree = await asyncio.gather(_dom_snapshot(cdp), _merged_axtree(cdp))
             focused = await _focused_bid(page)
             break
-        except (PlaywrightError, ObservationError) as exc:
+        except (PlaywrightError, BrowserError) as exc:
             message = str(exc)
             if last or not any(m in message for m in _TRANSIENT_ERRORS):
                 raise ObservationError(f"Could not read the page at {page.url}: {message}") from exc
@@ -246,7 +247,7 @@ async def _unmark_frames(page: Page) -> None:
             continue  # detached or script-blocked frames keep nothing of ours that matters
 
 
-async def _dom_snapshot(cdp: CDPSession) -> dict[str, Any]:
+async def _dom_snapshot(cdp: CDPSender) -> dict[str, Any]:
     # Only visibility (an attribute the marking script sets) and clickability are read
     # from the snapshot: leaving out DOM rects halves its size on large pages.
     snapshot = await cdp.send(
@@ -260,7 +261,7 @@ async def _dom_snapshot(cdp: CDPSession) -> dict[str, Any]:
     return snapshot
 
 
-async def _merged_axtree(cdp: CDPSession) -> dict[str, Any]:
+async def _merged_axtree(cdp: CDPSender) -> dict[str, Any]:
     """The AXTrees of every frame, with each iframe node pointing at its frame's root."""
     frame_tree = await cdp.send("Page.getFrameTree")
     frame_ids: list[str] = []
@@ -325,10 +326,10 @@ async def _focused_bid(page: Page) -> str:
     return bid
 
 
-async def _screenshot(cdp: CDPSession) -> bytes | None:
+async def _screenshot(cdp: CDPSender) -> bytes | None:
     try:
         shot = await cdp.send("Page.captureScreenshot", {"format": "png"})
-    except PlaywrightError as exc:
+    except (PlaywrightError, BrowserError) as exc:
         log.warning("screenshot failed", error=str(exc).splitlines()[0])
         return None
     return base64.b64decode(shot["data"])

@@ -1,0 +1,172 @@
+"""Per-step overhead without LLM time (act + observe), linewise vs BrowserGym's gym env.
+
+Each step runs ``noop(0)`` and extracts the observation — marking, AXTree, DOM snapshot,
+screenshot and the flattened text the model would read. Pages: MiniWoB++ tasks and large
+real pages (Debian's python3-doc, served on localhost). BrowserGym runs first (its sync
+Playwright cannot run inside an asyncio loop), with slow_mo=0.
+
+    python benchmarks/step_overhead.py [--steps 5] [--skip-browsergym]
+
+Needs: apt-get install python3-doc (for the documentation pages), the `linewise` package.
+Target: linewise at most 0.5x BrowserGym's per-step time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+DOCS = Path("/usr/share/doc/python3-doc/html")
+MINIWOB_PAGES = ["click-test", "click-checkboxes", "book-flight", "email-inbox"]
+DOC_PAGES = ["library/functions.html", "library/stdtypes.html"]
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def serve(root: Path) -> tuple[ThreadingHTTPServer, str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=root))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/"
+
+
+def page_urls() -> list[tuple[str, str]]:
+    from linewise.runtime.miniwob import miniwob_html_dir
+
+    _, miniwob_base = serve(miniwob_html_dir())
+    urls = [(f"miniwob/{n}", f"{miniwob_base}miniwob/{n}.html") for n in MINIWOB_PAGES]
+    if DOCS.exists():
+        _, docs_base = serve(DOCS.resolve())
+        urls += [(f"docs/{p}", docs_base + p) for p in DOC_PAGES]
+    else:
+        print(f"(no {DOCS}: apt-get install python3-doc for the large pages)")
+    return urls
+
+
+def time_steps(step: Callable[[], Any], steps: int) -> list[float]:
+    times = []
+    for _ in range(steps):
+        started = time.perf_counter()
+        step()
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def browsergym_steps(url: str, steps: int) -> tuple[list[float], int]:
+    import browsergym.core  # noqa: F401  (registers browsergym/openended)
+    import gymnasium as gym
+    from browsergym.core import _get_global_playwright
+    from browsergym.utils.obs import flatten_axtree_to_str
+    from linewise.runtime.browser import CHROMIUM_ARGS, find_chromium
+
+    # BrowserGym launches its chat window's Chromium without executable_path: give both
+    # launches Debian's Chromium.
+    playwright = _get_global_playwright()
+    if not getattr(playwright.chromium, "_linewise_patched", False):
+        original = playwright.chromium.launch
+
+        def launch(**kwargs: Any) -> Any:
+            kwargs.setdefault("executable_path", find_chromium())
+            kwargs["args"] = [*kwargs.get("args", []), *CHROMIUM_ARGS]
+            return original(**kwargs)
+
+        playwright.chromium.launch = launch  # type: ignore[method-assign]
+        playwright.chromium._linewise_patched = True  # type: ignore[attr-defined]
+
+    env = gym.make(
+        "browsergym/openended",
+        task_kwargs={"start_url": url},
+        headless=True,
+        slow_mo=0,
+        wait_for_user_message=False,
+    )
+    env.reset()
+    n_lines = 0
+
+    def step() -> None:
+        nonlocal n_lines
+        obs, *_ = env.step("noop(0)")
+        n_lines = len(flatten_axtree_to_str(obs["axtree_object"]).splitlines())
+
+    try:
+        times = time_steps(step, steps)
+    finally:
+        env.close()
+    return times, n_lines
+
+
+async def linewise_steps(
+    urls: list[tuple[str, str]], steps: int
+) -> dict[str, tuple[list[float], int]]:
+    from linewise.agent.action_parser import parse_action
+    from linewise.agent.actions import ActionContext
+    from linewise.runtime.browser import Browser
+    from linewise.runtime.executor import execute_action
+    from linewise.runtime.observation import observe
+
+    results: dict[str, tuple[list[float], int]] = {}
+    noop = parse_action("noop(0)")
+    async with Browser() as browser:
+        for name, url in urls:
+            session = await browser.new_session()
+            await session.page.goto(url)
+            await observe(session)  # first visit: marking initialises its counters
+            times = []
+            n_lines = 0
+            for _ in range(steps):
+                started = time.perf_counter()
+                await execute_action(noop, ActionContext(session))
+                obs = await observe(session)
+                times.append((time.perf_counter() - started) * 1000)
+                n_lines = len(obs.lines)
+            results[name] = (times, n_lines)
+            await session.close()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--skip-browsergym", action="store_true")
+    args = parser.parse_args()
+    urls = page_urls()
+
+    ours = asyncio.run(linewise_steps(urls, args.steps))
+    theirs: dict[str, tuple[list[float], int]] = {}
+    if not args.skip_browsergym:
+        for name, url in urls:
+            theirs[name] = browsergym_steps(url, args.steps)
+
+    header = f"{'page':36} {'lines':>7} {'linewise ms':>12} {'browsergym ms':>14} {'ratio':>6}"
+    print(header)
+    print("-" * len(header))
+    ratios = []
+    for name, _ in urls:
+        times, lines = ours[name]
+        mine = statistics.median(times)
+        if name in theirs:
+            other_times, other_lines = theirs[name]
+            other = statistics.median(other_times)
+            ratio = mine / other
+            ratios.append(ratio)
+            print(f"{name:36} {lines:>7} {mine:>12.0f} {other:>14.0f} {ratio:>6.2f}"
+                  f"   (browsergym lines: {other_lines})")
+        else:
+            print(f"{name:36} {lines:>7} {mine:>12.0f}")
+    if ratios:
+        print(f"\nmedian per-step time ratio linewise/browsergym: {statistics.median(ratios):.2f}"
+              f" (worst {max(ratios):.2f}); target <= 0.50")
+
+
+if __name__ == "__main__":
+    main()
