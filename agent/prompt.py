@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cache
+
 from pydantic import BaseModel, Field
 
 from ..prompts import render_prompt
@@ -66,7 +68,7 @@ def build_action_messages(
     history: list[StepMemory],
     action_names: list[str] | None = None,
 ) -> list[dict[str, str]]:
-    """The system and user messages for one action decision."""
+    """The system and user messages for one action decision (static part first)."""
     last_error = (
         f"\n# Error from your last action\n{view.last_action_error}\n"
         if view.last_action_error
@@ -81,12 +83,23 @@ def build_action_messages(
         observation=view.text,
         history=render_history(history),
         last_error=last_error,
-        action_space=describe_action_space(action_names),
     )
     return [
-        {"role": "system", "content": render_prompt("action_system.md")},
+        {"role": "system", "content": system_prompt(tuple(action_names or ()))},
         {"role": "user", "content": user},
     ]
+
+
+@cache
+def system_prompt(action_names: tuple[str, ...] = ()) -> str:
+    """The unchanging part of every action prompt: role, rules, action space, format.
+
+    It comes first so that servers with prefix caching (llama.cpp, vLLM) evaluate it
+    once for a whole run rather than at every step.
+    """
+    return render_prompt(
+        "action_system.md", action_space=describe_action_space(list(action_names) or None)
+    )
 
 
 def retry_message(error: str) -> dict[str, str]:

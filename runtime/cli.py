@@ -2,6 +2,7 @@
 
     linewise run TASKS.yaml [--task ID]... [--out DIR] [--headed] [--base-url URL --model NAME]
     linewise run --url URL --goal TEXT
+    linewise setup [--xvfb]
     linewise model path|fetch
 """
 
@@ -50,6 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-screenshots", action="store_true", help="do not save screenshots")
     run.add_argument("--log-json", action="store_true", help="log JSON lines even on a terminal")
     run.add_argument("--log-level", default="INFO")
+
+    setup = sub.add_parser(
+        "setup", help="install Chromium if none is found and assemble the embedded model"
+    )
+    setup.add_argument("--xvfb", action="store_true",
+                       help="also install Xvfb (headed runs on a machine without a display)")
+    setup.add_argument("--no-model", action="store_true", help="skip the embedded model")
 
     model = sub.add_parser("model", help="the embedded local model")
     model.add_argument("action", choices=["path", "fetch"],
@@ -189,6 +197,14 @@ def _cmd_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_setup(args: argparse.Namespace) -> int:
+    from .install import setup
+
+    for what, where in setup(with_model=not args.no_model, with_xvfb=args.xvfb).items():
+        print(f"{what}: {where}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(json_lines=True if getattr(args, "log_json", False) else None,
@@ -196,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             return _cmd_run(args)
+        if args.command == "setup":
+            return _cmd_setup(args)
         return _cmd_model(args)
     except (ConfigError, TaskFileError) as exc:
         print(f"linewise: error: {exc}", file=sys.stderr)

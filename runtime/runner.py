@@ -17,12 +17,12 @@ from datetime import datetime
 from importlib import metadata
 from pathlib import Path
 
-import httpx
+import openai
 import structlog
 
 from .browser import Browser, BrowserConfig
 from .episode import EpisodeConfig, EpisodeEnv, run_episode
-from .errors import EndpointUnreachable
+from .errors import EndpointUnreachable, LLMError
 from .llm import ChatClient
 from .local_model import LocalModelServer, resolve_model_path
 from .miniwob import MiniWoBServer
@@ -46,15 +46,27 @@ def default_out_dir() -> Path:
 
 
 async def check_endpoint(endpoint: EndpointSettings) -> None:
-    """Fail fast, naming the URL, when nothing answers at the endpoint."""
+    """Fail fast, naming the URL, when nothing answers at the endpoint or it refuses the key.
+
+    Any other answer (even 404: not every server lists models) counts as reachable.
+    """
     assert endpoint.base_url is not None
-    url = f"{endpoint.base_url}/models"
-    headers = {"Authorization": f"Bearer {endpoint.api_key}"} if endpoint.api_key else {}
+    client = openai.AsyncOpenAI(
+        base_url=endpoint.base_url,
+        api_key=endpoint.api_key or "not-needed",
+        timeout=10.0,
+        max_retries=0,
+    )
     try:
-        async with httpx.AsyncClient(timeout=10.0) as client:
-            await client.get(url, headers=headers)
-    except httpx.HTTPError as exc:
-        raise EndpointUnreachable(endpoint.base_url, f"{type(exc).__name__}: {exc}") from exc
+        await client.models.list()
+    except openai.AuthenticationError as exc:
+        raise LLMError(f"LLM endpoint {endpoint.base_url} refused the API key: {exc}") from exc
+    except openai.APIConnectionError as exc:
+        raise EndpointUnreachable(endpoint.base_url, str(exc.__cause__ or exc)) from exc
+    except openai.APIStatusError:
+        pass
+    finally:
+        await client.close()
 
 
 @contextlib.asynccontextmanager

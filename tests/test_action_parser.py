@@ -1,0 +1,80 @@
+"""The action parser: literal calls of allowlisted actions only, with precise errors."""
+
+from __future__ import annotations
+
+import pytest
+from linewise.agent.action_parser import parse_action
+from linewise.agent.response import parse_answer
+from linewise.runtime.errors import ActionParseError
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("click('12')", "click('12')"),
+        ("click(12)", "click('12')"),
+        ('click("a51", button="right")', "click('a51', 'right')"),
+        ("click('48', modifiers=['Shift'])", "click('48', modifiers=['Shift'])"),
+        ("fill('15', 'Alice')", "fill('15', 'Alice')"),
+        ("fill('45', 'multi-line\\nexample')", "fill('45', 'multi-line\\nexample')"),
+        ("select_option('c48', ['red', 'green'])", "select_option('c48', ['red', 'green'])"),
+        ("scroll(0, -200.5)", "scroll(0.0, -200.5)"),
+        ("noop()", "noop()"),
+        ("tab_focus(2)", "tab_focus(2)"),
+        ("```python\nclick('5')\n```", "click('5')"),
+        ("  press('3', 'Enter')  ", "press('3', 'Enter')"),
+    ],
+)
+def test_valid_actions(text: str, expected: str) -> None:
+    assert str(parse_action(text)) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("__import__('os').system('x')", "Only the listed action functions"),
+        ("os.system('rm -rf /')", "Only the listed action functions"),
+        ("page.click('12')", "Only the listed action functions"),
+        ("eval('1')", "Unknown action 'eval'"),
+        ("exec('import os')", "Unknown action 'exec'"),
+        ("click(bid)", "is not a literal value"),
+        ("click(str(12))", "is not a literal value"),
+        ("click('1' + '2')", "is not a literal value"),
+        ("click(*args)", "'*' arguments are not allowed"),
+        ("click(**kw)", "'**' arguments are not allowed"),
+        ("click('1'); click('2')", "exactly one action"),
+        ("import os", "single function call"),
+        ("x = click('1')", "single function call"),
+        ("click('1'", "not valid Python call syntax"),
+        ("", "empty"),
+        ("click()", "missing a required argument: 'bid'"),
+        ("click('1', foo=2)", "unexpected keyword argument 'foo'"),
+        ("click('1', button='up')", "button='up' is invalid"),
+        ("tab_focus('x')", "index='x' is invalid"),
+        ("fill('1', 42)", "value=42 is invalid"),
+        ("(lambda: 1)()", "Only the listed action functions"),
+    ],
+)
+def test_rejected_with_clear_error(text: str, message: str) -> None:
+    with pytest.raises(ActionParseError) as info:
+        parse_action(text)
+    assert message in str(info.value)
+
+
+def test_bids_of_an_action() -> None:
+    assert parse_action("fill('a12', 'x')").bids == ["a12"]
+    assert parse_action("scroll(0, 10)").bids == []
+
+
+def test_answer_parsing() -> None:
+    answer = parse_answer("<think>The button is 12.</think>\n<action>click('12')</action>")
+    assert answer.think == "The button is 12." and str(answer.action) == "click('12')"
+    # the last action block wins; an unclosed block at the end is accepted
+    answer = parse_answer("e.g. <action>noop()</action> so <action>click('3')")
+    assert str(answer.action) == "click('3')"
+    answer = parse_answer("<THINK>x</THINK><ACTION>noop(10)</ACTION>")
+    assert answer.think == "x" and str(answer.action) == "noop(10.0)"
+    missing = parse_answer("<think>only thinking</think>")
+    assert missing.action is None and "no <action>" in (missing.error or "")
+    bad = parse_answer("<action>click(bid)</action>")
+    assert bad.action is None and bad.action_text == "click(bid)" and bad.error

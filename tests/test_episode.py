@@ -1,0 +1,152 @@
+"""Whole episodes through the real loop: real Chromium, a scripted model behind real HTTP."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from linewise.runtime.browser import Browser
+from linewise.runtime.episode import EpisodeConfig, EpisodeEnv, run_episode
+from linewise.runtime.llm import ChatClient
+from linewise.runtime.miniwob import MiniWoBServer
+from linewise.runtime.settings import EndpointSettings
+from linewise.runtime.tasks import MiniWoBTask, WebTask
+from linewise.runtime.trace import EpisodeSummary, StepRecord, read_steps, read_summary
+
+from .support.openai_server import ScriptedChatServer
+from .support.static_server import StaticServer
+
+
+def _section(prompt: str, title: str) -> str:
+    match = re.search(rf"# {title}\n(.*?)(?:\n# |\nAnswer with|\Z)", prompt, re.DOTALL)
+    assert match, f"prompt has no '# {title}' section"
+    return match.group(1)
+
+
+def _bid(tree: str, pattern: str) -> str:
+    for line in tree.splitlines():
+        if re.search(pattern, line):
+            found = re.search(r"\[([a-zA-Z0-9]+)\]", line)
+            if found:
+                return found.group(1)
+    raise AssertionError(f"no element matching {pattern!r} in:\n{tree}")
+
+
+def miniwob_solver(messages: list[dict[str, Any]]) -> str:
+    """Solves click-test, click-button and enter-text the way a good model would."""
+    prompt = messages[1]["content"]
+    goal = _section(prompt, "Goal").strip()
+    tree = _section(prompt, "Current page")
+    history = _section(prompt, "History of your previous steps")
+    if goal.startswith("Click the button."):
+        return f"<think>One button.</think><action>click('{_bid(tree, r'button')}')</action>"
+    if m := re.match(r'Click on the "(.+)" button', goal):
+        target = _bid(tree, rf"button '{re.escape(m.group(1))}'")
+        return f"<think>Click {m.group(1)}.</think><action>click('{target}')</action>"
+    if m := re.match(r'Enter "(.+)" into the text field and press Submit', goal):
+        if "fill(" not in history:
+            box = _bid(tree, r"textbox")
+            return f"<think>Type it.</think>\n<action>fill('{box}', '{m.group(1)}')</action>"
+        return f"<think>Submit.</think><action>click('{_bid(tree, 'button .Submit')}')</action>"
+    return "<think>Unknown task.</think><action>noop()</action>"
+
+
+def _client(server: ScriptedChatServer) -> ChatClient:
+    return ChatClient(EndpointSettings(base_url=server.base_url, model=server.model))
+
+
+def _check_trace(directory: Path, summary: EpisodeSummary) -> list[StepRecord]:
+    on_disk = read_summary(directory)
+    assert on_disk.model_dump() == summary.model_dump()
+    steps = read_steps(directory)
+    assert len(steps) == summary.n_steps >= 1
+    raw = [json.loads(line) for line in (directory / "steps.jsonl").read_text().splitlines()]
+    for index, (step, line) in enumerate(zip(steps, raw, strict=True)):
+        for key in ("index", "url", "axtree", "observation", "llm_calls", "think", "action",
+                    "action_error", "reward", "timings", "screenshot"):
+            assert key in line, key
+        assert step.index == index
+        assert step.axtree.startswith("1|RootWebArea")
+        assert step.observation and step.obs_tokens_full > 0
+        call = step.llm_calls[0]
+        assert call.messages[0]["role"] == "system" and call.response
+        assert call.prompt_tokens > 0 and call.completion_tokens > 0 and call.latency_ms > 0
+        assert step.screenshot and (directory / step.screenshot).read_bytes()[:4] == b"\x89PNG"
+    return steps
+
+
+async def test_scripted_model_solves_two_miniwob_tasks(
+    browser: Browser, miniwob_server: MiniWoBServer, tmp_path: Path
+) -> None:
+    with ScriptedChatServer(miniwob_solver) as llm:
+        env = EpisodeEnv(browser, _client(llm), miniwob_server)
+        for name, seed, n_steps in (("click-button", 3, 1), ("enter-text", 1, 2)):
+            task = MiniWoBTask(miniwob=name, seed=seed, max_steps=5)
+            summary = await run_episode(task, env, tmp_path)
+            assert summary.success is True and summary.reward == 1.0, summary
+            assert summary.termination == "task_done" and summary.n_steps == n_steps
+            assert summary.tokens.action_prompt > 0 and summary.time.wall_s > 0
+            steps = _check_trace(tmp_path / task.id, summary)
+            assert steps[-1].reward == 1.0 and steps[-1].done
+        assert len(llm.requests) == 3
+
+
+async def test_malformed_answers_are_retried_then_fed_back(
+    browser: Browser, pages: StaticServer, tmp_path: Path
+) -> None:
+    answers = iter([
+        "I think I should click something.",           # no action block: retried
+        "<action>click(bid)</action>",                  # not a literal: retried
+        "<action>os.system('rm -rf /')</action>",       # not an action: retries exhausted
+        "<think>Try an unknown id.</think><action>click('4242')</action>",
+        "<think>Done.</think><action>send_msg_to_user('all done')</action>",
+    ])
+    with ScriptedChatServer(lambda _messages: next(answers)) as llm:
+        env = EpisodeEnv(browser, _client(llm), None)
+        task = WebTask(id="form", url=pages.url("form.html"), goal="Say done.", max_steps=5)
+        summary = await run_episode(task, env, tmp_path, EpisodeConfig(parse_retries=2))
+        steps = read_steps(tmp_path / "form")
+    assert [len(s.llm_calls) for s in steps] == [3, 1, 1]
+    assert steps[0].action is None and "Only the listed action" in (steps[0].parse_error or "")
+    retry_prompt = steps[0].llm_calls[1].messages[-1]["content"]
+    assert "no <action>" in retry_prompt
+    assert steps[1].last_action_error == steps[0].parse_error
+    assert "4242" in (steps[1].action_error or "")
+    assert steps[2].last_action_error == steps[1].action_error
+    assert summary.termination == "agent_done" and summary.answer == "all done"
+    assert summary.success is None
+
+
+async def test_unreachable_url_is_recorded_and_run_goes_on(
+    browser: Browser, miniwob_server: MiniWoBServer, tmp_path: Path
+) -> None:
+    with ScriptedChatServer(miniwob_solver) as llm:
+        env = EpisodeEnv(browser, _client(llm), miniwob_server)
+        dead = WebTask(id="dead", url="http://127.0.0.1:9/nothing", goal="x", max_steps=2)
+        summary = await run_episode(dead, env, tmp_path)
+        assert summary.status == "failed" and summary.termination == "error"
+        assert "127.0.0.1:9" in (summary.error or "") and summary.traceback
+        assert read_summary(tmp_path / "dead").error == summary.error
+        after = await run_episode(MiniWoBTask(miniwob="click-test", seed=0), env, tmp_path)
+        assert after.success is True
+
+
+async def test_success_check_on_a_web_task(
+    browser: Browser, pages: StaticServer, tmp_path: Path
+) -> None:
+    def script(messages: list[dict[str, Any]]) -> str:
+        tree = _section(messages[1]["content"], "Current page")
+        if "Page two" in tree:
+            return "<action>send_msg_to_user('I am on page two')</action>"
+        return f"<action>click('{_bid(tree, 'link .Go to page two')}')</action>"
+
+    with ScriptedChatServer(script) as llm:
+        env = EpisodeEnv(browser, _client(llm), None)
+        task = WebTask.model_validate({
+            "id": "nav", "url": pages.url("form.html"), "goal": "Go to page two.",
+            "max_steps": 4, "success": {"url_contains": "page2", "answer_contains": "page two"},
+        })
+        summary = await run_episode(task, env, tmp_path)
+    assert summary.success is True and summary.n_steps == 2

@@ -1,0 +1,47 @@
+"""Prompt assembly from the template files."""
+
+from __future__ import annotations
+
+import pytest
+from linewise.agent.actions import describe_action
+from linewise.agent.actions import fill as fill_action
+from linewise.agent.prompt import PageView, StepMemory, build_action_messages, render_history
+from linewise.prompts import load_prompt, render_prompt
+
+
+def test_action_prompt_has_every_part() -> None:
+    view = PageView(
+        url="http://x/form", tabs=[(0, "Form", "http://x/form", True)], focused_bid="7",
+        text="RootWebArea 'Form'\n\t[7] textbox 'Name {with braces}'",
+        last_action_error="Element with bid '99': not in the current page observation.",
+    )
+    history = [StepMemory(think="Fill the name.", action="fill('7', 'Al')", error=None)]
+    system, user = build_action_messages("Sign up as $Alice", view, history)
+    assert system["role"] == "system" and "exactly ONE action" in system["content"]
+    content = user["content"]
+    assert "# Goal\nSign up as $Alice" in content
+    assert "[7] textbox 'Name {with braces}'" in content
+    assert "Tab 0 (active): 'Form' http://x/form" in content and "Focused element: [7]" in content
+    assert "Step 1:\n  thought: Fill the name.\n  action: fill('7', 'Al')" in content
+    assert "# Error from your last action\nElement with bid '99'" in content
+    assert describe_action(fill_action) in system["content"]
+    assert "<action>" in system["content"] and content.rstrip().endswith("<action>…</action>.")
+    # the system message is the same at every step, so prefix caches can reuse it
+    other = build_action_messages("Another goal", view.model_copy(update={"text": "x"}), [])
+    assert other[0] == system
+
+
+def test_history_is_bounded_and_thoughts_shortened() -> None:
+    steps = [StepMemory(think="t" * 1000, action=f"noop({i})") for i in range(30)]
+    text = render_history(steps, max_steps=5)
+    assert text.startswith("(25 earlier step(s) not shown)") and "Step 26:" in text
+    assert "Step 25:" not in text and "t" * 401 not in text
+    assert "first step" in render_history([])
+
+
+def test_templates_load_and_demand_every_value() -> None:
+    assert "$goal" in load_prompt("action_user.md").template
+    with pytest.raises(KeyError):
+        render_prompt("action_retry.md")
+    with pytest.raises(FileNotFoundError):
+        load_prompt("no_such_prompt.md")
