@@ -40,6 +40,8 @@ class ActionContext:
     timeout_ms: int = 5000
     known_bids: frozenset[str] | None = None
     """Bids present in the last observation; ``None`` skips the check."""
+    interactive_hint: str = ""
+    """A few interactive elements of the page, quoted when the model names a wrong bid."""
     messages_to_user: list[str] = field(default_factory=list)
     infeasible_reason: str | None = None
 
@@ -55,7 +57,10 @@ class ActionContext:
         if not isinstance(bid, str) or not bid:
             raise ActionError(f"Expected a bid string such as '12', got {bid!r}.")
         if self.known_bids is not None and bid not in self.known_bids:
-            raise ElementNotFound(bid, "not in the current page observation")
+            reason = "not in the current page observation"
+            if self.interactive_hint:
+                reason += f"; elements you can use include {self.interactive_hint}"
+            raise ElementNotFound(bid, reason)
         scope: Page | object = self.page
         frame_prefix_end = 0
         while frame_prefix_end < len(bid) and bid[frame_prefix_end].isalpha():

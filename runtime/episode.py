@@ -183,6 +183,7 @@ class _Episode:
                 self.session,
                 timeout_ms=self.env.browser.config.action_timeout_ms,
                 known_bids=frozenset(obs.elements),
+                interactive_hint=obs.interactive_hint(),
             )
             outcome = await execute_action(decision.action, ctx, self.config.settle)
             action_error = outcome.error

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import pkgutil
+import re
 import time
 from dataclasses import dataclass, field
 from functools import cache
@@ -41,6 +42,10 @@ from .errors import BrowserError, ObservationError
 log = structlog.get_logger(__name__)
 
 IGNORED_ROLES = ("LineBreak", "InlineTextBox")
+_INTERACTIVE = re.compile(
+    r"^\[\w+\] (button|link|textbox|searchbox|checkbox|radio|combobox|listbox|option|menuitem"
+    r"|tab|switch|slider|spinbutton|generic)\b"
+)
 _SKIPPED_ROLE = "__linewise_skipped__"
 _MAX_TRIES = 4
 _TRANSIENT_ERRORS = (
@@ -118,6 +123,17 @@ class Observation:
 
     def has_bid(self, bid: str) -> bool:
         return bid in self.elements
+
+    def interactive_hint(self, limit: int = 6) -> str:
+        """A few interactive lines, e.g. ``[14] button 'Submit'; [12] textbox ''``."""
+        found: list[str] = []
+        for line in self.lines:
+            text = line.strip()
+            if text.startswith("[") and _INTERACTIVE.search(text):
+                found.append(text.split(",")[0])
+                if len(found) == limit:
+                    break
+        return "; ".join(found)
 
 
 def number_lines(lines: list[str], start: int = 1) -> str:

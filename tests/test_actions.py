@@ -37,7 +37,8 @@ class Driver:
     async def run(self, text: str) -> ActionOutcome:
         assert self.obs is not None
         self.ctx = ActionContext(self.session, timeout_ms=1500,
-                                 known_bids=frozenset(self.obs.elements))
+                                 known_bids=frozenset(self.obs.elements),
+                                 interactive_hint=self.obs.interactive_hint())
         return await execute_action(parse_action(text), self.ctx)
 
     async def text(self, selector: str) -> str:
@@ -157,6 +158,7 @@ async def test_failures_become_feedback(session: BrowserSession, pages: StaticSe
     await d.observe()
     unknown = await d.run("click('99999')")
     assert unknown.error and "99999" in unknown.error and "not in the current page" in unknown.error
+    assert f"[{d.bid('textbox .Name')}] textbox 'Name'" in unknown.error  # ids it can use
 
     hidden = await _bid_of_selector(d, "#hidden-button")
     error = (await d.run(f"click('{hidden}')")).error

@@ -1,0 +1,38 @@
+"""One real step with the embedded model: llama.cpp server, real Chromium, MiniWoB page."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from linewise.runtime.browser import Browser
+from linewise.runtime.episode import EpisodeEnv, run_episode
+from linewise.runtime.llm import ChatClient
+from linewise.runtime.local_model import LocalModelServer, ensure_embedded_model
+from linewise.runtime.miniwob import MiniWoBServer
+from linewise.runtime.settings import EndpointSettings
+from linewise.runtime.tasks import MiniWoBTask
+from linewise.runtime.trace import read_steps
+
+
+@pytest.mark.slow
+async def test_one_real_step_with_the_embedded_model(
+    browser: Browser, miniwob_server: MiniWoBServer, tmp_path: Path
+) -> None:
+    model = ensure_embedded_model()
+    async with LocalModelServer(model, ctx_size=8192) as server:
+        client = ChatClient(EndpointSettings(
+            base_url=server.base_url, model=server.model_name, max_tokens=128))
+        env = EpisodeEnv(browser, client, miniwob_server)
+        task = MiniWoBTask(miniwob="click-test", seed=1, max_steps=1)
+        summary = await run_episode(task, env, tmp_path)
+        await client.close()
+    assert summary.status == "finished", summary.error
+    [step] = read_steps(tmp_path / task.id)
+    call = step.llm_calls[0]
+    assert call.model == server.model_name and call.response
+    assert call.usage and call.usage["prompt_tokens"] > 500
+    assert step.action or step.parse_error
+    # the model may or may not solve it; the outcome is recorded either way
+    assert summary.success in (True, False) and summary.n_steps == 1
