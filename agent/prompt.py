@@ -53,6 +53,25 @@ def render_history(history: list[StepMemory], max_steps: int = 20) -> str:
     return "\n".join(lines) + "\n"
 
 
+def repeated_action_note(history: list[StepMemory], threshold: int = 2) -> str:
+    """A nudge when the same successful action was repeated ``threshold`` times or more.
+
+    Small models tend to loop on an action that already worked (filling a field again and
+    again instead of submitting); the note names the loop so the model can leave it.
+    """
+    if not history or not history[-1].action or history[-1].error:
+        return ""
+    last = history[-1].action
+    count = 0
+    for step in reversed(history):
+        if step.action != last or step.error:
+            break
+        count += 1
+    if count < threshold:
+        return ""
+    return "\n" + render_prompt("repeated_action.md", count=count, action=last)
+
+
 def render_tabs(view: PageView) -> str:
     if not view.tabs:
         return f"  Tab 0 (active): {view.url}"
@@ -82,7 +101,7 @@ def build_action_messages(
         focused=f"[{view.focused_bid}]" if view.focused_bid else "(none)",
         observation=view.text,
         history=render_history(history),
-        last_error=last_error,
+        last_error=last_error + repeated_action_note(history),
     )
     return [
         {"role": "system", "content": system_prompt(tuple(action_names or ()))},

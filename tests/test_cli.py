@@ -156,3 +156,37 @@ async def test_headed_browser_is_really_headed(
         agent = await session.page.evaluate("navigator.userAgent")
         await session.close()
     assert "Chrome/" in agent and "Headless" not in agent
+
+
+def test_a_kill_loses_at_most_the_step_in_flight(pages: StaticServer, tmp_path: Path) -> None:
+    """SIGKILL mid-run: every finished step is on disk and the summary says 'running'."""
+    import signal
+
+    def slow_script(messages: list[dict[str, Any]]) -> str:
+        return "<think>Wait.</think><action>noop(10)</action>"
+
+    with ScriptedChatServer(slow_script, delay_s=0.4) as llm:
+        clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LINEWISE_"))}
+        process = subprocess.Popen(
+            [sys.executable, "-m", "linewise.runtime.cli", "run", "--url", pages.url("form.html"),
+             "--goal", "Wait forever", "--max-steps", "50", "--base-url", llm.base_url,
+             "--model", "scripted", "--out", str(tmp_path)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=clean,
+        )
+        deadline = time.monotonic() + 90
+        steps_file: Path | None = None
+        while time.monotonic() < deadline:
+            found = list(tmp_path.glob("*/steps.jsonl"))
+            if found and len(found[0].read_text().splitlines()) >= 3:
+                steps_file = found[0]
+                break
+            time.sleep(0.1)
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+    assert steps_file is not None, "the run never wrote three steps"
+    lines = steps_file.read_text().splitlines()
+    records = [json.loads(line) for line in lines]  # every line is complete JSON
+    assert [r["index"] for r in records] == list(range(len(records)))
+    assert all(r["action"] == "noop(10.0)" for r in records)
+    summary = json.loads((steps_file.parent / "summary.json").read_text())
+    assert summary["status"] == "running" and summary["goal"] == "Wait forever"

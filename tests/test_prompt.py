@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 from linewise.agent.actions import describe_action
 from linewise.agent.actions import fill as fill_action
-from linewise.agent.prompt import PageView, StepMemory, build_action_messages, render_history
+from linewise.agent.prompt import (
+    PageView,
+    StepMemory,
+    build_action_messages,
+    render_history,
+    repeated_action_note,
+)
 from linewise.prompts import load_prompt, render_prompt
 
 
@@ -45,3 +51,17 @@ def test_templates_load_and_demand_every_value() -> None:
         render_prompt("action_retry.md")
     with pytest.raises(FileNotFoundError):
         load_prompt("no_such_prompt.md")
+
+
+def test_repeated_successful_action_gets_a_note() -> None:
+    fill = StepMemory(think="t", action="fill('16', 'Myron')")
+    assert repeated_action_note([fill]) == ""
+    note = repeated_action_note([fill, fill])
+    assert "last 2 actions were all fill('16', 'Myron')" in note
+    assert "last 3 actions" in repeated_action_note([fill, fill, fill])
+    failed = StepMemory(action="fill('16', 'Myron')", error="boom")
+    assert repeated_action_note([fill, failed]) == ""  # errors have their own feedback
+    other = StepMemory(action="click('17')")
+    assert repeated_action_note([fill, fill, other]) == ""
+    view = PageView(url="u", text="t")
+    assert "last 2 actions" in build_action_messages("g", view, [fill, fill])[1]["content"]
