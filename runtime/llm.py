@@ -42,11 +42,7 @@ class ChatClient:
             max_retries=endpoint.max_retries,
         )
         self._in_flight = asyncio.Semaphore(endpoint.max_in_flight)
-        self._throttler = (
-            Throttler(rate_limit=max(1, round(endpoint.requests_per_second)), period=1.0)
-            if endpoint.requests_per_second
-            else None
-        )
+        self._throttler = _throttler(endpoint.requests_per_second)
 
     @contextlib.asynccontextmanager
     async def _slot(self) -> AsyncIterator[None]:
@@ -121,3 +117,12 @@ class ChatClient:
 
     async def close(self) -> None:
         await self._client.close()
+
+
+def _throttler(requests_per_second: float | None) -> Throttler | None:
+    """asyncio-throttle counts whole requests per period: 0.5/s is 1 request per 2 s."""
+    if not requests_per_second:
+        return None
+    if requests_per_second >= 1:
+        return Throttler(rate_limit=int(requests_per_second), period=1.0)
+    return Throttler(rate_limit=1, period=1.0 / requests_per_second)
