@@ -67,6 +67,7 @@ def browsergym_steps(url: str, steps: int) -> tuple[list[float], int]:
     import gymnasium as gym
     from browsergym.core import _get_global_playwright
     from browsergym.utils.obs import flatten_axtree_to_str
+
     from linewise.runtime.browser import CHROMIUM_ARGS, find_chromium
 
     # BrowserGym launches its chat window's Chromium without executable_path: give both

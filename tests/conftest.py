@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+
 from linewise.runtime.browser import Browser, BrowserSession
 from linewise.runtime.log import configure_logging
 from linewise.runtime.miniwob import MiniWoBServer

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from linewise.agent.action_parser import parse_action
 from linewise.agent.response import parse_answer
 from linewise.runtime.errors import ActionParseError

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import pytest
+
 from linewise.runtime.errors import EndpointUnreachable, LLMError
 from linewise.runtime.llm import ChatClient
 from linewise.runtime.settings import EndpointSettings

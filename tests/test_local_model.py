@@ -14,6 +14,7 @@ from pathlib import Path
 
 import openai
 import pytest
+
 from linewise.runtime.errors import ModelError
 from linewise.runtime.local_model import (
     EMBEDDED_MODEL,

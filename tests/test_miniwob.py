@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from playwright.async_api import Browser, Page, async_playwright
+
 from linewise.runtime.miniwob import (
     EPISODE_MAX_TIME_MS,
     MiniWoBServer,
@@ -19,7 +21,6 @@ from linewise.runtime.miniwob import (
     read_miniwob_status,
     start_miniwob_episode,
 )
-from playwright.async_api import Browser, Page, async_playwright
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

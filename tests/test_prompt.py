@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from linewise.agent.actions import describe_action
 from linewise.agent.actions import fill as fill_action
 from linewise.agent.prompt import (

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from linewise.runtime.errors import ConfigError, TaskFileError
 from linewise.runtime.miniwob import available_tasks
 from linewise.runtime.tasks import (

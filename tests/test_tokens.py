@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
+from tiktoken.load import load_tiktoken_bpe
+
 from linewise.runtime.errors import ConfigError
 from linewise.runtime.tokens import (
     TOKENS_PER_IMAGE,
@@ -21,7 +23,6 @@ from linewise.runtime.tokens import (
     seed_tiktoken_cache,
     tiktoken_cache_dir,
 )
-from tiktoken.load import load_tiktoken_bpe
 
 O200K_URL = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
