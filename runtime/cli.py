@@ -18,7 +18,7 @@ import structlog
 from .browser import BrowserConfig
 from .errors import ConfigError, LinewiseError, TaskFileError
 from .log import configure_logging
-from .settings import LinewiseSettings
+from .settings import FILTER_NAMES, LinewiseSettings
 from .tasks import Task, adhoc_task, load_task_file
 from .trace import EpisodeSummary
 
@@ -45,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, help="output folder (default runs/<timestamp>)")
     _add_browser_flags(run)
     _add_model_flags(run)
+    run.add_argument("--filter", choices=FILTER_NAMES, help="observation filter (default none)")
+    run.add_argument("--max-obs-tokens", type=int, help="token budget of the truncate filter")
     run.add_argument("--parse-retries", type=int, help="re-asks after a malformed answer")
     run.add_argument("--episode-timeout", type=float, metavar="S",
                      help="wall-clock limit per episode, in seconds")
@@ -93,7 +95,10 @@ def settings_from_args(args: argparse.Namespace) -> LinewiseSettings:
     action = settings.action.model_dump()
     retriever = settings.retriever.model_dump()
     local = settings.local.model_dump()
+    filters = settings.filter.model_dump()
     for target, key, value in (
+        (filters, "name", args.filter),
+        (filters, "max_obs_tokens", args.max_obs_tokens),
         (action, "base_url", args.base_url),
         (action, "model", args.model),
         (action, "api_key", args.api_key),
@@ -104,7 +109,9 @@ def settings_from_args(args: argparse.Namespace) -> LinewiseSettings:
     ):
         if value is not None:
             target[key] = value
-    update: dict[str, object] = {"action": action, "retriever": retriever, "local": local}
+    update: dict[str, object] = {
+        "action": action, "retriever": retriever, "local": local, "filter": filters,
+    }
     if args.headed:
         update["headless"] = False
     if args.chromium:

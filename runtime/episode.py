@@ -3,28 +3,33 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 import traceback
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 from playwright.async_api import Error as PlaywrightError
 
+from ..agent.action_parser import parse_action
 from ..agent.actions import ActionContext
+from ..agent.filters.base import FilterInput, FilterResult, ObservationFilter
+from ..agent.filters.truncate import NoFilter
 from ..agent.policy import ActionAgent, ChatModel, Decision
 from ..agent.prompt import PageView
 from .browser import Browser, BrowserSession
-from .errors import BrowserError, LinewiseError, LLMError
+from .errors import ActionParseError, BrowserError, LinewiseError, LLMError
 from .executor import SettleConfig, execute_action
 from .miniwob import MiniWoBServer, read_miniwob_status, start_miniwob_episode
 from .observation import Observation, observe
 from .tasks import MiniWoBTask, Task, WebTask
-from .tokens import count_tokens
 from .trace import (
     EpisodeSummary,
     EpisodeTraceWriter,
+    FilterRecord,
     StepRecord,
     StepTimings,
     TabRecord,
@@ -44,6 +49,7 @@ class EpisodeConfig:
     timeout_s: float | None = None
     settle: SettleConfig | None = None
     retriever_model: str = ""
+    make_filter: Callable[[], ObservationFilter] = NoFilter
 
 
 @dataclass
@@ -64,11 +70,13 @@ class _Episode:
         self.config = config
         self.writer = EpisodeTraceWriter(directory)
         self.agent = ActionAgent(env.action_model, parse_retries=config.parse_retries)
+        self.filter = config.make_filter()
         self.summary = EpisodeSummary(
             episode_id=uuid.uuid4().hex[:12],
             task_id=task.id,
             action_model=env.action_model.model,
             retriever_model=config.retriever_model,
+            filter=self.filter.name,
         )
         self.session: BrowserSession | None = None
         self.messages_to_user: list[str] = []
@@ -145,6 +153,10 @@ class _Episode:
             for call in record.llm_calls:
                 self.summary.tokens.add(call)
                 self.summary.time.llm_s += call.latency_ms / 1000
+            self.summary.obs_tokens_full += record.obs_tokens_full
+            self.summary.obs_tokens_shown += record.obs_tokens_shown
+            self.summary.filter_misses += len(record.filter_result.misses)
+            self.summary.time.filter_s += record.filter_result.latency_ms / 1000
             log.info(
                 "step",
                 task_id=self.task.id,
@@ -165,14 +177,16 @@ class _Episode:
         assert self.session is not None
         step_started = time.perf_counter()
         obs = await observe(self.session, screenshot=self.config.screenshots)
+        filtered = await self.filter.apply(self._filter_input(goal, obs, last_error))
         observed = time.perf_counter()
-        view = _page_view(obs, last_error)
+        view = _page_view(obs, last_error, filtered.text)
         try:
             decision = await self.agent.decide(goal, view)
         except LLMError as exc:
             partial = getattr(exc, "call", None)
             decision = Decision(error=str(exc), calls=[partial] if partial else [])
-            self.writer.write_step(self._record(index, obs, view, decision, None, step_started))
+            record = self._record(index, obs, view, decision, None, step_started, filtered)
+            self.writer.write_step(record)
             raise
         decided = time.perf_counter()
         action_error: str | None = None
@@ -191,13 +205,28 @@ class _Episode:
             self.messages_to_user.extend(ctx.messages_to_user)
             self.infeasible_reason = ctx.infeasible_reason or self.infeasible_reason
         self.agent.remember(decision, action_error)
-        record = self._record(index, obs, view, decision, action_error, step_started)
+        record = self._record(index, obs, view, decision, action_error, step_started, filtered)
         record.timings = timings
         record.reward, record.done = await self._progress(decision)
         timings.total_ms = (time.perf_counter() - step_started) * 1000
         self.summary.time.observe_s += timings.observe_ms / 1000
         self.summary.time.act_s += (timings.act_ms + timings.settle_ms) / 1000
         return record, action_error or (decision.error if decision.action is None else None)
+
+    def _filter_input(self, goal: str, obs: Observation, last_error: str | None) -> FilterInput:
+        recent = self.agent.history[-2:]
+        must_keep = [
+            bid for step in recent if step.action for bid in _bids_in(step.action)
+        ]
+        return FilterInput(
+            goal=goal,
+            lines=obs.lines,
+            history=[step.action or "" for step in self.agent.history],
+            thoughts=[step.think or "" for step in self.agent.history],
+            focused_bid=obs.focused_bid,
+            last_action_error=last_error,
+            must_keep_bids=must_keep,
+        )
 
     def _record(
         self,
@@ -207,11 +236,33 @@ class _Episode:
         decision: Decision,
         action_error: str | None,
         started: float,
+        filtered: FilterResult,
     ) -> StepRecord:
         screenshot = (
             self.writer.write_screenshot(index, obs.screenshot_png) if obs.screenshot_png else None
         )
-        tokens_full = count_tokens(obs.text)
+        retriever_calls = filtered.calls
+        misses = []
+        if decision.action is not None and filtered.text is not obs.text:
+            shown = set(_SHOWN_BID.findall(filtered.text))
+            misses = [bid for bid in decision.action.bids if bid not in shown]
+            if misses:
+                log.info("filter miss", task_id=self.task.id, bids=misses)
+        filter_record = FilterRecord(
+            name=filtered.name,
+            ranges=filtered.ranges,
+            kept_lines=len(filtered.kept_lines),
+            total_lines=len(obs.lines),
+            tokens_full=filtered.tokens_full,
+            tokens_shown=filtered.tokens_shown,
+            reduction=filtered.reduction,
+            latency_ms=filtered.latency_ms,
+            retriever_prompt_tokens=sum(c.prompt_tokens for c in retriever_calls),
+            retriever_completion_tokens=sum(c.completion_tokens for c in retriever_calls),
+            fallback_reason=filtered.fallback_reason,
+            misses=misses,
+            notes=filtered.notes,
+        )
         return StepRecord(
             episode_id=self.summary.episode_id,
             task_id=self.task.id,
@@ -224,9 +275,11 @@ class _Episode:
             axtree=obs.numbered,
             axtree_lines=len(obs.lines),
             observation=view.text,
-            obs_tokens_full=tokens_full,
-            obs_tokens_shown=tokens_full if view.text == obs.text else count_tokens(view.text),
-            llm_calls=decision.calls,
+            filter=filtered.name,
+            obs_tokens_full=filtered.tokens_full,
+            obs_tokens_shown=filtered.tokens_shown,
+            filter_result=filter_record,
+            llm_calls=[*retriever_calls, *decision.calls],
             think=decision.think,
             action=str(decision.action) if decision.action else None,
             action_raw=decision.action_text,
@@ -274,12 +327,22 @@ class _Episode:
         self.summary.reward = 1.0 if ok else 0.0
 
 
-def _page_view(obs: Observation, last_error: str | None) -> PageView:
+_SHOWN_BID = re.compile(r"^\t*\[([A-Za-z0-9]+)\] ", re.MULTILINE)
+
+
+def _bids_in(action_text: str) -> list[str]:
+    try:
+        return parse_action(action_text).bids
+    except ActionParseError:
+        return []
+
+
+def _page_view(obs: Observation, last_error: str | None, text: str) -> PageView:
     return PageView(
         url=obs.url,
         tabs=[(t.index, t.title, t.url, t.active) for t in obs.tabs],
         focused_bid=obs.focused_bid,
-        text=obs.text,
+        text=text,
         last_action_error=last_error,
     )
 

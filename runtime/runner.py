@@ -20,6 +20,7 @@ from pathlib import Path
 import openai
 import structlog
 
+from ..agent.filters.registry import FilterFactory, filter_factory
 from .browser import Browser, BrowserConfig
 from .episode import EpisodeConfig, EpisodeEnv, run_episode
 from .errors import EndpointUnreachable, LLMError
@@ -111,6 +112,26 @@ async def open_run_resources(
         yield RunResources(browser, action_client, retriever_client, miniwob)
 
 
+def build_filter_factory(settings: LinewiseSettings, resources: RunResources) -> FilterFactory:
+    """The per-episode filter maker for ``settings.filter``."""
+    embedder = None
+    if settings.filter.name == "embedding":
+        from ..agent.filters.embedding import make_embedder
+
+        embedder = make_embedder(
+            settings.filter.embedding_base_url,
+            settings.filter.embedding_model,
+            api_key=settings.action.api_key,
+        )
+    local_retriever = settings.retriever.base_url is None
+    return filter_factory(
+        settings.filter,
+        resources.retriever_client,
+        retriever_context_tokens=settings.local.ctx_size if local_retriever else 32768,
+        embedder=embedder,
+    )
+
+
 def write_run_manifest(out_dir: Path, settings: LinewiseSettings, argv: list[str]) -> None:
     """``run.json``: what was run, with which versions and settings (API keys left out)."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -155,6 +176,7 @@ async def run_tasks(
             timeout_s=settings.episode_timeout_s,
             retriever_model=resources.retriever_client.model,
         )
+        config.make_filter = build_filter_factory(settings, resources)
         for task in tasks:
             summary = await run_episode(task, env, out_dir, config)
             summaries.append(summary)

@@ -51,6 +51,35 @@ class LocalModelSettings(BaseModel):
     startup_timeout_s: float = 300.0
 
 
+FILTER_NAMES = ("none", "truncate", "embedding", "lines", "lines+structure")
+
+
+class FilterSettings(BaseModel):
+    """Which observation filter runs, and its knobs (see agent/filters/)."""
+
+    name: str = Field(default="none", description="One of " + ", ".join(FILTER_NAMES))
+    max_obs_tokens: int = Field(default=40_000, ge=1, description="truncate: token budget.")
+    json_schema: str = Field(default="auto", pattern="^(auto|on|off)$")
+    incremental: bool = True
+    cost_gate: bool = True
+    price_action_input: float = Field(default=2.0, ge=0, description="$ per 1M tokens.")
+    price_retriever_input: float = Field(default=0.4, ge=0)
+    price_retriever_output: float = Field(default=1.6, ge=0)
+    retriever_context_tokens: int | None = Field(
+        default=None, description="Default: the local model's context, else 32768."
+    )
+    embedding_base_url: str | None = None
+    embedding_model: str | None = None
+    embedding_top_k: int = Field(default=10, ge=1)
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        if value not in FILTER_NAMES:
+            raise ValueError(f"unknown filter {value!r}; choose one of {', '.join(FILTER_NAMES)}")
+        return value
+
+
 class LinewiseSettings(BaseSettings):
     """Everything a run needs to know that is not in the task file."""
 
@@ -61,6 +90,7 @@ class LinewiseSettings(BaseSettings):
     action: EndpointSettings = Field(default_factory=EndpointSettings)
     retriever: EndpointSettings = Field(default_factory=EndpointSettings)
     local: LocalModelSettings = Field(default_factory=LocalModelSettings)
+    filter: FilterSettings = Field(default_factory=FilterSettings)
     chromium: str | None = None
     headless: bool = True
     screenshots: bool = True

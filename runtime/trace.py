@@ -60,6 +60,27 @@ class TabRecord(BaseModel):
     active: bool
 
 
+class FilterRecord(BaseModel):
+    """What the observation filter did this step."""
+
+    name: str = "none"
+    ranges: list[tuple[int, int]] = Field(default_factory=list)
+    kept_lines: int = 0
+    total_lines: int = 0
+    tokens_full: int = 0
+    tokens_shown: int = 0
+    reduction: float = 0.0
+    latency_ms: float = 0.0
+    retriever_prompt_tokens: int = 0
+    retriever_completion_tokens: int = 0
+    fallback_reason: str | None = None
+    misses: list[str] = Field(
+        default_factory=list,
+        description="Bids the action model used that the filtered view did not show.",
+    )
+    notes: dict[str, Any] = Field(default_factory=dict)
+
+
 class StepRecord(BaseModel):
     """Everything about one step: what was seen, asked, answered and done."""
 
@@ -81,6 +102,7 @@ class StepRecord(BaseModel):
     filter: str = "none"
     obs_tokens_full: int = 0
     obs_tokens_shown: int = 0
+    filter_result: FilterRecord = Field(default_factory=FilterRecord)
     llm_calls: list[LLMCall] = Field(default_factory=list)
     think: str | None = None
     action: str | None = Field(default=None, description="The action run, in canonical form.")
@@ -124,6 +146,7 @@ class TokenTotals(BaseModel):
 class TimeTotals(BaseModel):
     wall_s: float = 0.0
     llm_s: float = 0.0
+    filter_s: float = 0.0
     observe_s: float = 0.0
     act_s: float = 0.0
 
@@ -152,6 +175,9 @@ class EpisodeSummary(BaseModel):
     retriever_model: str = ""
     filter: str = "none"
     tokens: TokenTotals = Field(default_factory=TokenTotals)
+    obs_tokens_full: int = Field(default=0, description="Sum over steps of full-tree tokens.")
+    obs_tokens_shown: int = Field(default=0, description="Sum over steps of tokens shown.")
+    filter_misses: int = 0
     time: TimeTotals = Field(default_factory=TimeTotals)
     error: str | None = None
     traceback: str | None = None

@@ -16,6 +16,14 @@ from typing import Any
 Script = Callable[[list[dict[str, Any]]], str]
 
 
+class ScriptedHTTPError(Exception):
+    """Raised by a script to make the server answer with this status and message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class ScriptedChatServer:
     """Answers each chat completion with ``script(messages)``; records every request.
 
@@ -79,6 +87,9 @@ class ScriptedChatServer:
                     time.sleep(outer.delay_s)
                 try:
                     text = outer.script(request["messages"])
+                except ScriptedHTTPError as exc:
+                    self._send(exc.status, {"error": {"message": str(exc), "type": "invalid"}})
+                    return
                 except Exception as exc:  # the script's way to simulate a server error
                     self._send(500, {"error": {"message": str(exc), "type": "server_error"}})
                     return

@@ -1,0 +1,229 @@
+"""Observation filters on real trees captured from MiniWoB++ and documentation pages."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from linewise.agent.filters.base import FilterInput
+from linewise.agent.filters.cost_gate import CostGate, Prices
+from linewise.agent.filters.line_retriever import split_windows
+from linewise.agent.filters.ranges import (
+    RangeParseError,
+    lines_of,
+    merge_ranges,
+    parse_ranges,
+    ranges_of,
+)
+from linewise.agent.filters.recall_guard import guard_lines, guarded_bids
+from linewise.agent.filters.structure import rebuild_with_structure
+from linewise.agent.filters.tree import LineTree
+from linewise.agent.filters.truncate import NoFilter, TruncateFilter
+from linewise.runtime.tokens import count_tokens
+
+TREES = Path(__file__).parent / "data" / "trees"
+BID = re.compile(r"^\t*\[([A-Za-z0-9]+)\] ")
+
+
+def tree_lines(name: str) -> list[str]:
+    return (TREES / name).read_text().splitlines()
+
+
+# -- range parsing
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ("<think>see 4</think><answer>[(1,3), (20,25)]</answer>", [(1, 3), (20, 25)]),
+        ("<answer>[[5,3],[4,9]]</answer>", [(3, 9)]),
+        ("<answer>[5, 7, 9]</answer>", [(5, 5), (7, 7), (9, 9)]),
+        ('{"think": "x", "ranges": [[1, 2], [10, 12]]}', [(1, 2), (10, 12)]),
+        ("<answer>lines 3-5 and 9</answer>", [(3, 5), (9, 9)]),
+        ("<answer>(4, 2)</answer>", [(2, 4)]),
+        ('<answer>["2-4", 8]</answer>', [(2, 4), (8, 8)]),
+        ("<answer>[(1,3), (3,6), (7,7)]</answer>", [(1, 7)]),
+        ("<answer>[(90, 500), (0, 2)]</answer>", [(1, 2), (90, 100)]),
+        ("<answer>[(1,3), (2", [(1, 3)]),  # cut off mid-answer
+        ("```json\n[[10, 11]]\n```", [(10, 11)]),
+    ],
+)
+def test_parse_ranges(answer: str, expected: list[tuple[int, int]]) -> None:
+    assert parse_ranges(answer, 100) == expected
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        ("<think>only thoughts about line 4</think>", "no line numbers"),
+        ("<think>unfinished 4", "no <answer>"),
+        ("<answer>[]</answer>", "no line numbers"),
+        ("<answer>[(300, 400)]</answer>", "outside the observation"),
+    ],
+)
+def test_unusable_answers_say_why(answer: str, message: str) -> None:
+    with pytest.raises(RangeParseError, match=message):
+        parse_ranges(answer, 100)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=200), st.integers(min_value=1, max_value=500))
+def test_parser_never_crashes_and_stays_in_bounds(text: str, n_lines: int) -> None:
+    try:
+        ranges = parse_ranges(text, n_lines)
+    except RangeParseError:
+        return
+    assert ranges == merge_ranges(ranges)
+    for lo, hi in ranges:
+        assert 1 <= lo <= hi <= n_lines
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(-5, 300), st.integers(-5, 300)), min_size=1, max_size=12),
+    st.sampled_from(["[{}]", "<answer>[{}]</answer>", "<think>x 3</think>\n<answer>[{}]</answer>"]),
+    st.sampled_from(["({}, {})", "[{}, {}]", '"{}-{}"']),
+    st.integers(min_value=1, max_value=250),
+)
+def test_parser_recovers_every_written_range(
+    pairs: list[tuple[int, int]], outer: str, inner: str, n_lines: int
+) -> None:
+    body = ", ".join(inner.format(abs(a), abs(b)) for a, b in pairs)
+    expected_lines = {
+        n for a, b in pairs for n in range(min(abs(a), abs(b)), max(abs(a), abs(b)) + 1)
+        if 1 <= n <= n_lines
+    }
+    try:
+        ranges = parse_ranges(outer.format(body), n_lines)
+    except RangeParseError:
+        assert not expected_lines
+        return
+    assert set(lines_of(ranges)) == expected_lines
+
+
+def test_ranges_of_is_the_inverse_of_lines_of() -> None:
+    assert ranges_of([5, 1, 2, 3, 9, 10]) == [(1, 3), (5, 5), (9, 10)]
+    assert lines_of(ranges_of([4, 7, 8])) == [4, 7, 8]
+
+
+# -- the structure-preserving rebuild
+
+
+@pytest.mark.parametrize(
+    "name", ["miniwob-email-inbox.txt", "miniwob-social-media.txt", "docs-json.txt"]
+)
+def test_structure_rebuild_is_a_valid_smaller_tree(name: str) -> None:
+    lines = tree_lines(name)
+    tree = LineTree(lines)
+    bid_lines = [i for i, line in enumerate(lines) if BID.match(line)]
+    kept = set(bid_lines[len(bid_lines) // 3 : len(bid_lines) // 3 + 4]) | {len(lines) - 1}
+    view = rebuild_with_structure(tree, kept)
+    out = view.text.split("\n")
+
+    # every kept line is there unchanged, and every ancestor of it, in order
+    for k in kept:
+        assert lines[k] in out
+        for a in tree.ancestors(k):
+            assert a + 1 in view.context_lines or a in kept
+    # indentation is valid: each line at most one level deeper than the line before
+    depths = [len(line) - len(line.lstrip("\t")) for line in out]
+    assert depths[0] == 0
+    assert all(b <= a + 1 for a, b in zip(depths, depths[1:], strict=False))
+    # markers count exactly the lines not shown
+    counted = sum(int(m.group(1)) for line in out if (m := re.search(r"… (\d+) lines? omitted", line)))
+    assert counted == view.omitted_lines == len(lines) - len(kept) - len(view.context_lines)
+    # bids are unchanged and only shown bids appear
+    shown_bids = {m.group(1) for line in out if (m := BID.match(line))}
+    assert shown_bids <= {m.group(1) for line in lines if (m := BID.match(line))}
+    # it cuts lines, not only text
+    assert len(out) < len(lines) / 2 or len(lines) < 80
+
+
+def test_structure_rebuild_cuts_a_large_page() -> None:
+    lines = tree_lines("docs-functions.txt")
+    tree = LineTree(lines)
+    target = next(i for i, line in enumerate(lines) if "heading 'Built-in Functions'" in line)
+    view = rebuild_with_structure(tree, range(target, target + 20))
+    full, shown = count_tokens("\n".join(lines)), count_tokens(view.text)
+    assert shown < 0.05 * full
+    assert len(view.text.splitlines()) < 40
+    assert lines[target] in view.text
+
+
+def test_context_lines_are_shortened() -> None:
+    lines = [
+        "RootWebArea 'A page with a rather long title that keeps going and going', focused",
+        "\t[5] navigation 'Primary navigation with many words in its accessible name'",
+        "\t\t[6] link 'Home'",
+        "\t\t[7] link 'About'",
+    ]
+    view = rebuild_with_structure(LineTree(lines), [3])
+    out = view.text.split("\n")
+    assert out[0].startswith("RootWebArea 'A page with a rather long title") and "…'" in out[0]
+    assert "focused" not in out[0]
+    assert out[1].startswith("\t[5] navigation 'Primary") and out[3] == lines[3]
+    assert out[2] == "\t\t… 1 line omitted …"
+
+
+# -- truncation, none
+
+
+async def test_truncate_keeps_the_top_within_budget() -> None:
+    lines = tree_lines("docs-functions.txt")
+    observation = FilterInput(goal="g", lines=lines)
+    result = await TruncateFilter(max_tokens=2000).apply(observation)
+    assert result.tokens_shown <= 2000 + 30
+    assert result.kept_lines == list(range(1, len(result.kept_lines) + 1))
+    assert result.text.splitlines()[-1] == (
+        f"… {len(lines) - len(result.kept_lines)} more lines cut to fit 2000 tokens …")
+    assert 0.5 < result.reduction < 1
+    small = await TruncateFilter(max_tokens=40_000).apply(
+        FilterInput(goal="g", lines=tree_lines("miniwob-book-flight.txt")))
+    assert small.reduction == 0 and "cut to fit" not in small.text
+    none = await NoFilter().apply(observation)
+    assert none.text == "\n".join(lines) and none.reduction == 0
+
+
+# -- recall guard, cost gate, windows
+
+
+def test_recall_guard_keeps_focus_actions_and_error_elements() -> None:
+    lines = tree_lines("miniwob-book-flight.txt")
+    tree = LineTree(lines)
+    observation = FilterInput(
+        goal="g", lines=lines, focused_bid="24", must_keep_bids=["32"],
+        last_action_error="Element with bid '30': not visible",
+    )
+    assert guarded_bids(observation) == ["24", "32", "30"]
+    kept = guard_lines(tree, observation)
+    for bid in ("24", "30", "32"):
+        assert tree.bid_line[bid] in kept
+    assert all(BID.match(lines[i]) or lines[i].lstrip().startswith("StaticText") for i in kept)
+
+
+def test_cost_gate_follows_appendix_b() -> None:
+    gate = CostGate(Prices(action_input=2.0, retriever_input=0.4, retriever_output=0.0))
+    assert gate.alpha_threshold == pytest.approx(0.8)
+    assert not gate.decide(tokens_full=150, overhead_tokens=400, answer_tokens=0).retrieve
+    assert gate.decide(tokens_full=5000, overhead_tokens=400, answer_tokens=0).retrieve
+    for _ in range(5):
+        gate.observe(0.9)  # retrieval keeps almost everything: it no longer pays
+    decision = gate.decide(tokens_full=5000, overhead_tokens=400, answer_tokens=0)
+    assert not decision.retrieve and "above the break-even" in decision.reason
+    same_price = CostGate(Prices(action_input=1.0, retriever_input=1.0, retriever_output=1.0))
+    assert not same_price.decide(10_000, 100, 50).retrieve
+    assert CostGate(enabled=False).decide(10, 1000, 1000).retrieve
+
+
+def test_windows_fit_the_budget_and_cover_every_line() -> None:
+    lines = tree_lines("docs-functions.txt")
+    windows = split_windows(lines, list(range(len(lines))), budget_tokens=3000)
+    assert len(windows) > 5
+    assert [i for w in windows for i in w] == list(range(len(lines)))
+    for window in windows:
+        numbered = "".join(f"{i + 1}|{lines[i]}\n" for i in window)
+        assert count_tokens(numbered) <= 3000
