@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
 import sys
 from pathlib import Path
 
@@ -54,6 +56,27 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--log-json", action="store_true", help="log JSON lines even on a terminal")
     run.add_argument("--log-level", default="INFO")
 
+    evaluate = sub.add_parser(
+        "filter-eval", help="score observation filters on saved cases, without an agent"
+    )
+    evaluate.add_argument("cases", type=Path, help="a case file (.json/.jsonl) or a folder")
+    evaluate.add_argument("--filter", action="append", choices=FILTER_NAMES, default=[],
+                          help="filters to score (repeatable; default: all)")
+    evaluate.add_argument("--max-obs-tokens", type=int, help="token budget of truncate")
+    evaluate.add_argument("--cost-gate", action="store_true",
+                          help="let the cost gate skip retrieval (off: score the filter itself)")
+    evaluate.add_argument("--out", type=Path, help="write every case's scores to this JSON file")
+    _add_model_flags(evaluate)
+    evaluate.add_argument("--log-json", action="store_true")
+    evaluate.add_argument("--log-level", default="WARNING")
+
+    snapshot = sub.add_parser("snapshot", help="save a page's AXTree as a filter-eval case")
+    snapshot.add_argument("url")
+    snapshot.add_argument("--goal", default="TODO: the goal", help="the case's goal")
+    snapshot.add_argument("--id", help="case id (default: from the URL)")
+    snapshot.add_argument("--out", type=Path, help="output file (default: <id>.json)")
+    _add_browser_flags(snapshot)
+
     setup = sub.add_parser(
         "setup", help="install Chromium if none is found and assemble the embedded model"
     )
@@ -87,7 +110,18 @@ def _add_model_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from_args(args: argparse.Namespace) -> LinewiseSettings:
-    """Environment first, flags on top, then the documented fall-backs."""
+    """Environment first, flags on top, then the documented fall-backs.
+
+    Works for every subcommand: flags a subcommand does not have count as not given.
+    """
+    args = argparse.Namespace(**{
+        name: getattr(args, name, None)
+        for name in ("base_url", "model", "api_key", "retriever_base_url", "retriever_model",
+                     "gguf", "ctx_size", "filter", "max_obs_tokens", "headed", "chromium",
+                     "no_screenshots", "parse_retries", "episode_timeout")
+    })
+    if not isinstance(args.filter, str):
+        args.filter = None  # filter-eval takes several
     try:
         settings = LinewiseSettings()
     except ValueError as exc:
@@ -112,7 +146,7 @@ def settings_from_args(args: argparse.Namespace) -> LinewiseSettings:
     update: dict[str, object] = {
         "action": action, "retriever": retriever, "local": local, "filter": filters,
     }
-    if args.headed:
+    if getattr(args, "headed", False):
         update["headless"] = False
     if args.chromium:
         update["chromium"] = args.chromium
@@ -212,6 +246,62 @@ def _cmd_setup(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_filter_eval(args: argparse.Namespace) -> int:
+    from .filter_eval import evaluate, format_table, load_cases, summarize
+    from .runner import build_filter_factory, open_models
+
+    cases = load_cases(args.cases)
+    names = args.filter or list(FILTER_NAMES)
+    base = settings_from_args(args)
+
+    async def run() -> list[tuple[str, list]]:
+        results = []
+        needs_llm = any(name.startswith("lines") for name in names)
+        async with contextlib.AsyncExitStack() as stack:
+            retriever = None
+            if needs_llm:
+                _, retriever = await stack.enter_async_context(open_models(base))
+            for name in names:
+                settings = base.model_copy(update={"filter": base.filter.model_copy(
+                    update={"name": name, "cost_gate": args.cost_gate})})
+                make_filter = build_filter_factory(settings, retriever)
+                log.info("evaluating filter", filter=name, cases=len(cases))
+                results.append((name, await evaluate(cases, make_filter)))
+        return results
+
+    results = asyncio.run(run())
+    print(format_table([summarize(name, scores) for name, scores in results]))
+    if args.out:
+        args.out.write_text(json.dumps(
+            {name: [s.model_dump() for s in scores] for name, scores in results}, indent=2))
+        print(f"\nPer-case scores in {args.out}")
+    return 0
+
+
+def _cmd_snapshot(args: argparse.Namespace) -> int:
+    from .browser import Browser
+    from .filter_eval import snapshot_case
+    from .observation import observe
+    from .trace import safe_name
+
+    async def run() -> list[str]:
+        config = BrowserConfig(headless=not args.headed, executable_path=args.chromium)
+        async with Browser(config) as browser:
+            session = await browser.new_session()
+            await session.page.goto(args.url)
+            obs = await observe(session, screenshot=False)
+            await session.close()
+            return obs.lines
+
+    lines = asyncio.run(run())
+    case_id = args.id or safe_name(args.url.split("://", 1)[-1])
+    out = args.out or Path(f"{case_id}.json")
+    case = snapshot_case(case_id, args.url, args.goal, lines)
+    out.write_text(case.model_dump_json(indent=2))
+    print(f"{out}: {len(lines)} lines; add the gold bids the next action needs to gold_bids")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(json_lines=True if getattr(args, "log_json", False) else None,
@@ -221,6 +311,10 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_run(args)
         if args.command == "setup":
             return _cmd_setup(args)
+        if args.command == "filter-eval":
+            return _cmd_filter_eval(args)
+        if args.command == "snapshot":
+            return _cmd_snapshot(args)
         return _cmd_model(args)
     except (ConfigError, TaskFileError) as exc:
         print(f"linewise: error: {exc}", file=sys.stderr)

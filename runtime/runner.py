@@ -71,11 +71,9 @@ async def check_endpoint(endpoint: EndpointSettings) -> None:
 
 
 @contextlib.asynccontextmanager
-async def open_run_resources(
-    settings: LinewiseSettings, tasks: list[Task], browser_config: BrowserConfig
-) -> AsyncIterator[RunResources]:
-    """Start the model server (if no endpoint is set), check endpoints, start the browser
-    and, when a task needs it, the MiniWoB server."""
+async def open_models(settings: LinewiseSettings) -> AsyncIterator[tuple[ChatClient, ChatClient]]:
+    """The action and retriever clients: the embedded model server is started when an
+    endpoint is missing, and every endpoint is checked before anything runs."""
     async with contextlib.AsyncExitStack() as stack:
         action, retriever = settings.action, settings.retriever
         if settings.uses_local_model:
@@ -105,6 +103,17 @@ async def open_run_resources(
         )
         if retriever_client is not action_client:
             stack.push_async_callback(retriever_client.close)
+        yield action_client, retriever_client
+
+
+@contextlib.asynccontextmanager
+async def open_run_resources(
+    settings: LinewiseSettings, tasks: list[Task], browser_config: BrowserConfig
+) -> AsyncIterator[RunResources]:
+    """Models (see ``open_models``), the browser and, when a task needs it, the MiniWoB
+    server; torn down in reverse order."""
+    async with contextlib.AsyncExitStack() as stack:
+        action_client, retriever_client = await stack.enter_async_context(open_models(settings))
         browser = await stack.enter_async_context(Browser(browser_config))
         miniwob = None
         if any(isinstance(t, MiniWoBTask) for t in tasks):
@@ -112,7 +121,9 @@ async def open_run_resources(
         yield RunResources(browser, action_client, retriever_client, miniwob)
 
 
-def build_filter_factory(settings: LinewiseSettings, resources: RunResources) -> FilterFactory:
+def build_filter_factory(
+    settings: LinewiseSettings, retriever_client: ChatClient | None
+) -> FilterFactory:
     """The per-episode filter maker for ``settings.filter``."""
     embedder = None
     if settings.filter.name == "embedding":
@@ -126,7 +137,7 @@ def build_filter_factory(settings: LinewiseSettings, resources: RunResources) ->
     local_retriever = settings.retriever.base_url is None
     return filter_factory(
         settings.filter,
-        resources.retriever_client,
+        retriever_client,
         retriever_context_tokens=settings.local.ctx_size if local_retriever else 32768,
         embedder=embedder,
     )
@@ -176,7 +187,7 @@ async def run_tasks(
             timeout_s=settings.episode_timeout_s,
             retriever_model=resources.retriever_client.model,
         )
-        config.make_filter = build_filter_factory(settings, resources)
+        config.make_filter = build_filter_factory(settings, resources.retriever_client)
         for task in tasks:
             summary = await run_episode(task, env, out_dir, config)
             summaries.append(summary)

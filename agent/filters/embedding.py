@@ -59,12 +59,14 @@ __all__ = [
     "OpenAIEmbedder",
     "build_query",
     "chunk_lines",
+    "make_embedder",
 ]
 
 #: What :meth:`Embedder.embed` may return: one vector per text, in input order.
 Vectors = np.ndarray | Sequence[Sequence[float]]
 
 EMBEDDING_INSTALL_HINT = "pip install 'linewise[embedding]'"
+DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
 
 
 # --------------------------------------------------------------------------- chunks
@@ -235,7 +237,7 @@ class OpenAIEmbedder:
         *,
         base_url: str | None = None,
         api_key: str | None = None,
-        model: str = "text-embedding-3-small",
+        model: str = DEFAULT_OPENAI_MODEL,
         batch_size: int = 256,
         max_in_flight: int = 4,
         dimensions: int | None = None,
@@ -263,7 +265,7 @@ class OpenAIEmbedder:
         cls,
         endpoint: EndpointSettings,
         *,
-        model: str = "text-embedding-3-small",
+        model: str = DEFAULT_OPENAI_MODEL,
         batch_size: int = 256,
     ) -> OpenAIEmbedder:
         """An embedder on a configured endpoint (its URL, key, timeout, retries, bound)."""
@@ -548,6 +550,34 @@ class MiniLMEmbedder:
     async def embed(self, texts: list[str]) -> np.ndarray:
         """One unit float32 vector per text, computed in a worker thread."""
         return await asyncio.to_thread(self.embed_sync, texts)
+
+
+#: ``model`` names that select the local embedder when no base URL is given.
+LOCAL_MODEL_NAMES = frozenset({"minilm", "all-minilm-l6-v2", "local"})
+def make_embedder(
+    base_url: str | None = None,
+    model: str | None = None,
+    *,
+    api_key: str | None = None,
+    batch_size: int | None = None,
+) -> Embedder:
+    """The embedder a run's settings name.
+
+    - a ``base_url``: :class:`OpenAIEmbedder` on it, ``model`` defaulting to
+      ``text-embedding-3-small``;
+    - no ``base_url`` and no ``model`` (or ``minilm``, ``all-MiniLM-L6-v2``,
+      ``local``): the offline :class:`MiniLMEmbedder`;
+    - no ``base_url`` and another ``model``: :class:`OpenAIEmbedder` on the OpenAI
+      client's default endpoint (``$OPENAI_BASE_URL`` or OpenAI's API).
+    """
+    if base_url is None and (model is None or model.lower() in LOCAL_MODEL_NAMES):
+        return MiniLMEmbedder(batch_size=batch_size or 32)
+    return OpenAIEmbedder(
+        base_url=base_url,
+        api_key=api_key,
+        model=model or DEFAULT_OPENAI_MODEL,
+        batch_size=batch_size or 256,
+    )
 
 
 # ---------------------------------------------------------------------------- filter
