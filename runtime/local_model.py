@@ -45,7 +45,7 @@ from typing import IO, Any, Self
 import platformdirs
 import structlog
 
-from .errors import ModelError
+from .errors import ConfigError, ModelError
 
 log = structlog.get_logger(__name__)
 
@@ -344,6 +344,7 @@ def ensure_embedded_model(cache_dir: Path | None = None, spec: ModelSpec = EMBED
                     f"re-assembled: {exc}"
                 ) from exc
             log.info("re-assembling model from its parts", path=str(dest))
+            dest.unlink()  # refused: and its space is needed for the new copy
             return assemble_parts(parts, dest, spec.size, spec.sha256)
         parts = find_part_paths(spec)
         log.info("assembling embedded model", path=str(dest), parts=len(parts))
@@ -466,9 +467,11 @@ class LocalModelServer:
             host: interface to listen on.
         """
         if ctx_size < 256:
-            raise ModelError(f"ctx_size must be at least 256 tokens, got {ctx_size}")
+            raise ConfigError(f"ctx_size must be at least 256 tokens, got {ctx_size}")
         if parallel < 1:
-            raise ModelError(f"parallel must be at least 1, got {parallel}")
+            raise ConfigError(f"parallel must be at least 1, got {parallel}")
+        if threads is not None and threads < 1:
+            raise ConfigError(f"threads must be at least 1, got {threads}")
         self._model_path = Path(model_path) if model_path is not None else None
         if model_name is not None:
             self._model_name = model_name
@@ -788,12 +791,13 @@ def _serve(args: argparse.Namespace) -> int:
     # AMX: llama.cpp repacks weights into an "AMX" extra buffer type on CPUs with AMX
     # (Intel Sapphire/Granite Rapids) when the build has AMX kernels, and those kernels
     # segfault on some of them in the first forward pass (ggml-org/llama.cpp#20824, worker
-    # threads lacking the XTILEDATA permission). There is no environment variable to turn
-    # AMX off in ggml: the switch is llama-server's --no-repack, i.e.
-    # CommonParams.no_extra_bufts = True, which also disables the (harmless, faster)
-    # AVX2 repacking, so it is only turned off when AMX would actually be used. The
-    # PyPI CPU wheel of xllamacpp is built without -march=native and reports no AMX, so
-    # by default repacking stays on.
+    # threads lacking the XTILEDATA permission). ggml reads no environment variable that
+    # turns AMX off (GGML_CPU_TILED_MM is an unrelated tiled K-quant matmul); the switch is
+    # llama-server's --no-repack, i.e. CommonParams.no_extra_bufts = True, which drops
+    # the AMX buffer type together with the AVX2 weight repacking. It is therefore only
+    # set when AMX would actually run (or when asked with --no-repack). The PyPI CPU
+    # wheel of xllamacpp is built without -march=native and reports no AMX (nor AVX-512),
+    # so on it repacking stays on.
     repack = args.repack if args.repack is not None else not amx_in_use(system_info)
     params.no_extra_bufts = not repack
     print(

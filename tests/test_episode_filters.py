@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from linewise.agent.filters.embedding import make_embedder
 from linewise.agent.filters.registry import filter_factory
 from linewise.runtime.browser import Browser
 from linewise.runtime.episode import EpisodeConfig, EpisodeEnv, run_episode
@@ -31,14 +32,15 @@ def retriever_or_actor(messages: list[dict[str, Any]]) -> str:
     return miniwob_solver(messages)
 
 
-@pytest.mark.parametrize("name", ["none", "truncate", "lines", "lines+structure"])
+@pytest.mark.parametrize("name", ["none", "truncate", "embedding", "lines", "lines+structure"])
 async def test_episode_with_filter(
     name: str, browser: Browser, miniwob_server: MiniWoBServer, tmp_path: Path
 ) -> None:
     with ScriptedChatServer(retriever_or_actor) as llm:
         chat = ChatClient(EndpointSettings(base_url=llm.base_url, model="scripted"))
         settings = FilterSettings(name=name, cost_gate=False, json_schema="off")
-        config = EpisodeConfig(make_filter=filter_factory(settings, chat))
+        embedder = make_embedder(None, None, api_key=None) if name == "embedding" else None
+        config = EpisodeConfig(make_filter=filter_factory(settings, chat, embedder=embedder))
         env = EpisodeEnv(browser, chat, miniwob_server)
         task = MiniWoBTask(miniwob="click-button", seed=3, max_steps=3)
         summary = await run_episode(task, env, tmp_path, config)

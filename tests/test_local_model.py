@@ -15,7 +15,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from linewise.runtime.errors import ModelError
+from linewise.runtime.errors import ConfigError, ModelError
 from linewise.runtime.local_model import (
     EMBEDDED_MODEL,
     PIP_INSTALL_HINT,
@@ -321,8 +321,10 @@ def test_server_properties_before_start(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="not been started"):
         _ = server.base_url
     assert LocalModelServer().model_name == EMBEDDED_MODEL.name
-    with pytest.raises(ModelError):
+    with pytest.raises(ConfigError):
         LocalModelServer(ctx_size=16)
+    with pytest.raises(ConfigError):
+        LocalModelServer(parallel=0)
 
 
 @pytest.mark.slow

@@ -32,6 +32,7 @@ import importlib.util
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -554,6 +555,8 @@ class MiniLMEmbedder:
 
 #: ``model`` names that select the local embedder when no base URL is given.
 LOCAL_MODEL_NAMES = frozenset({"minilm", "all-minilm-l6-v2", "local"})
+
+
 def make_embedder(
     base_url: str | None = None,
     model: str | None = None,
@@ -591,6 +594,10 @@ class EmbeddingFilter:
 
     A failing embedding endpoint (``LLMError``) does not raise: the full tree is shown
     and ``fallback_reason`` says why.
+
+    Chunk vectors are remembered (up to ``cache_size`` texts, least recently used
+    dropped): a page that barely changes between steps is mostly not embedded again.
+    One filter serves one episode, so the cache lives as long as the episode.
     """
 
     name = "embedding"
@@ -604,9 +611,12 @@ class EmbeddingFilter:
         *,
         history_limit: int | None = None,
         encoding: str = DEFAULT_ENCODING,
+        cache_size: int = 4096,
     ) -> None:
         if top_k < 1:
             raise ConfigError(f"top_k must be at least 1, not {top_k}")
+        if cache_size < 0:
+            raise ConfigError(f"cache_size must be >= 0, not {cache_size}")
         chunk_lines([], chunk_tokens, overlap_tokens, encoding)  # validates the sizes
         self.embedder = embedder
         self.top_k = top_k
@@ -614,6 +624,8 @@ class EmbeddingFilter:
         self.overlap_tokens = overlap_tokens
         self.history_limit = history_limit
         self.encoding = encoding
+        self.cache_size = cache_size
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
 
     async def apply(self, observation: FilterInput) -> FilterResult:
         """Score the chunks against the query and render the kept lines with markers."""
@@ -635,14 +647,14 @@ class EmbeddingFilter:
             query = build_query(observation.goal, observation.history, self.history_limit)
             embed_started = time.perf_counter()
             try:
-                raw = await self.embedder.embed([query, *(c.text for c in chunks)])
+                scores, embedded = await self._scores(query, chunks)
             except LLMError as exc:
                 log.warning("embedding failed, showing the full tree", error=str(exc))
                 return FilterResult(
                     name=self.name,
                     text=observation.text,
                     kept_lines=list(range(1, len(lines) + 1)),
-                    ranges=[(1, len(lines))] if lines else [],
+                    ranges=[(1, len(lines))],
                     tokens_full=tokens_full,
                     tokens_shown=tokens_full,
                     latency_ms=(time.perf_counter() - started) * 1000,
@@ -650,8 +662,7 @@ class EmbeddingFilter:
                     notes=notes,
                 )
             notes["embed_ms"] = round((time.perf_counter() - embed_started) * 1000, 1)
-            vectors = _normalised(raw, len(chunks) + 1, self.embedder.name)
-            scores = vectors[1:] @ vectors[0]
+            notes["embedded"] = embedded
             best = np.argsort(-scores, kind="stable")[: self.top_k]  # ties: page order
             chosen = sorted(int(i) for i in best)
             notes["chosen"] = chosen
@@ -676,3 +687,33 @@ class EmbeddingFilter:
             latency_ms=round(result.latency_ms, 1),
         )
         return result
+
+    async def _scores(self, query: str, chunks: Sequence[Chunk]) -> tuple[np.ndarray, int]:
+        """Cosine similarity of each chunk to the query, and how many texts were sent.
+
+        Texts not in the cache go to the embedder in one call.
+        """
+        texts = [query, *(c.text for c in chunks)]
+        missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
+        fresh: dict[str, np.ndarray] = {}
+        if missing:
+            raw = await self.embedder.embed(missing)
+            fresh = dict(
+                zip(missing, _normalised(raw, len(missing), self.embedder.name), strict=True)
+            )
+        vectors = np.stack([fresh[t] if t in fresh else self._cache[t] for t in texts])
+        for text in texts:
+            self._remember(text, fresh.get(text))
+        return vectors[1:] @ vectors[0], len(missing)
+
+    def _remember(self, text: str, vector: np.ndarray | None) -> None:
+        """Put a new vector in the cache, or mark a cached one as recently used."""
+        if self.cache_size == 0:
+            return
+        if vector is None:
+            if text in self._cache:  # it may have been pushed out by this step's texts
+                self._cache.move_to_end(text)
+            return
+        self._cache[text] = vector
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)

@@ -53,8 +53,7 @@ def render_with_markers(lines: Sequence[str], kept_line_numbers: Iterable[int]) 
     bad = sorted(n for n in kept if not 1 <= n <= len(lines))
     if bad:
         raise ValueError(
-            f"kept line numbers {bad[:5]} are outside 1..{len(lines)} "
-            f"({len(bad)} out of range)"
+            f"kept line numbers {bad[:5]} are outside 1..{len(lines)} ({len(bad)} out of range)"
         )
     out: list[str] = []
     gap_start: int | None = None  # 0-based index of the first line of the current gap
