@@ -10,9 +10,7 @@ import math
 import random
 import re
 import struct
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +37,8 @@ from linewise.agent.filters.render import (
 )
 from linewise.runtime.errors import ConfigError, EndpointUnreachable, LLMError, ModelError
 from linewise.runtime.tokens import count_tokens, get_encoding
+
+from .support.json_server import JSONServer, Reply
 
 TREES = Path(__file__).parent / "data" / "trees"
 
@@ -502,7 +502,7 @@ def bag_of_words(text: str) -> list[float]:
     return vector
 
 
-class EmbeddingServer:
+class EmbeddingServer(JSONServer):
     """A real HTTP server answering ``POST /v1/embeddings`` with bag-of-words vectors.
 
     It answers items in reverse order (clients must sort by ``index``) and records
@@ -510,70 +510,34 @@ class EmbeddingServer:
     """
 
     def __init__(self, fail_with: int | None = None) -> None:
+        super().__init__()
         self.fail_with = fail_with
-        self.requests: list[dict[str, Any]] = []
-        self.paths: list[str] = []
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
 
     @property
-    def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+    def requests(self) -> list[dict[str, Any]]:
+        return [body for _, _, body in self.calls]
 
-    def __enter__(self) -> EmbeddingServer:
-        self._thread.start()
-        return self
+    @property
+    def paths(self) -> list[str]:
+        return [path for _, path, _ in self.calls]
 
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def _send(self, status: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", 0))
-                request = json.loads(self.rfile.read(length) or b"{}")
-                with outer._lock:
-                    outer.requests.append(request)
-                    outer.paths.append(self.path)
-                if not self.path.endswith("/embeddings"):
-                    self._send(404, {"error": {"message": f"no route {self.path}"}})
-                    return
-                if outer.fail_with is not None:
-                    self._send(outer.fail_with, {"error": {"message": "overloaded"}})
-                    return
-                inputs = request["input"]
-                data = [
-                    {"object": "embedding", "index": i, "embedding": bag_of_words(text)}
-                    for i, text in enumerate(inputs)
-                ]
-                tokens = sum(len(text.split()) for text in inputs)
-                self._send(200, {
-                    "object": "list",
-                    "data": data[::-1],
-                    "model": request["model"],
-                    "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-                })  # fmt: skip
-
-        return Handler
+    def handle(self, method: str, path: str, body: dict[str, Any]) -> Reply:
+        if not path.endswith("/embeddings"):
+            return 404, {"error": {"message": f"no route {path}"}}
+        if self.fail_with is not None:
+            return self.fail_with, {"error": {"message": "overloaded"}}
+        inputs = body["input"]
+        data = [
+            {"object": "embedding", "index": i, "embedding": bag_of_words(text)}
+            for i, text in enumerate(inputs)
+        ]
+        tokens = sum(len(text.split()) for text in inputs)
+        return 200, {
+            "object": "list",
+            "data": data[::-1],
+            "model": body["model"],
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
 
 
 @pytest.fixture
