@@ -14,7 +14,7 @@ from linewise.runtime.settings import EndpointSettings
 from .support.openai_server import ScriptedChatServer, ScriptedHTTPError
 
 TREES = Path(__file__).parent / "data" / "trees"
-NO_GATE = {"cost_gate": False, "json_schema": "off"}
+NO_GATE = {"cost_gate": False, "json_schema": "off", "pad_lines": 0}
 
 
 def lines_of(name: str) -> list[str]:
@@ -171,3 +171,13 @@ async def test_recall_guard_adds_what_the_retriever_dropped() -> None:
             goal="g", lines=lines, focused_bid="24", must_keep_bids=["32"]))
     assert "[24] textbox 'From:'" in result.text and "[32] button 'Search'" in result.text
     assert result.notes["guarded_bids"] == ["24", "32"]
+
+
+async def test_chosen_ranges_are_padded_against_off_by_one_answers() -> None:
+    lines = lines_of("miniwob-email-inbox.txt")
+    with ScriptedChatServer(lambda m: "<answer>[(10, 10)]</answer>") as server:
+        config = LineRetrieverConfig(cost_gate=False, json_schema="off", pad_lines=1,
+                                     structure=False)
+        result = await LineRetrieverFilter(client(server), config).apply(
+            FilterInput(goal="g", lines=lines))
+    assert result.kept_lines == [9, 10, 11] and result.ranges == [(10, 10)]

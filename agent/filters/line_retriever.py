@@ -74,6 +74,10 @@ class LineRetrieverConfig(BaseModel):
     cost_gate: bool = True
     prices: Prices = Field(default_factory=Prices)
     guard_subtree_lines: int = 3
+    pad_lines: int = Field(
+        default=1, ge=0, description="Widen every chosen range by this many lines on each "
+        "side: small retrievers are often off by one line."
+    )
 
 
 class _Selection(BaseModel):
@@ -119,7 +123,11 @@ class LineRetrieverFilter:
                 fallback_reason=selection.fallback_reason,
                 latency_ms=(time.perf_counter() - started) * 1000, notes=notes,
             )
-        chosen = {n - 1 for n in lines_of(selection.ranges)} | reused
+        pad = self.config.pad_lines
+        padded = merge_ranges(
+            (max(1, lo - pad), min(len(lines), hi + pad)) for lo, hi in selection.ranges
+        )
+        chosen = {n - 1 for n in lines_of(padded)} | reused
         guarded = guard_lines(tree, observation, self.config.guard_subtree_lines) - chosen
         kept = chosen | guarded
         notes["guard_added_lines"] = sorted(i + 1 for i in guarded)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 _BID = re.compile(r"^\t*\[([A-Za-z0-9]+)\] ")
 _HEAD = re.compile(
-    r"^(?P<indent>\t*)(?:\[(?P<bid>[A-Za-z0-9]+)\] )?(?P<role>\S+)"
+    r"^(?P<indent>\t*)(?:\[(?P<bid>[A-Za-z0-9]+)\] )?(?P<role>[^\s,]+)"
     r"(?: (?P<name>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"))?"
 )
 
