@@ -103,8 +103,10 @@ async def main() -> None:
     print(f"{'episode':40} {'steps':>5} {'calls on/off':>13} {'tokens on/off':>16} "
           f"{'jaccard':>8} {'coverage':>9}")
     for r in rows:
-        print(f"{r['episode'][:40]:40} {r['steps']:>5} {r['on_calls']:>6}/{r['off_calls']:<6} "
-              f"{r['on_tokens']:>7}/{r['off_tokens']:<8} {r['jaccard']:>8.2f} {r['coverage']:>9.2f}")
+        calls = f"{r['on_calls']:>6}/{r['off_calls']:<6}"
+        tokens = f"{r['on_tokens']:>7}/{r['off_tokens']:<8}"
+        print(f"{r['episode'][:40]:40} {r['steps']:>5} {calls} {tokens} "
+              f"{r['jaccard']:>8.2f} {r['coverage']:>9.2f}")
     on = sum(r["on_tokens"] for r in rows)
     off = sum(r["off_tokens"] for r in rows)
     if off:
