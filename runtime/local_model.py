@@ -544,8 +544,8 @@ class LocalModelServer:
         """
         if self.running:
             return
-        if self._model_path is None:
-            self._model_path = await asyncio.to_thread(resolve_model_path, None)
+        requested = str(self._model_path) if self._model_path is not None else None
+        self._model_path = await asyncio.to_thread(resolve_model_path, requested)
         attempts = 3  # a port taken between probing and binding is retried with a new one
         for attempt in range(1, attempts + 1):
             self._port = free_port(self.host)

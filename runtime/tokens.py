@@ -168,7 +168,10 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
     Raises:
         ConfigError: the encoding is unknown or cannot be loaded.
     """
-    seed_tiktoken_cache(name)  # before tiktoken looks: a cache miss would mean a download
+    try:
+        seed_tiktoken_cache(name)  # before tiktoken looks: a cache miss means a download
+    except ConfigError as exc:  # tiktoken may still manage (a warm cache, or the network)
+        log.warning("cannot seed tiktoken's cache", encoding=name, error=str(exc))
     try:
         return tiktoken.get_encoding(name)
     except Exception as first:
