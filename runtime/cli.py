@@ -231,7 +231,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_model(args: argparse.Namespace) -> int:
-    from .local_model import ensure_embedded_model
+    from .model_files import ensure_embedded_model
 
     path = ensure_embedded_model()
     print(path)

@@ -84,7 +84,7 @@ def setup(with_model: bool = True, with_xvfb: bool = False) -> dict[str, str]:
     if with_xvfb:
         done["xvfb"] = ensure_xvfb()
     if with_model:
-        from .local_model import ensure_embedded_model
+        from .model_files import ensure_embedded_model
 
         done["model"] = str(ensure_embedded_model())
     return done

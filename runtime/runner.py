@@ -25,8 +25,9 @@ from .browser import Browser, BrowserConfig
 from .episode import EpisodeConfig, EpisodeEnv, run_episode
 from .errors import EndpointUnreachable, LLMError
 from .llm import ChatClient
-from .local_model import LocalModelServer, resolve_model_path
+from .local_model import LocalModelServer
 from .miniwob import MiniWoBServer
+from .model_files import resolve_model_path
 from .settings import EndpointSettings, LinewiseSettings
 from .tasks import MiniWoBTask, Task
 from .trace import EpisodeSummary

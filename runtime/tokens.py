@@ -27,7 +27,7 @@ import structlog
 import tiktoken
 
 from .errors import ConfigError
-from .local_model import cache_root
+from .model_files import cache_root
 
 log = structlog.get_logger(__name__)
 

@@ -9,8 +9,9 @@ import pytest
 from linewise.runtime.browser import Browser
 from linewise.runtime.episode import EpisodeEnv, run_episode
 from linewise.runtime.llm import ChatClient
-from linewise.runtime.local_model import LocalModelServer, ensure_embedded_model
+from linewise.runtime.local_model import LocalModelServer
 from linewise.runtime.miniwob import MiniWoBServer
+from linewise.runtime.model_files import ensure_embedded_model
 from linewise.runtime.settings import EndpointSettings
 from linewise.runtime.tasks import MiniWoBTask
 from linewise.runtime.trace import read_steps

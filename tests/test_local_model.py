@@ -16,15 +16,14 @@ import openai
 import pytest
 
 from linewise.runtime.errors import ConfigError, ModelError
-from linewise.runtime.local_model import (
+from linewise.runtime.local_model import LocalModelServer, free_port
+from linewise.runtime.model_files import (
     EMBEDDED_MODEL,
     PIP_INSTALL_HINT,
-    LocalModelServer,
     ModelSpec,
     assemble_parts,
     ensure_embedded_model,
     find_part_paths,
-    free_port,
     resolve_model_path,
 )
 
