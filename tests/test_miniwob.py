@@ -6,13 +6,13 @@ import asyncio
 import json
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import pytest_asyncio
-from playwright.async_api import Browser, Page, async_playwright
+from playwright.async_api import Page
 
+from linewise.runtime.browser import BrowserSession
 from linewise.runtime.miniwob import (
     EPISODE_MAX_TIME_MS,
     MiniWoBServer,
@@ -22,16 +22,6 @@ from linewise.runtime.miniwob import (
     start_miniwob_episode,
 )
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 # Text of the human display that must never reach the model.
 HUMAN_DISPLAY_TEXT = ["START", "Last reward", "Last 10 average", "Time left", "Episodes done"]
 
@@ -44,22 +34,10 @@ def server() -> Iterator[MiniWoBServer]:
     srv.stop()
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="session")
-async def miniwob_browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
-        )
-        yield browser
-        await browser.close()
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def page(miniwob_browser: Browser) -> AsyncIterator[Page]:
-    context = await miniwob_browser.new_context()
-    page = await context.new_page()
-    yield page
-    await context.close()
+@pytest.fixture
+def page(session: BrowserSession) -> Page:
+    """A fresh tab of the suite's shared Chromium (see conftest)."""
+    return session.page
 
 
 def ax_text(snapshot: dict[str, Any] | None) -> str:
