@@ -243,7 +243,7 @@ class _Episode:
         )
         retriever_calls = filtered.calls
         misses = []
-        if decision.action is not None and filtered.text is not obs.text:
+        if decision.action is not None and filtered.text != obs.text:
             shown = set(_SHOWN_BID.findall(filtered.text))
             misses = [bid for bid in decision.action.bids if bid not in shown]
             if misses:
