@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from linewise.runtime.browser import Browser, BrowserSession
 from linewise.runtime.log import configure_logging
@@ -16,6 +18,12 @@ from .support.static_server import StaticServer
 DATA = Path(__file__).parent / "data"
 
 configure_logging(json_lines=False, level="WARNING")
+
+# CI replays the same examples every run (a red build must be reproducible); locally
+# hypothesis explores new ones each time.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 @pytest.fixture(scope="session")
