@@ -33,10 +33,13 @@ from .tree import LineTree
 
 log = structlog.get_logger(__name__)
 
+# No maxLength on "think": llama.cpp compiles bounded repetition into a grammar that
+# made constrained decoding ~8x slower (1.7 instead of 13 tokens/s on the 1.5B model).
+# The prompt asks for one or two sentences instead.
 RANGES_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "think": {"type": "string", "maxLength": 600},
+        "think": {"type": "string"},
         "ranges": {
             "type": "array",
             "items": {"type": "array", "items": {"type": "integer"}, "minItems": 2,
