@@ -34,6 +34,10 @@ from .trace import EpisodeSummary
 
 log = structlog.get_logger(__name__)
 
+LOCAL_RETRIEVER_WINDOW_TOKENS = 8192
+"""Windows for the embedded retriever: on a CPU, prefill slows as the context grows, so
+several 8k windows cost less time than one long prompt (and a 1.5B model reads them better)."""
+
 
 @dataclass
 class RunResources:
@@ -140,6 +144,7 @@ def build_filter_factory(
         settings.filter,
         retriever_client,
         retriever_context_tokens=settings.local.ctx_size if local_retriever else 32768,
+        retriever_window_tokens=LOCAL_RETRIEVER_WINDOW_TOKENS if local_retriever else None,
         embedder=embedder,
     )
 

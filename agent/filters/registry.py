@@ -19,6 +19,7 @@ def filter_factory(
     retriever: RetrieverModel | None = None,
     *,
     retriever_context_tokens: int = 32768,
+    retriever_window_tokens: int | None = None,
     embedder: Any = None,
 ) -> FilterFactory:
     """A function that makes a fresh filter for each episode (filters keep episode state)."""
@@ -38,6 +39,7 @@ def filter_factory(
     config = LineRetrieverConfig(
         structure=name == "lines+structure",
         context_tokens=settings.retriever_context_tokens or retriever_context_tokens,
+        window_tokens=settings.retriever_window_tokens or retriever_window_tokens,
         json_schema=settings.json_schema,  # type: ignore[arg-type]
         incremental=settings.incremental,
         cost_gate=settings.cost_gate,
