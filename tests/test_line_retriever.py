@@ -129,7 +129,9 @@ async def test_windows_are_queried_concurrently_and_merged() -> None:
         result = await flt.apply(FilterInput(goal="Find the docs of zip()", lines=lines))
     windows = result.notes["windows"]
     assert isinstance(windows, int) and windows == len(server.requests) > 3
-    assert "you see only lines 1 to" in server.requests[0]["messages"][1]["content"]
+    prompts = [r["messages"][1]["content"] for r in server.requests]  # arrival order varies
+    assert sum("you see only lines 1 to" in p for p in prompts) == 1
+    assert all("you see only lines" in p for p in prompts)
     assert len(result.ranges) == windows  # one range per window, merged in order
     assert result.latency_ms < windows * 300 * 0.8  # they overlapped (4 in flight)
     assert result.reduction > 0.9
