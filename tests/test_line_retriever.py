@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -119,11 +121,21 @@ async def test_json_schema_when_supported_and_tags_when_refused() -> None:
 async def test_windows_are_queried_concurrently_and_merged() -> None:
     lines = lines_of("docs-functions.txt")
 
+    in_flight = peak = 0
+    lock = threading.Lock()
+
     def pick_first_heading(messages: list[dict[str, Any]]) -> str:
+        nonlocal in_flight, peak
+        with lock:
+            in_flight += 1
+            peak = max(peak, in_flight)
+        time.sleep(0.3)
+        with lock:
+            in_flight -= 1
         numbers = [int(n) for n in re.findall(r"^(\d+)\|", messages[-1]["content"], re.MULTILINE)]
         return f"<answer>[({numbers[0]}, {numbers[0] + 1})]</answer>"
 
-    with ScriptedChatServer(pick_first_heading, delay_s=0.3) as server:
+    with ScriptedChatServer(pick_first_heading) as server:
         config = LineRetrieverConfig(context_tokens=8192, answer_tokens=256, **NO_GATE)
         flt = LineRetrieverFilter(client(server), config)
         result = await flt.apply(FilterInput(goal="Find the docs of zip()", lines=lines))
@@ -133,7 +145,7 @@ async def test_windows_are_queried_concurrently_and_merged() -> None:
     assert sum("you see only lines 1 to" in p for p in prompts) == 1
     assert all("you see only lines" in p for p in prompts)
     assert len(result.ranges) == windows  # one range per window, merged in order
-    assert result.latency_ms < windows * 300 * 0.8  # they overlapped (4 in flight)
+    assert peak > 1  # windows were asked concurrently (the client allows 4 in flight)
     assert result.reduction > 0.9
 
 
