@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from linewise.agent.filters.line_retriever import LineRetrieverConfig, LineRetri
 from linewise.runtime.llm import ChatClient
 from linewise.runtime.settings import EndpointSettings
 
+from .support.concurrency import InFlight
 from .support.openai_server import ScriptedChatServer, ScriptedHTTPError
 
 TREES = Path(__file__).parent / "data" / "trees"
@@ -121,17 +121,11 @@ async def test_json_schema_when_supported_and_tags_when_refused() -> None:
 async def test_windows_are_queried_concurrently_and_merged() -> None:
     lines = lines_of("docs-functions.txt")
 
-    in_flight = peak = 0
-    lock = threading.Lock()
+    probe = InFlight()
 
     def pick_first_heading(messages: list[dict[str, Any]]) -> str:
-        nonlocal in_flight, peak
-        with lock:
-            in_flight += 1
-            peak = max(peak, in_flight)
-        time.sleep(0.3)
-        with lock:
-            in_flight -= 1
+        with probe.track():
+            time.sleep(0.3)
         numbers = [int(n) for n in re.findall(r"^(\d+)\|", messages[-1]["content"], re.MULTILINE)]
         return f"<answer>[({numbers[0]}, {numbers[0] + 1})]</answer>"
 
@@ -145,7 +139,7 @@ async def test_windows_are_queried_concurrently_and_merged() -> None:
     assert sum("you see only lines 1 to" in p for p in prompts) == 1
     assert all("you see only lines" in p for p in prompts)
     assert len(result.ranges) == windows  # one range per window, merged in order
-    assert peak > 1  # windows were asked concurrently (the client allows 4 in flight)
+    assert probe.peak > 1  # windows were asked concurrently (the client allows 4 in flight)
     assert result.reduction > 0.9
 
 

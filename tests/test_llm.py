@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from typing import Any
 
@@ -13,6 +12,7 @@ from linewise.runtime.errors import EndpointUnreachable, LLMError
 from linewise.runtime.llm import ChatClient
 from linewise.runtime.settings import EndpointSettings
 
+from .support.concurrency import InFlight
 from .support.openai_server import ScriptedChatServer
 
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
@@ -30,25 +30,18 @@ async def test_a_call_is_recorded_with_tokens_and_latency() -> None:
 
 
 async def test_requests_in_flight_are_bounded() -> None:
-    active = 0
-    peak = 0
-    lock = threading.Lock()
+    probe = InFlight()
 
     def script(messages: list[dict[str, Any]]) -> str:
-        nonlocal active, peak
-        with lock:
-            active += 1
-            peak = max(peak, active)
-        time.sleep(0.2)
-        with lock:
-            active -= 1
+        with probe.track():
+            time.sleep(0.2)
         return "ok"
 
     with ScriptedChatServer(script) as server:
         client = ChatClient(EndpointSettings(base_url=server.base_url, model="m", max_in_flight=2))
         await asyncio.gather(*(client.chat(MESSAGES) for _ in range(6)))
         await client.close()
-    assert peak == 2
+    assert probe.peak == 2
 
 
 async def test_requests_per_second_are_bounded() -> None:
