@@ -138,7 +138,10 @@ async def test_windows_are_queried_concurrently_and_merged() -> None:
     prompts = [r["messages"][1]["content"] for r in server.requests]  # arrival order varies
     assert sum("you see only lines 1 to" in p for p in prompts) == 1
     assert all("you see only lines" in p for p in prompts)
-    assert len(result.ranges) == windows  # one range per window, merged in order
+    aliases = result.notes["bid_aliases"]
+    assert isinstance(aliases, int)
+    # one range per window, merged in order, plus lines whose bid equals a chosen number
+    assert windows <= len(result.ranges) <= windows + aliases
     assert probe.peak > 1  # windows were asked concurrently (the client allows 4 in flight)
     assert result.reduction > 0.9
 
@@ -189,3 +192,20 @@ async def test_chosen_ranges_are_padded_against_off_by_one_answers() -> None:
         result = await LineRetrieverFilter(client(server), config).apply(
             FilterInput(goal="g", lines=lines))
     assert result.kept_lines == [9, 10, 11] and result.ranges == [(10, 10)]
+
+
+async def test_numbers_that_name_a_bid_keep_that_element() -> None:
+    lines = lines_of("miniwob-email-inbox.txt")
+    assert len(lines) < 90  # so 90 can only be the bid, not a line number
+    sender = next(i + 1 for i, line in enumerate(lines) if "[90] generic" in line)
+
+    def answer_with_a_bid(messages: list[dict[str, Any]]) -> str:
+        return "<think>The email is element [90].</think><answer>[(90, 90)]</answer>"
+
+    with ScriptedChatServer(answer_with_a_bid) as server:
+        flt = LineRetrieverFilter(client(server), LineRetrieverConfig(**NO_GATE))
+        result = await flt.apply(FilterInput(goal="Open the email", lines=lines))
+    assert len(server.requests) == 1  # read as a bid, not retried as out of range
+    assert result.fallback_reason is None
+    assert sender in result.kept_lines and "[90] generic" in result.text
+    assert result.notes["bid_aliases"] == 1

@@ -25,11 +25,18 @@ from ...runtime.tokens import count_message_tokens, count_tokens, get_encoding
 from ...runtime.trace import LLMCall
 from .base import FilterInput, FilterResult
 from .cost_gate import CostGate, Prices
-from .ranges import Range, RangeParseError, lines_of, merge_ranges, parse_ranges
+from .ranges import (
+    Range,
+    RangeParseError,
+    lines_of,
+    merge_ranges,
+    parse_ranges,
+    raw_ranges,
+)
 from .recall_guard import guard_lines, guarded_bids
 from .render import render_with_markers
 from .structure import rebuild_with_structure
-from .tree import LineTree
+from .tree import LineTree, bid_of
 
 log = structlog.get_logger(__name__)
 
@@ -87,6 +94,7 @@ class _Selection(BaseModel):
     ranges: list[Range]
     calls: list[LLMCall]
     fallback_reason: str | None = None
+    bid_aliases: int = Field(default=0, description="Lines added by reading numbers as bids.")
 
 
 class LineRetrieverFilter:
@@ -189,6 +197,7 @@ class LineRetrieverFilter:
         if failures:
             return _Selection(ranges=[], calls=calls, fallback_reason="; ".join(failures)), set()
         ranges = merge_ranges(r for result in results for r in result.ranges)
+        notes["bid_aliases"] = sum(r.bid_aliases for r in results)
         return _Selection(ranges=ranges, calls=calls), reused
 
     # -- one retriever conversation
@@ -207,6 +216,9 @@ class LineRetrieverFilter:
         else:
             scope = ""
         allowed = set(window)
+        window_bids = {
+            bid: i + 1 for i in window if (bid := bid_of(observation.lines[i])) is not None
+        }
         messages: list[dict[str, Any]] = []
         calls: list[LLMCall] = []
         error = ""
@@ -239,13 +251,24 @@ class LineRetrieverFilter:
             calls.append(call)
             answer = call.response or ""
             try:
-                ranges = parse_ranges(answer, total)
-                kept = [n for n in lines_of(ranges) if n - 1 in allowed]
+                aliased = _bid_aliases(
+                    raw_ranges(answer), window_bids, range(window[0] + 1, window[-1] + 2)
+                )
+                try:
+                    ranges = parse_ranges(answer, total)
+                except RangeParseError:
+                    if not aliased:
+                        raise
+                    ranges = []
+                kept = {n for n in lines_of(ranges) if n - 1 in allowed} | aliased
                 if not kept:
                     raise RangeParseError(
                         "None of the chosen lines is among the lines shown to you."
                     )
-                return _Selection(ranges=merge_ranges((n, n) for n in kept), calls=calls)
+                return _Selection(
+                    ranges=merge_ranges((n, n) for n in kept), calls=calls,
+                    bid_aliases=len(aliased),
+                )
             except RangeParseError as exc:
                 error = str(exc)
                 messages = [
@@ -299,6 +322,23 @@ def split_windows(lines: list[str], candidates: list[int], budget_tokens: int) -
         windows[-1].append(index)
         used += tokens
     return windows
+
+
+def _bid_aliases(
+    pairs: list[Range], window_bids: dict[str, int], window: range
+) -> set[int]:
+    """Lines (1-based) of the bids named by range bounds that cannot be line numbers here.
+
+    Small retrievers often answer with the element id in brackets (``[142]``) instead of
+    the line number in front of it. A bound outside the lines shown is read as a bid
+    when one of the lines shown has that bid; a bound inside them stays a line number
+    (reading those as bids too would add a line for almost every number on pages whose
+    bids and line numbers overlap).
+    """
+    return {
+        window_bids[str(n)] for pair in pairs for n in set(pair)
+        if n not in window and str(n) in window_bids
+    }
 
 
 def _diff(previous: tuple[list[str], set[int]], lines: list[str]) -> tuple[list[int], set[int]]:

@@ -51,15 +51,7 @@ def parse_ranges(text: str, n_lines: int) -> list[Range]:
     """Line ranges (1-based, inclusive, merged, sorted) from a retriever's answer."""
     if n_lines < 1:
         return []
-    body = extract_answer(text)
-    raw = _structured(body)
-    if raw is None:
-        raw = _scanned(body)
-    if not raw:
-        raise RangeParseError(
-            "The answer holds no line numbers. Answer with a list of line ranges such as "
-            "[(1,3), (20,25)]."
-        )
+    raw = raw_ranges(text)
     clipped = [
         (max(1, lo), min(n_lines, hi))
         for lo, hi in (sorted(pair) for pair in raw)
@@ -71,6 +63,20 @@ def parse_ranges(text: str, n_lines: int) -> list[Range]:
             f"{n_lines}."
         )
     return merge_ranges(clipped)
+
+
+def raw_ranges(text: str) -> list[Range]:
+    """The pairs exactly as the answer wrote them: unordered, unclipped, unmerged."""
+    body = extract_answer(text)
+    raw = _structured(body)
+    if raw is None:
+        raw = _scanned(body)
+    if not raw:
+        raise RangeParseError(
+            "The answer holds no line numbers. Answer with a list of line ranges such as "
+            "[(1,3), (20,25)]."
+        )
+    return raw
 
 
 def merge_ranges(ranges: Iterable[Range]) -> list[Range]:

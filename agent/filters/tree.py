@@ -16,6 +16,12 @@ _HEAD = re.compile(
 )
 
 
+def bid_of(line: str) -> str | None:
+    """The bid a line starts with (after its indentation), if any."""
+    match = _BID.match(line)
+    return match.group(1) if match else None
+
+
 @dataclass
 class LineTree:
     """Structure of indented AXTree lines (one tab per level, as BrowserGym writes them)."""
