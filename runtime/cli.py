@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -23,6 +23,9 @@ from .log import configure_logging
 from .settings import FILTER_NAMES, LinewiseSettings
 from .tasks import Task, adhoc_task, load_task_file
 from .trace import EpisodeSummary
+
+if TYPE_CHECKING:
+    from .filter_eval import CaseScore
 
 log = structlog.get_logger(__name__)
 
@@ -65,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--max-obs-tokens", type=int, help="token budget of truncate")
     evaluate.add_argument("--cost-gate", action="store_true",
                           help="let the cost gate skip retrieval (off: score the filter itself)")
-    evaluate.add_argument("--out", type=Path, help="write every case's scores to this JSON file")
+    evaluate.add_argument("--out", type=Path,
+                          help="append every case's scores to this JSON-lines file as they come")
     _add_model_flags(evaluate)
     evaluate.add_argument("--log-json", action="store_true")
     evaluate.add_argument("--log-level", default="WARNING")
@@ -247,34 +251,44 @@ def _cmd_setup(args: argparse.Namespace) -> int:
 
 
 def _cmd_filter_eval(args: argparse.Namespace) -> int:
-    from .filter_eval import evaluate, format_table, load_cases, summarize
+    from .filter_eval import evaluate_filters, format_table, load_cases, summarize
     from .runner import build_filter_factory, open_models
 
     cases = load_cases(args.cases)
     names = args.filter or list(FILTER_NAMES)
     base = settings_from_args(args)
+    out = args.out.open("w", encoding="utf-8") if args.out else None
 
-    async def run() -> list[tuple[str, list]]:
-        results = []
+    def record(score: CaseScore) -> None:
+        log.info("case scored", case=score.case_id, filter=score.filter,
+                 reduction=round(score.reduction, 3), found=score.gold_found,
+                 gold=score.gold_total, fallback=score.fallback_reason)
+        if out is not None:
+            out.write(score.model_dump_json() + "\n")
+            out.flush()
+
+    async def run() -> dict[str, list[CaseScore]]:
         needs_llm = any(name.startswith("lines") for name in names)
         async with contextlib.AsyncExitStack() as stack:
             retriever = None
             if needs_llm:
                 _, retriever = await stack.enter_async_context(open_models(base))
+            factories = {}
             for name in names:
                 settings = base.model_copy(update={"filter": base.filter.model_copy(
                     update={"name": name, "cost_gate": args.cost_gate})})
-                make_filter = build_filter_factory(settings, retriever)
-                log.info("evaluating filter", filter=name, cases=len(cases))
-                results.append((name, await evaluate(cases, make_filter)))
-        return results
+                factories[name] = build_filter_factory(settings, retriever)
+            log.info("evaluating filters", filters=names, cases=len(cases))
+            return await evaluate_filters(cases, factories, record)
 
-    results = asyncio.run(run())
-    print(format_table([summarize(name, scores) for name, scores in results]))
+    try:
+        results = asyncio.run(run())
+    finally:
+        if out is not None:
+            out.close()
+    print(format_table([summarize(name, results[name]) for name in names]))
     if args.out:
-        args.out.write_text(json.dumps(
-            {name: [s.model_dump() for s in scores] for name, scores in results}, indent=2))
-        print(f"\nPer-case scores in {args.out}")
+        print(f"\nPer-case scores in {args.out} (one JSON line per case and filter)")
     return 0
 
 

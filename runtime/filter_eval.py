@@ -12,13 +12,15 @@ from __future__ import annotations
 import json
 import re
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
 from ..agent.filters.base import FilterInput, FilterResult, ObservationFilter
+from ..agent.filters.render import render_with_markers
 from .errors import ConfigError
+from .tokens import count_tokens
 
 LARGE_PAGE_LINES = 300
 _BID = re.compile(r"\[([A-Za-z0-9]+)\] ")
@@ -35,6 +37,10 @@ class FilterCase(BaseModel):
     lines: list[str] = Field(description="The AXTree lines, unnumbered.")
     gold_bids: list[str] = Field(default_factory=list)
     gold_lines: list[int] = Field(default_factory=list, description="1-based line numbers.")
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
 
     def gold_count(self) -> int:
         return len(self.gold_bids) + len(self.gold_lines)
@@ -119,17 +125,62 @@ def score_case(case: FilterCase, result: FilterResult) -> CaseScore:
     )
 
 
+def _input(case: FilterCase) -> FilterInput:
+    return FilterInput(
+        goal=case.goal, lines=case.lines, history=case.history, focused_bid=case.focused_bid,
+    )
+
+
 async def evaluate(
     cases: Sequence[FilterCase], make_filter: Callable[[], ObservationFilter]
 ) -> list[CaseScore]:
     """Apply a fresh filter to every case (no state carried between cases) and score it."""
     scores = []
     for case in cases:
-        result = await make_filter().apply(FilterInput(
-            goal=case.goal, lines=case.lines, history=case.history, focused_bid=case.focused_bid,
-        ))
+        result = await make_filter().apply(_input(case))
         scores.append(score_case(case, result))
     return scores
+
+
+async def evaluate_filters(
+    cases: Sequence[FilterCase],
+    factories: Mapping[str, Callable[[], ObservationFilter]],
+    on_score: Callable[[CaseScore], None] | None = None,
+) -> dict[str, list[CaseScore]]:
+    """Every filter on every case, case by case, reporting each score as it comes.
+
+    ``lines`` and ``lines+structure`` make the same selection and differ only in how the
+    view is drawn, so when both are asked for the retriever is asked once per case and
+    ``lines`` is drawn from the structure filter's kept lines.
+    """
+    order = sorted(factories, key=lambda name: name != "lines+structure")
+    scores: dict[str, list[CaseScore]] = {name: [] for name in factories}
+    for case in cases:
+        structure: FilterResult | None = None
+        for name in order:
+            if name == "lines" and structure is not None:
+                result = lines_view_of(case, structure)
+            else:
+                result = await factories[name]().apply(_input(case))
+            if name == "lines+structure":
+                structure = result
+            score = score_case(case, result)
+            scores[name].append(score)
+            if on_score is not None:
+                on_score(score)
+    return scores
+
+
+def lines_view_of(case: FilterCase, structure: FilterResult) -> FilterResult:
+    """The ``lines`` view (kept lines verbatim, counted markers) of a structure result."""
+    text = (
+        case.text if structure.fallback_reason is not None
+        else render_with_markers(case.lines, structure.kept_lines)
+    )
+    return structure.model_copy(update={
+        "name": "lines", "text": text, "tokens_shown": count_tokens(text),
+        "notes": {**structure.notes, "selection_shared_with": "lines+structure"},
+    })
 
 
 def summarize(name: str, scores: Sequence[CaseScore]) -> FilterSummary:

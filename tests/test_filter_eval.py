@@ -52,24 +52,36 @@ def keep_gold_words(messages: list[dict[str, Any]]) -> str:
 
 
 def test_filter_eval_command(tmp_path: Path) -> None:
-    out = tmp_path / "scores.json"
+    out = tmp_path / "scores.jsonl"
     with ScriptedChatServer(keep_gold_words) as llm:
         result = linewise(
             "filter-eval", str(CASES), "--filter", "none", "--filter", "truncate",
-            "--filter", "lines+structure", "--max-obs-tokens", "2000", "--base-url",
-            llm.base_url, "--model", "scripted", "--out", str(out), timeout=300,
+            "--filter", "lines", "--filter", "lines+structure", "--max-obs-tokens", "2000",
+            "--base-url", llm.base_url, "--model", "scripted", "--out", str(out), timeout=300,
         )
+        retriever_calls = len(llm.requests)
     assert result.returncode == 0, result.stderr
     table = result.stdout.splitlines()
     assert table[0].split()[:4] == ["filter", "cases", "reduction", "gold"]
-    rows = {line.split()[0]: line.split() for line in table[1:4]}
+    rows = {line.split()[0]: line.split() for line in table[1:5]}
     assert rows["none"][2] == "0.0%" and rows["none"][3] == "100.0%"
-    assert set(rows) == {"none", "truncate", "lines+structure"}
-    scores = json.loads(out.read_text())
-    structure = scores["lines+structure"]
+    assert set(rows) == {"none", "truncate", "lines", "lines+structure"}
+    scores = [json.loads(line) for line in out.read_text().splitlines()]
+    by_filter: dict[str, list[dict]] = {}
+    for score in scores:
+        by_filter.setdefault(score["filter"], []).append(score)
+    n_cases = len(load_cases(CASES))
+    assert {name: len(s) for name, s in by_filter.items()} == dict.fromkeys(rows, n_cases)
+    structure = by_filter["lines+structure"]
     assert all(s["retriever_tokens"] > 0 for s in structure)
     large = [s for s in structure if s["lines"] > 300]
     assert large and all(s["reduction"] > 0.3 and not s["missing"] for s in large)
+    # one retriever conversation per case and window serves both lines views
+    assert retriever_calls < 2 * n_cases
+    lines_view = {s["case_id"]: s for s in by_filter["lines"]}
+    for s in structure:
+        assert lines_view[s["case_id"]]["missing"] == s["missing"]
+        assert lines_view[s["case_id"]]["retriever_tokens"] == s["retriever_tokens"]
 
 
 def test_snapshot_writes_a_case_skeleton(pages: StaticServer, tmp_path: Path) -> None:
