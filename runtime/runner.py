@@ -132,7 +132,7 @@ def build_filter_factory(
     """The per-episode filter maker for ``settings.filter``."""
     embedder = None
     if settings.filter.name == "embedding":
-        from ..agent.filters.embedding import make_embedder
+        from ..agent.filters.embedders import make_embedder
 
         embedder = make_embedder(
             settings.filter.embedding_base_url,

@@ -20,15 +20,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from linewise.agent.filters.base import FilterInput
-from linewise.agent.filters.embedding import (
+from linewise.agent.filters.chunking import chunk_lines
+from linewise.agent.filters.embedders import (
     Embedder,
-    EmbeddingFilter,
     MiniLMEmbedder,
     OpenAIEmbedder,
-    build_query,
-    chunk_lines,
     make_embedder,
 )
+from linewise.agent.filters.embedding import EmbeddingFilter, build_query
 from linewise.agent.filters.render import (
     MARKER_RE,
     line_ranges,

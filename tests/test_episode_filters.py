@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from linewise.agent.filters.embedding import make_embedder
+from linewise.agent.filters.embedders import make_embedder
 from linewise.agent.filters.registry import filter_factory
 from linewise.runtime.browser import Browser
 from linewise.runtime.episode import EpisodeConfig, EpisodeEnv, run_episode
