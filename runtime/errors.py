@@ -13,7 +13,11 @@ The hierarchy (httpx style: catch the base class to catch them all)::
     ├── LLMError               the model endpoint failed
     │   ├── EndpointUnreachable  nothing answers at the configured base URL
     │   └── ResponseFormatError  the answer is not in the asked-for format
-    └── ModelError             the embedded model cannot be assembled, verified or served
+    ├── ModelError             the embedded model cannot be assembled, verified or served
+    └── PruneError             the trace pruner cannot use a trace or a state graph
+        ├── GraphError         a state graph that is malformed, or whose sink the source
+        │                      cannot reach (mining it would keep nothing meaningful)
+        └── GraphBuildError    the LLM extractor gave no valid graph after its retries
 
 An ``ActionError`` never ends an episode: its message becomes the next step's
 ``last_action_error``. The others end the episode (or the run, for ``ConfigError``
@@ -82,3 +86,20 @@ class ResponseFormatError(LLMError):
 
 class ModelError(LinewiseError):
     """The embedded model cannot be assembled, verified or served."""
+
+
+class PruneError(LinewiseError):
+    """The trace pruner cannot use a trace or a state graph."""
+
+
+class GraphError(PruneError):
+    """A state graph that is malformed (unknown node, duplicate id, an edge between two
+    actions) or whose sink cannot be reached from its source.
+
+    Mining such a graph would silently keep nothing — the failure mode of the paper's
+    public code, whose wrong start node yields empty trajectories — so it is an error.
+    """
+
+
+class GraphBuildError(PruneError):
+    """The LLM extractor could not produce a valid state graph within its retries."""
