@@ -1,0 +1,286 @@
+"""``linewise bench``: real episodes on MiniWoB++, a scripted model behind real HTTP.
+
+The resume test kills a real ``linewise bench`` process with SIGKILL while episodes run
+and checks that a second run completes the bench with every episode exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from linewise.runtime.bench import local as bench_local
+from linewise.runtime.bench.driver import run_bench
+from linewise.runtime.bench.local import BenchOptions
+from linewise.runtime.bench.plan import INCOMPLETE_DIR, EpisodeKey, expand
+from linewise.runtime.bench.results import (
+    EpisodeResult,
+    ResultsWriter,
+    classify_error,
+    read_results,
+)
+from linewise.runtime.bench.tasks import BrowserGymTask, load_bench_tasks
+from linewise.runtime.browser import BrowserConfig
+from linewise.runtime.settings import EndpointSettings, LinewiseSettings
+from linewise.runtime.tasks import MiniWoBTask, WebTask
+
+from .support.openai_server import ScriptedChatServer, ScriptedHTTPError
+from .test_episode import miniwob_solver
+
+TASKS_YAML = """\
+defaults:
+  max_steps: 3
+tasks:
+  - miniwob: click-test
+    seed: 1
+  - miniwob: click-button
+    seed: 2
+  - miniwob: enter-text
+    seed: 0
+"""
+
+
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LINEWISE_"))}
+
+
+def _bench_command(tasks: Path, out: Path, base_url: str, *extra: str) -> list[str]:
+    return [
+        sys.executable, "-m", "linewise.runtime.cli", "bench", str(tasks),
+        "--filter", "none", "--filter", "truncate", "--seeds", "2", "--concurrency", "3",
+        "--out", str(out), "--base-url", base_url, "--model", "scripted",
+        "--no-screenshots", "--log-json", *extra,
+    ]
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_bench_killed_then_resumed_runs_every_episode_exactly_once(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(TASKS_YAML)
+    out = tmp_path / "bench"
+    results = out / "results.jsonl"
+    expected = {
+        (f"miniwob.{name}.seed{seed + i}", seed + i, f)
+        for name, seed in (("click-test", 1), ("click-button", 2), ("enter-text", 0))
+        for i in range(2) for f in ("none", "truncate")
+    }
+    with ScriptedChatServer(miniwob_solver, delay_s=0.3) as llm:
+        first = subprocess.Popen(
+            _bench_command(tasks, out, llm.base_url), env=_clean_env(),
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(_lines(results)) < 3:
+            assert first.poll() is None, "the bench ended before it could be killed"
+            time.sleep(0.05)
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=30)
+        done_at_kill = {EpisodeKey(*k) for k in
+                        ((r.task_id, r.seed, r.filter) for r in read_results(results))}
+        assert 3 <= len(done_at_kill) < len(expected), "kill did not land mid-bench"
+        requests_before = len(llm.requests)
+
+        second = subprocess.run(
+            _bench_command(tasks, out, llm.base_url, "--resume"), env=_clean_env(),
+            capture_output=True, text=True, timeout=240,
+        )
+        assert second.returncode == 0, second.stderr[-3000:]
+
+    lines = [json.loads(line) for line in _lines(results)]
+    keys = [(r["task_id"], r["seed"], r["filter"]) for r in lines]
+    assert sorted(keys) == sorted(expected), "every episode exactly once"
+    assert all(r["success"] for r in lines), [r for r in lines if not r["success"]]
+    # nothing repeated: the second run ran (or recovered) only what the first had not done
+    assert f"already done {len(done_at_kill)})" in second.stdout, second.stdout
+    assert len(llm.requests) - requests_before <= 2 * (len(expected) - len(done_at_kill))
+    # every recorded episode has its own complete trace, in its deterministic folder
+    for r in lines:
+        summary = json.loads((out / r["episode_dir"] / "summary.json").read_text())
+        assert summary["status"] == "finished" and summary["task_id"] == r["task_id"]
+    for leftover in (out / INCOMPLETE_DIR).glob("*/*"):
+        assert json.loads((leftover / "summary.json").read_text())["status"] == "running"
+    # the report counts what results.jsonl holds
+    report = json.loads((out / "report.json").read_text())
+    assert report["episodes"] == len(expected)
+    assert {g["label"]["filter"]: g["episodes"] for g in report["overall"]} == {
+        "none": 6, "truncate": 6}
+    assert sum(g["episodes"] for g in report["by_task"]) == len(expected)
+    assert "| scripted | none | 6 | 100.0 ± 0.0 |" in (out / "report.md").read_text()
+
+
+def _settings(base_url: str) -> LinewiseSettings:
+    endpoint = EndpointSettings(base_url=base_url, model="scripted")
+    return LinewiseSettings(action=endpoint, retriever=endpoint, screenshots=False)
+
+
+async def test_a_raising_a_hanging_and_a_refused_episode_do_not_stop_the_bench(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """click-test crashes (a bug), click-button hangs past its timeout, focus-text's
+    model call is refused; enter-text still runs, and all four are recorded."""
+
+    def script(messages: list[dict[str, Any]]) -> str:
+        prompt = messages[1]["content"]
+        if "Click on the" in prompt:
+            time.sleep(16)  # past the 10 s episode timeout
+        if "Focus into the textbox" in prompt:
+            raise ScriptedHTTPError(400, "model refuses")
+        return miniwob_solver(messages)
+
+    original = bench_local.run_episode
+
+    async def flaky(task: Any, *args: Any, **kwargs: Any) -> Any:
+        if task.id.startswith("miniwob.click-test"):
+            raise RuntimeError("a bug in one episode")
+        return await original(task, *args, **kwargs)
+
+    monkeypatch.setattr(bench_local, "run_episode", flaky)
+    tasks = [MiniWoBTask(miniwob=name, seed=seed, max_steps=3) for name, seed in
+             (("click-test", 1), ("click-button", 2), ("focus-text", 3), ("enter-text", 0))]
+    specs = expand(tasks, ["none"], 1)
+    with ScriptedChatServer(script) as llm:
+        outcome = await run_bench(
+            specs, _settings(llm.base_url), BrowserConfig(), tmp_path,
+            BenchOptions(concurrency=2, episode_timeout_s=10.0), argv=["test"],
+        )
+    by_task = {r.task_id: r for r in outcome.results}
+    assert len(by_task) == 4 and outcome.ran == 4
+    crash = by_task["miniwob.click-test.seed1"]
+    assert crash.error_kind == "crash" and "a bug in one episode" in (crash.error or "")
+    hang = by_task["miniwob.click-button.seed2"]
+    assert hang.error_kind == "timeout" and hang.termination == "timeout"
+    assert hang.wall_s < 15
+    refused = by_task["miniwob.focus-text.seed3"]
+    assert refused.error_kind == "model" and "400" in (refused.error or "")
+    assert by_task["miniwob.enter-text.seed0"].success is True
+    assert len(read_results(tmp_path / "results.jsonl")) == 4
+
+
+async def test_rerun_into_the_same_folder_runs_nothing_again(tmp_path: Path) -> None:
+    specs = expand([MiniWoBTask(miniwob="click-test", seed=1, max_steps=2)], ["none"], 1)
+    with ScriptedChatServer(miniwob_solver) as llm:
+        settings = _settings(llm.base_url)
+        first = await run_bench(specs, settings, BrowserConfig(), tmp_path, BenchOptions(),
+                                argv=["test"])
+        calls = len(llm.requests)
+        second = await run_bench(specs, settings, BrowserConfig(), tmp_path, BenchOptions(),
+                                 argv=["test"])
+        assert len(llm.requests) == calls
+    assert first.ran == 1 and second.ran == 0 and second.skipped == 1
+    assert len(second.results) == 1
+
+
+# ---------------------------------------------------------------- plan and results files
+
+
+def test_seeds_expand_miniwob_ids_and_repeat_web_tasks() -> None:
+    tasks = [
+        MiniWoBTask(miniwob="click-test", seed=3),
+        MiniWoBTask(id="custom", miniwob="click-button", seed=0),
+        WebTask(id="docs", url="https://example.org", goal="x"),
+        BrowserGymTask(browsergym="miniwob.click-test", seed=5),
+    ]
+    specs = expand(tasks, ["none", "lines+structure"], 2)
+    assert len(specs) == 16
+    ids = [(s.task.id, s.seed, s.base_task) for s in specs if s.filter == "none"]
+    assert ids == [
+        ("miniwob.click-test.seed3", 3, "miniwob.click-test"),
+        ("custom.seed0", 0, "custom"),
+        ("docs.seed0", 0, "docs"),
+        ("browsergym.miniwob.click-test.seed5", 5, "browsergym.miniwob.click-test"),
+        ("miniwob.click-test.seed4", 4, "miniwob.click-test"),
+        ("custom.seed1", 1, "custom"),
+        ("docs.seed1", 1, "docs"),
+        ("browsergym.miniwob.click-test.seed6", 6, "browsergym.miniwob.click-test"),
+    ]
+    assert specs[1].filter == "lines+structure"
+    assert specs[1].folder(Path("/b")) == Path("/b/lines_structure/miniwob.click-test.seed3")
+    # one seed: ids as the file gives them
+    assert [s.task.id for s in expand(tasks[2:3], ["none"], 1)] == ["docs"]
+
+
+def _result(task_id: str, **extra: Any) -> EpisodeResult:
+    return EpisodeResult(task_id=task_id, base_task=task_id, benchmark="miniwob", seed=0,
+                         filter="none", agent="m", success=True, **extra)
+
+
+def test_results_file_survives_a_torn_last_line(tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    with ResultsWriter(path) as writer:
+        writer.append(_result("a"))
+        writer.append(_result("b"))
+    with path.open("a") as handle:
+        handle.write(_result("c").model_dump_json()[:40])  # a kill mid-write
+    assert [r.task_id for r in read_results(path)] == ["a", "b"]
+    with ResultsWriter(path) as writer:  # cuts the torn tail before appending
+        writer.append(_result("c"))
+    assert [r.task_id for r in read_results(path)] == ["a", "b", "c"]
+    assert all(json.loads(line) for line in path.read_text().splitlines())
+
+
+def test_duplicate_lines_count_once(tmp_path: Path) -> None:
+    path = tmp_path / "results.jsonl"
+    with ResultsWriter(path) as writer:
+        writer.append(_result("a", reward=1.0))
+        writer.append(_result("a", reward=0.0))
+    [only] = read_results(path)
+    assert only.reward == 1.0
+
+
+@pytest.mark.parametrize(
+    ("termination", "error", "kind"),
+    [
+        ("timeout", "episode exceeded its 5 s timeout", "timeout"),
+        ("error", "LLMError: LLM endpoint http://x answered 500", "model"),
+        ("error", "EndpointUnreachable: LLM endpoint http://x is unreachable", "model"),
+        ("error", "BrowserError: Could not open http://x", "page"),
+        ("error", "Error: Page.goto: net::ERR_CONNECTION_REFUSED", "page"),
+        ("error", "LinewiseError: MiniWoB task given but no MiniWoB server is running",
+         "task"),
+        ("error", "KeyError: 'x'", "crash"),
+        ("task_done", None, None),
+    ],
+)
+def test_error_kinds(termination: str, error: str | None, kind: str | None) -> None:
+    assert classify_error(termination, error) == kind
+
+
+def test_task_file_with_browsergym_entries(tmp_path: Path) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text(
+        "defaults:\n  max_steps: 4\ntasks:\n  - miniwob: click-test\n    seed: 1\n"
+        "  - browsergym: browsergym/miniwob.click-button\n    seed: 2\n"
+    )
+    first, second = load_bench_tasks(path)
+    assert isinstance(first, MiniWoBTask) and first.max_steps == 4
+    assert isinstance(second, BrowserGymTask) and second.env_id == (
+        "browsergym/miniwob.click-button")
+    assert second.id == "browsergym.miniwob.click-button.seed2" and second.max_steps == 4
+
+
+def test_bench_usage_errors(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(TASKS_YAML)
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "linewise.runtime.cli", *args],
+                              capture_output=True, text=True, timeout=60, env=_clean_env())
+
+    result = run("bench", str(tasks), "--resume", "--out", str(tmp_path / "nothing"),
+                 "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
+    assert result.returncode == 2 and "holds no bench" in result.stderr
+    result = run("bench", str(tasks), "--seeds", "0")
+    assert result.returncode == 2 and "--seeds" in result.stderr
+    result = run("report", str(tmp_path))
+    assert result.returncode == 2 and "results.jsonl" in result.stderr
