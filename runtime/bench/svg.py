@@ -14,7 +14,7 @@ from dataclasses import dataclass
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf")
 
-WIDTH, HEIGHT = 640, 360
+WIDTH, HEIGHT = 560, 340
 LEFT, RIGHT, TOP, BOTTOM = 64, 150, 36, 56
 
 

@@ -1,0 +1,152 @@
+"""``linewise report``: the numbers on a hand-made results file, and the HTML as Chromium
+renders it."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from linewise.runtime.bench.metrics import Prices, f_ae, success_rate
+from linewise.runtime.bench.report import write_report
+from linewise.runtime.bench.results import EpisodeResult, ResultsWriter
+from linewise.runtime.browser import BrowserSession
+
+_SEEDS = itertools.count()
+
+
+def _result(task: str, filter_name: str, success: bool | None, steps: int, **extra: Any
+            ) -> EpisodeResult:
+    seed = next(_SEEDS)
+    return EpisodeResult(
+        task_id=f"{task}.seed{seed}", base_task=task,
+        benchmark=extra.pop("benchmark", "miniwob"), seed=seed, filter=filter_name,
+        agent="gpt-x", success=success, n_steps=steps, max_steps=10, **extra,
+    )
+
+
+def _bench(tmp_path: Path) -> Path:
+    rows = [
+        _result("miniwob.a", "none", True, 2, action_prompt_tokens=1000,
+                action_completion_tokens=100, step_obs_tokens=[(500, 500), (600, 600)],
+                reduction=0.0, wall_s=2.0),
+        _result("miniwob.b", "none", True, 4, action_prompt_tokens=3000,
+                action_completion_tokens=100, step_obs_tokens=[(3000, 3000)] * 4,
+                reduction=0.0, wall_s=4.0),
+        _result("miniwob.a", "none", False, 3, action_prompt_tokens=2000,
+                step_obs_tokens=[(500, 500)] * 3, reduction=0.0, wall_s=3.0),
+        _result("miniwob.b", "none", False, 10, termination="timeout", error="timed out",
+                error_kind="timeout", wall_s=30.0),
+        _result("miniwob.a", "lines+structure", True, 2, action_prompt_tokens=400,
+                action_completion_tokens=40, retriever_prompt_tokens=1200,
+                retriever_completion_tokens=60, step_obs_tokens=[(500, 200), (600, 150)],
+                reduction=0.675, wall_s=3.0),
+        _result("miniwob.b", "lines+structure", True, 2, action_prompt_tokens=800,
+                retriever_prompt_tokens=6000, retriever_completion_tokens=80,
+                step_obs_tokens=[(3000, 900), (9000, 1800)], reduction=0.75, wall_s=5.0),
+        _result("miniwob.a", "lines+structure", False, 5, error="LLMError: 500",
+                error_kind="model", step_obs_tokens=[(20000, 5000)], reduction=0.75),
+        _result("docs", "lines+structure", None, 3, benchmark="web",
+                step_obs_tokens=[(1500, 300)] * 3, reduction=0.8),
+    ]
+    with ResultsWriter(tmp_path / "results.jsonl") as writer:
+        for row in rows:
+            writer.append(row)
+    return tmp_path
+
+
+def test_success_rate_and_f_ae_match_the_papers_formulas() -> None:
+    assert success_rate([]) == (None, None)
+    rate, se = success_rate([True, True, False, False])
+    assert rate == 0.5 and se == pytest.approx(0.25)
+    # WebClipper Appendix A: harmonic mean of Acc and E = 1 - Rounds/Max_Rounds
+    assert f_ae(0.5, 4.75, 10) == pytest.approx(2 * 0.5 * 0.525 / 1.025)
+    assert f_ae(1.0, 0, 100) == 1.0 and f_ae(0.0, 5, 100) == 0.0
+    assert f_ae(0.9, 200, 100) == 0.0  # beyond Max_Rounds efficiency is 0, not negative
+
+
+def test_report_numbers(tmp_path: Path) -> None:
+    bench = _bench(tmp_path)
+    report, written = write_report(bench, Prices(), None)
+    assert [p.name for p in written] == ["report.md", "report.html", "report.json"]
+    groups = {g.label["filter"]: g for g in report.overall}
+    none, lines = groups["none"], groups["lines+structure"]
+    assert none.episodes == 4 and none.successes == 2
+    assert none.success_rate == 0.5 and none.success_se == pytest.approx(0.25)
+    assert none.steps == pytest.approx(4.75) and none.max_rounds == 10
+    assert none.f_ae == pytest.approx(2 * 0.5 * 0.525 / 1.025)
+    assert none.errors == {"timeout": 1}
+    assert none.action_tokens_per_episode == pytest.approx((1100 + 3100 + 2000) / 4)
+    assert none.action_tokens_per_step == pytest.approx(6200 / 19)
+    assert none.reduction == 0.0
+    # unknown success (a web task without a check) is left out of the rate, not a failure
+    assert lines.episodes == 4 and lines.judged == 3 and lines.successes == 2
+    assert lines.success_se == pytest.approx(math.sqrt(2 / 3 * 1 / 3 / 3))
+    assert lines.reduction == pytest.approx((0.675 + 0.75 + 0.75 + 0.8) / 4)
+    assert lines.retriever_tokens_per_episode == pytest.approx((1260 + 6080) / 4)
+    assert lines.errors == {"model": 1}
+    cost = (400 * 2.0 + 40 * 8.0 + 1200 * 0.4 + 60 * 1.6) / 1e6 + (
+        800 * 2.0 + 6000 * 0.4 + 80 * 1.6) / 1e6
+    assert lines.cost_total == pytest.approx(cost)
+    assert {(g.label["benchmark"], g.label["filter"]): g.episodes
+            for g in report.by_benchmark} == {
+        ("miniwob", "lines+structure"): 3, ("miniwob", "none"): 4, ("web", "lines+structure"): 1}
+    tasks = {(g.label["task"], g.label["filter"]): g for g in report.by_task}
+    assert tasks[("miniwob.a", "none")].episodes == 2
+    assert tasks[("miniwob.a", "none")].success_rate == 0.5
+
+    markdown = (bench / "report.md").read_text()
+    assert "| gpt-x | none | 4 | 50.0 ± 25.0 | 0.512 | 4.8 | 0.0 |" in markdown
+    assert "timeout 1" in markdown and "model 1" in markdown
+    # a fixed Max_Rounds (the paper's 100) changes F-AE only
+    fixed, _ = write_report(bench, Prices(), 100)
+    assert fixed.overall[1].f_ae == pytest.approx(2 * 0.5 * 0.9525 / 1.4525)
+
+
+def test_report_command(tmp_path: Path) -> None:
+    bench = _bench(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "linewise.runtime.cli", "report", str(bench),
+         "--price-action-input", "1", "--max-rounds", "20"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "report.html" in result.stdout
+    assert "$1/$8 per 1M action" in (bench / "report.md").read_text()
+
+
+async def test_html_report_renders_with_its_plots(
+    tmp_path: Path, session: BrowserSession
+) -> None:
+    bench = _bench(tmp_path)
+    write_report(bench)
+    page = session.page
+    await page.goto((bench / "report.html").as_uri())
+    png = await page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+    assert png[:4] == b"\x89PNG" and len(png) > 20_000
+    plots = await page.eval_on_selector_all(
+        "svg.plot",
+        """svgs => svgs.map(svg => ({
+            name: svg.dataset.plot,
+            width: svg.getBoundingClientRect().width,
+            marks: [...svg.querySelectorAll('circle.point, rect.box')]
+                .filter(e => { const b = e.getBoundingClientRect();
+                               return b.width > 0 && b.height > 0; }).length,
+            legend: svg.querySelectorAll('rect.legend').length,
+        }))""",
+    )
+    by_name = {p["name"]: p for p in plots}
+    assert set(by_name) == {"success-vs-reduction", "token-distributions", "reduction-vs-size"}
+    assert all(p["width"] > 300 for p in plots)
+    assert by_name["success-vs-reduction"]["marks"] == 2  # one point per filter
+    assert by_name["token-distributions"]["marks"] >= 3
+    # lines+structure steps span 150..20000 tokens: several size bins, none filter left out
+    assert by_name["reduction-vs-size"]["marks"] >= 4
+    assert by_name["reduction-vs-size"]["legend"] == 1
+    rows = await page.eval_on_selector_all("table", "ts => ts.map(t => t.rows.length)")
+    assert rows == [3, 4, 6]
