@@ -63,33 +63,15 @@ def time_steps(step: Callable[[], Any], steps: int) -> list[float]:
 
 
 def browsergym_steps(url: str, steps: int) -> tuple[list[float], int]:
-    import browsergym.core  # noqa: F401  (registers browsergym/openended)
-    import gymnasium as gym
-    from browsergym.core import _get_global_playwright
     from browsergym.utils.obs import flatten_axtree_to_str
 
-    from linewise.runtime.browser import CHROMIUM_ARGS, find_chromium
+    from linewise.runtime.browsergym_env import make_env
 
-    # BrowserGym launches its chat window's Chromium without executable_path: give both
-    # launches Debian's Chromium.
-    playwright = _get_global_playwright()
-    if not getattr(playwright.chromium, "_linewise_patched", False):
-        original = playwright.chromium.launch
-
-        def launch(**kwargs: Any) -> Any:
-            kwargs.setdefault("executable_path", find_chromium())
-            kwargs["args"] = [*kwargs.get("args", []), *CHROMIUM_ARGS]
-            return original(**kwargs)
-
-        playwright.chromium.launch = launch  # type: ignore[method-assign]
-        playwright.chromium._linewise_patched = True  # type: ignore[attr-defined]
-
-    env = gym.make(
-        "browsergym/openended",
-        task_kwargs={"start_url": url},
-        headless=True,
-        slow_mo=0,
-        wait_for_user_message=False,
+    # Debian's Chromium for both of BrowserGym's launches, its own chat window and
+    # action timeouts kept (the like-for-like baseline), slow_mo=0.
+    env = make_env(
+        "browsergym/openended", task_kwargs={"start_url": url}, slow_mo_ms=0,
+        action_timeout_ms=None, chat="browsergym",
     )
     env.reset()
     n_lines = 0

@@ -26,6 +26,7 @@ import structlog
 from ...agent.filters.registry import FilterFactory
 from ..browser import BrowserConfig
 from ..episode import EpisodeConfig, EpisodeEnv, run_episode
+from ..miniwob import MiniWoBServer
 from ..runner import RunResources, build_filter_factory, open_run_resources
 from ..settings import LinewiseSettings
 from ..trace import read_steps
@@ -139,8 +140,20 @@ async def open_runner(
 ) -> AsyncIterator[EpisodeRunner]:
     """The shared resources the specs need, and a runner on them."""
     tasks = [s.task for s in specs if not isinstance(s.task, BrowserGymTask)]
+    gym_families = {s.task.family for s in specs if isinstance(s.task, BrowserGymTask)}
+    if gym_families:
+        from ..browsergym_env import check_family
+
+        for family in sorted(gym_families):
+            check_family(family)  # a missing package or server fails here, not per episode
     filters = sorted({s.filter for s in specs})
-    async with open_run_resources(settings, tasks, browser_config) as resources:  # type: ignore[arg-type]
+    async with contextlib.AsyncExitStack() as stack:
+        resources = await stack.enter_async_context(
+            open_run_resources(settings, tasks, browser_config)  # type: ignore[arg-type]
+        )
+        if "miniwob" in gym_families and resources.miniwob is None:
+            # BrowserGym's MiniWoB++ tasks read their pages from our server (base_url)
+            resources.miniwob = await stack.enter_async_context(MiniWoBServer())
         yield EpisodeRunner(settings, resources, out_dir, options, filters, backend=backend)
 
 
