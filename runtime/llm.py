@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import openai
@@ -24,6 +25,14 @@ from .tokens import count_message_tokens, count_tokens
 from .trace import LLMCall
 
 log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One answer token and its log-probability under the model."""
+
+    token: str
+    logprob: float
 
 
 class ChatClient:
@@ -67,6 +76,34 @@ class ChatClient:
         Raises ``EndpointUnreachable`` when nothing answers and ``LLMError`` for an error
         status; the partial ``LLMCall`` is on the exception as ``.call``.
         """
+        record, _ = await self._complete(messages, purpose, attempt, params)
+        return record
+
+    async def chat_with_logprobs(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        purpose: str = "other",
+        attempt: int = 0,
+        **params: Any,
+    ) -> tuple[LLMCall, list[TokenLogprob] | None]:
+        """``chat`` asking for the log-probability of every answer token (choice 0).
+
+        The second value is ``None`` when the endpoint sent no logprobs (not every server
+        implements them); errors are those of ``chat``.
+        """
+        params["logprobs"] = True
+        params.setdefault("top_logprobs", 1)
+        record, response = await self._complete(messages, purpose, attempt, params)
+        choice = response.choices[0] if response.choices else None
+        content = choice.logprobs.content if choice and choice.logprobs else None
+        if not content:
+            return record, None
+        return record, [TokenLogprob(token=item.token, logprob=item.logprob) for item in content]
+
+    async def _complete(
+        self, messages: list[dict[str, Any]], purpose: str, attempt: int, params: dict[str, Any]
+    ) -> tuple[LLMCall, Any]:
         params.setdefault("temperature", self.endpoint.temperature)
         params.setdefault("max_tokens", self.endpoint.max_tokens)
         record = LLMCall(
@@ -104,7 +141,7 @@ class ChatClient:
         record.completion_tokens = count_tokens(text)
         if response.usage is not None:
             record.usage = response.usage.model_dump(exclude_none=True)
-        return record
+        return record, response
 
     def _fail(
         self, record: LLMCall, started: float, error: LLMError, cause: Exception

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,17 @@ from hypothesis import strategies as st
 
 from linewise.runtime.cli import main
 from linewise.runtime.errors import GraphError
+from linewise.runtime.log import configure_logging
 from linewise.runtime.pruning.graph import StateGraph, load_graph, parse_graph, save_graph
 from linewise.runtime.pruning.miner import mine, necessary_actions
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    """``main`` points structlog at the test's captured stderr, which closes after the
+    test: configure it back as conftest does, or later tests fail to log."""
+    yield
+    configure_logging(json_lines=False, level="WARNING")
 
 
 def graph(edges: str, sink: str, source: str = "I0", extra: tuple[str, ...] = ()) -> StateGraph:
