@@ -97,9 +97,6 @@ def build_parser() -> argparse.ArgumentParser:
     from .bench.cli import add_commands as add_bench_commands
 
     add_bench_commands(sub)
-    from .bench.cli import add_commands as add_bench_commands
-
-    add_bench_commands(sub)
     return parser
 
 
@@ -343,10 +340,6 @@ def main(argv: list[str] | None = None) -> int:
 
             return cmd_mine(args) if args.command == "mine" else cmd_prune(
                 args, settings_from_args)
-        if args.command in ("bench", "report"):
-            from .bench.cli import run_command
-
-            return run_command(args)
         if args.command in ("bench", "report"):
             from .bench.cli import run_command
 
