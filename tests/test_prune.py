@@ -426,3 +426,20 @@ def test_nothing_to_prune_starts_no_model(tmp_path: Path) -> None:
     assert main(["prune", str(empty), "--out", str(tmp_path / "d")]) == 0
     stats = json.loads((tmp_path / "d" / "stats.json").read_text())
     assert stats["trajectories_in"] == 0 and read_jsonl(tmp_path / "d" / "pruned.jsonl") == []
+
+
+def test_a_single_step_episode_is_kept_whole_without_asking_a_model(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    write_episode(run, "one", "ok", GOALS["ok"], DIRECT[:1])
+
+    def script(messages: list[dict[str, Any]]) -> str:
+        raise AssertionError("no model call expected")
+
+    out = tmp_path / "dataset"
+    with ScriptedChatServer(script) as llm:
+        assert prune(run, out, llm) == 0
+    assert llm.requests == []
+    [line] = read_jsonl(out / "hybrid.jsonl")
+    assert line["metadata"]["kept_steps"] == [0] and line["metadata"]["source"] == "unpruned"
+    [report] = read_jsonl(out / "trajectories.jsonl")
+    assert report["reason"] == "a single step: nothing to prune"

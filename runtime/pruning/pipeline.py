@@ -152,6 +152,13 @@ class _Worker:
         outcome = TrajectoryOutcome(
             key=trajectory.key, run=trajectory.run, episode=trajectory.episode,
             task_id=trajectory.task_id, status="build_failed", steps=len(trajectory.steps))
+        if len(trajectory.steps) == 1:  # the sink is always kept: no LLM can change that
+            outcome.status, outcome.reason = "unpruned", "a single step: nothing to prune"
+            outcome.kept_steps = [trajectory.steps[0].index]
+            outcome.kept = [PrunedStep(index=s.index, think=s.think, action=s.action,
+                                       original_think=s.think) for s in trajectory.steps]
+            measure(outcome, trajectory)
+            return outcome
         sets: list[ActionSet | None] = []
         mined: list[tuple[StateGraph, MiningResult]] = []
         vote = None
