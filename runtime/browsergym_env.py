@@ -161,13 +161,14 @@ def make_env(
     *,
     task_kwargs: dict[str, Any] | None = None,
     headless: bool = True,
-    slow_mo_ms: int = 0,
-    timeout_ms: int = 5000,
+    slow_mo_ms: int | None = 0,
+    timeout_ms: int | None = None,
     action_timeout_ms: int | None = 5000,
     chat: Literal["memory", "browsergym"] = "memory",
 ) -> Any:
-    """A BrowserGym env for this thread. ``action_timeout_ms=None`` keeps BrowserGym's
-    500 ms, ``chat="browsergym"`` its chat window (both for a like-for-like baseline)."""
+    """A BrowserGym env for this thread. ``slow_mo_ms=None`` keeps the task's slow_mo,
+    ``action_timeout_ms=None`` BrowserGym's 500 ms and ``chat="browsergym"`` its chat
+    window (for a baseline of BrowserGym as it ships)."""
     import gymnasium as gym
 
     family = env_id.removeprefix("browsergym/").split(".", 1)[0]
@@ -177,7 +178,7 @@ def make_env(
         "task_kwargs": task_kwargs or {},
         "headless": headless,
         "slow_mo": slow_mo_ms,
-        "timeout": timeout_ms,
+        "timeout": timeout_ms,  # None: the task's own
         "wait_for_user_message": False,
     }
     if action_timeout_ms is not None:
