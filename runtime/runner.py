@@ -38,6 +38,8 @@ LOCAL_RETRIEVER_WINDOW_TOKENS = 8192
 """Windows for the embedded retriever: on a CPU, prefill slows as the context grows, so
 several 8k windows cost less time than one long prompt (and a 1.5B model reads them better)."""
 
+LOCAL_TIMEOUT_S = 1800.0
+
 
 @dataclass
 class RunResources:
@@ -94,11 +96,14 @@ async def open_models(settings: LinewiseSettings) -> AsyncIterator[tuple[ChatCli
             )
             log.info("starting local model", model=str(model_path))
             await stack.enter_async_context(server)
-            local = {"base_url": server.base_url, "model": server.model_name, "api_key": "local"}
+            served = {"base_url": server.base_url, "model": server.model_name, "api_key": "local",
+                      "max_retries": 0}
             if action.base_url is None:
-                action = action.model_copy(update=local)
+                action = action.model_copy(update={**served, **_local_slots(action, settings)})
             if retriever.base_url is None:
-                retriever = retriever.model_copy(update=local)
+                retriever = retriever.model_copy(
+                    update={**served, **_local_slots(retriever, settings)}
+                )
         for endpoint in {action.base_url: action, retriever.base_url: retriever}.values():
             await check_endpoint(endpoint)
         action_client = ChatClient(action)
@@ -109,6 +114,22 @@ async def open_models(settings: LinewiseSettings) -> AsyncIterator[tuple[ChatCli
         if retriever_client is not action_client:
             stack.push_async_callback(retriever_client.close)
         yield action_client, retriever_client
+
+
+def _local_slots(endpoint: EndpointSettings, settings: LinewiseSettings) -> dict[str, float]:
+    """The embedded server works on ``parallel`` requests at once; so may the client.
+
+    More requests in flight than slots would wait in the server's queue with their
+    timeout running (a retriever window timed out behind another window on a busy CPU),
+    and the client would then send the timed-out request again from scratch (hence
+    ``max_retries=0`` for the embedded server). Waiting happens in the client instead.
+    A CPU model may take many minutes over one long prompt on a busy machine, so its
+    timeout is at least ``LOCAL_TIMEOUT_S``.
+    """
+    return {
+        "max_in_flight": min(endpoint.max_in_flight, settings.local.parallel),
+        "timeout_s": max(endpoint.timeout_s, LOCAL_TIMEOUT_S),
+    }
 
 
 @contextlib.asynccontextmanager

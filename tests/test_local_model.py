@@ -352,3 +352,15 @@ async def test_the_embedded_model_answers_a_chat_completion(tmp_path: Path) -> N
     assert not server.running
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # stopped and reaped: the memory is back
+
+
+def test_clients_of_the_embedded_server_wait_for_its_slots() -> None:
+    from linewise.runtime.runner import LOCAL_TIMEOUT_S, _local_slots
+    from linewise.runtime.settings import EndpointSettings, LinewiseSettings
+
+    settings = LinewiseSettings.model_validate({"local": {"parallel": 2}})
+    endpoint = EndpointSettings(max_in_flight=4, timeout_s=60)
+    limits = _local_slots(endpoint, settings)
+    assert limits == {"max_in_flight": 2, "timeout_s": LOCAL_TIMEOUT_S}
+    patient = EndpointSettings(max_in_flight=1, timeout_s=2 * LOCAL_TIMEOUT_S)
+    assert _local_slots(patient, settings) == {"max_in_flight": 1, "timeout_s": 2 * LOCAL_TIMEOUT_S}
