@@ -211,8 +211,9 @@ def test_seeds_expand_miniwob_ids_and_repeat_web_tasks() -> None:
 
 
 def _result(task_id: str, **extra: Any) -> EpisodeResult:
+    fields: dict[str, Any] = {"success": True, **extra}
     return EpisodeResult(task_id=task_id, base_task=task_id, benchmark="miniwob", seed=0,
-                         filter="none", agent="m", success=True, **extra)
+                         filter="none", agent="m", **fields)
 
 
 def test_results_file_survives_a_torn_last_line(tmp_path: Path) -> None:
@@ -284,3 +285,21 @@ def test_bench_usage_errors(tmp_path: Path) -> None:
     assert result.returncode == 2 and "--seeds" in result.stderr
     result = run("report", str(tmp_path))
     assert result.returncode == 2 and "results.jsonl" in result.stderr
+
+
+def test_progress_bar_and_log_lines_count_the_same(capsys: pytest.CaptureFixture[str]) -> None:
+    from linewise.runtime.bench.progress import LogProgress, RichProgress
+
+    results = [_result("a"), _result("b", success=False, error="x", error_kind="model"),
+               _result("c", action_prompt_tokens=100)]
+    for progress in (RichProgress(), LogProgress()):
+        progress.start(total=5, already_done=1)
+        for r in results:
+            progress.episode_started(r.task_id)
+        for r in results:
+            progress.episode_finished(r)
+        counts = progress.counts  # type: ignore[attr-defined]
+        progress.close()
+        assert (counts.done, counts.running, counts.failed, counts.tokens) == (3, 0, 1, 100)
+        assert counts.rate_text() == "67%"
+        assert counts.eta_s is not None and counts.eta_s >= 0

@@ -119,7 +119,7 @@ class RichProgress:
         self.console = Console(stderr=True)
         self.bar = RichBar(
             TextColumn("[bold]bench"),
-            BarColumn(),
+            BarColumn(bar_width=24),
             MofNCompleteColumn(),
             TextColumn(
                 "running {task.fields[running]}  [red]failed {task.fields[failed]}[/]  "
