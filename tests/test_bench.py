@@ -303,3 +303,34 @@ def test_progress_bar_and_log_lines_count_the_same(capsys: pytest.CaptureFixture
         assert (counts.done, counts.running, counts.failed, counts.tokens) == (3, 0, 1, 100)
         assert counts.rate_text() == "67%"
         assert counts.eta_s is not None and counts.eta_s >= 0
+
+
+def test_reconcile_recovers_ended_episodes_and_sets_aside_unfinished_ones(
+    tmp_path: Path,
+) -> None:
+    """Killed between summary.json and results.jsonl: the episode is read back, not rerun.
+    Killed mid-episode: its folder moves to _incomplete/ and the episode runs again."""
+    from linewise.runtime.bench.driver import reconcile
+    from linewise.runtime.trace import EpisodeSummary, EpisodeTraceWriter
+
+    tasks = [MiniWoBTask(miniwob=name, seed=0) for name in
+             ("click-test", "click-button", "enter-text", "focus-text")]
+    done, ended, running, untouched = expand(tasks, ["none"], 1)
+    with ResultsWriter(tmp_path / "results.jsonl") as writer:
+        writer.append(_result(done.task.id))
+    for spec, status in ((ended, "finished"), (running, "running")):
+        summary = EpisodeSummary(episode_id="e", task_id=spec.task.id, status=status,
+                                 success=status == "finished", n_steps=1)
+        EpisodeTraceWriter(spec.folder(tmp_path)).start(summary)
+    with ResultsWriter(tmp_path / "results.jsonl") as writer:
+        pending, skipped, recovered, moved = reconcile(
+            tmp_path, [done, ended, running, untouched], writer, "local")
+    assert [s.key for s in pending] == [running.key, untouched.key]
+    assert (skipped, recovered) == (1, 1)
+    assert not running.folder(tmp_path).exists()
+    [aside] = moved
+    assert aside.parent == tmp_path / INCOMPLETE_DIR / "none"
+    assert (aside / "summary.json").exists()
+    lines = read_results(tmp_path / "results.jsonl")
+    assert [(r.task_id, r.recovered) for r in lines] == [
+        (done.task.id, False), (ended.task.id, True)]
