@@ -255,7 +255,7 @@ def test_a_detour_is_pruned_rewritten_and_exported(run_dir: Path, tmp_path: Path
     assert detour["status"] == "pruned" and detour["vote_runs"] == [["A3", "A4", "A5"]] * 2
     [rewritten] = [s for s in detour["kept"] if s["rewritten"]]
     assert rewritten["selection"] == "perplexity"
-    assert [c["text"] for c in rewritten["candidates"]] == CANDIDATES
+    assert sorted(c["text"] for c in rewritten["candidates"]) == sorted(CANDIDATES)
     ppl = {c["text"]: c["perplexity"] for c in rewritten["candidates"]}
     assert ppl[BEST] == pytest.approx(math.exp(0.1)) and ppl[CANDIDATES[0]] > ppl[BEST]
     assert any(r.get("reason") == "episode did not succeed" for r in report.values())
@@ -284,10 +284,13 @@ def test_without_logprobs_the_first_candidate_is_taken_and_recorded(
     stats = json.loads((out / "stats.json").read_text())
     assert stats["rewrites_first_candidate"] == 1 and stats["rewrites_by_perplexity"] == 0
     [line] = read_jsonl(out / "pruned.jsonl")
-    assert parse_answer(line["messages"][2]["content"]).think == CANDIDATES[0]
     [detour] = [r for r in read_jsonl(out / "trajectories.jsonl") if r.get("status") == "pruned"]
     [rewritten] = [s for s in detour["kept"] if s["rewritten"]]
     assert rewritten["selection"].startswith("first candidate: ")
+    assert [c["perplexity"] for c in rewritten["candidates"]] == [None] * 3
+    first = rewritten["candidates"][0]["text"]
+    assert first in CANDIDATES and rewritten["think"] == first
+    assert parse_answer(line["messages"][2]["content"]).think == first
     assert "logprobs" in rewritten["selection"] or "grammar" in rewritten["selection"]
 
 

@@ -1,14 +1,15 @@
 """A state graph as an SVG picture, for people to look at (no graphviz needed).
 
-Layout: columns by hop distance from the source (the goal on the left, the answer to the
-right), nodes stacked in each column in graph order. Necessary actions are green, pruned
-actions grey, information on a necessary path blue; edges that go back (cycles) are
-drawn as dashed curves. Hovering a node shows its full text.
+Layout: the node list is in trajectory order (the extractor writes it so), so an edge
+to an earlier node closes a loop (a page seen again). The other edges form a DAG, and
+each node's column is its longest path in it: the goal on the left, the answer on the
+right, every forward edge pointing right. Loops are drawn as dashed red curves.
+Necessary actions are green, pruned actions grey, information on a necessary path blue.
+Hovering a node shows its full text.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from html import escape
 
 from .graph import StateGraph
@@ -35,21 +36,17 @@ def _label(node: dict[str, object]) -> tuple[str, str]:
 def render_svg(graph: StateGraph, necessary: set[str], title: str = "") -> str:
     """The SVG text of ``graph`` with the ``necessary`` node ids highlighted."""
     ids = [n.id for n in graph.nodes]
-    successors: dict[str, list[str]] = {i: [] for i in ids}
+    order = {node_id: position for position, node_id in enumerate(ids)}
+    forward_preds: dict[str, list[str]] = {i: [] for i in ids}
     for start, end in graph.edges:
-        successors[start].append(end)
-    depth = {graph.source: 0}
-    queue = deque([graph.source])
-    while queue:
-        u = queue.popleft()
-        for v in successors[u]:
-            if v not in depth:
-                depth[v] = depth[u] + 1
-                queue.append(v)
-    last = max(depth.values(), default=0) + 1
+        if order[start] < order[end]:
+            forward_preds[end].append(start)
+    column_of: dict[str, int] = {}
+    for node_id in ids:
+        column_of[node_id] = max((column_of[u] + 1 for u in forward_preds[node_id]), default=0)
     columns: dict[int, list[str]] = {}
     for node_id in ids:
-        columns.setdefault(depth.get(node_id, last), []).append(node_id)
+        columns.setdefault(column_of[node_id], []).append(node_id)
     position: dict[str, tuple[int, int]] = {}
     for column, members in columns.items():
         for row, node_id in enumerate(members):
