@@ -57,6 +57,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     _add_model_flags(bench)
     bench.add_argument("--max-obs-tokens", type=int, help="token budget of the truncate filter")
     bench.add_argument("--parse-retries", type=int, help="re-asks after a malformed answer")
+    bench.add_argument("--no-cost-gate", action="store_true",
+                       help="always run the retriever (the cost gate skips it on trees too "
+                       "small to pay for it, e.g. most MiniWoB++ pages)")
     bench.add_argument("--no-screenshots", action="store_true", help="do not save screenshots")
     bench.add_argument("--no-report", action="store_true", help="do not write the report")
     _add_report_flags(bench)
@@ -130,6 +133,9 @@ def _bench_settings(args: argparse.Namespace) -> LinewiseSettings:
         if args.rps <= 0:
             raise ConfigError("--rps must be positive")
         updates["requests_per_second"] = args.rps
+    if args.no_cost_gate:
+        settings = settings.model_copy(update={
+            "filter": settings.filter.model_copy(update={"cost_gate": False})})
     if updates:
         settings = settings.model_copy(update={
             "action": settings.action.model_copy(update=updates),
