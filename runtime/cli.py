@@ -2,8 +2,18 @@
 
     linewise run TASKS.yaml [--task ID]... [--out DIR] [--headed] [--base-url URL --model NAME]
     linewise run --url URL --goal TEXT
+    linewise bench TASKS.yaml [--filter NAME]... [--seeds K] [--concurrency N] [--resume]
+    linewise report BENCH_DIR
+    linewise filter-eval CASES [--filter NAME]...
+    linewise snapshot URL
+    linewise prune RUN_DIR... --out DATASET_DIR
+    linewise mine GRAPH.json
     linewise setup [--xvfb]
     linewise model path|fetch
+
+``bench``/``report`` live in ``bench/cli.py`` and ``prune``/``mine`` in ``pruning/cli.py``;
+they are imported when the parser is built or the command runs, so ``linewise run`` does
+not load them.
 """
 
 from __future__ import annotations
@@ -91,12 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
     model = sub.add_parser("model", help="the embedded local model")
     model.add_argument("action", choices=["path", "fetch"],
                        help="path: print the cached model path; fetch: assemble and verify it")
+    from .bench.cli import add_commands as add_bench_commands
     from .pruning.cli import add_prune_parsers
 
-    add_prune_parsers(sub, _add_model_flags)
-    from .bench.cli import add_commands as add_bench_commands
-
     add_bench_commands(sub)
+    add_prune_parsers(sub, _add_model_flags)
     return parser
 
 
