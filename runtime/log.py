@@ -35,7 +35,7 @@ def configure_logging(json_lines: bool | None = None, level: str = "INFO") -> No
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=_current_stderr_logger,
         cache_logger_on_first_use=False,
     )
     # Libraries that log through the standard library (browsergym, httpx) stay quiet
@@ -43,6 +43,15 @@ def configure_logging(json_lines: bool | None = None, level: str = "INFO") -> No
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s: %(message)s")
     for noisy in ("httpx", "openai", "browsergym"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _current_stderr_logger(*args: object) -> structlog.PrintLogger:
+    """A logger on whatever ``sys.stderr`` is now, not on the stream of the first call.
+
+    ``main()`` may run several times in one process (tests, notebooks) with stderr
+    swapped in between; a logger bound to an old, closed stream would fail later.
+    """
+    return structlog.PrintLogger(sys.stderr)
 
 
 def _passthrough(
