@@ -33,8 +33,8 @@ from .trace import (
     StepRecord,
     StepTimings,
     TabRecord,
+    Termination,
     safe_name,
-    utcnow,
 )
 
 log = structlog.get_logger(__name__)
@@ -101,21 +101,12 @@ class _Episode:
         finally:
             if self.session is not None:
                 await self.session.close()
-            self.summary.time.wall_s = time.perf_counter() - started
-            self.summary.finished_at = utcnow()
-            if self.summary.status == "running":  # cancelled: Ctrl-C or a bench timeout
-                self.summary.status = "failed"
-                self.summary.termination = "error"
-                self.summary.error = self.summary.error or "episode was interrupted"
+            self.summary.mark_ended(time.perf_counter() - started)
             self.writer.write_summary(self.summary)
         return self.summary
 
-    def _fail(self, termination: str, message: str) -> None:
-        self.summary.status = "failed"
-        self.summary.termination = termination  # type: ignore[assignment]
-        self.summary.error = message
-        self.summary.traceback = traceback.format_exc()
-        self.summary.success = False
+    def _fail(self, termination: Termination, message: str) -> None:
+        self.summary.mark_failed(termination, message, traceback.format_exc())
         log.warning("episode failed", task_id=self.task.id, error=message)
 
     async def _set_up(self) -> str:

@@ -170,12 +170,9 @@ def build_filter_factory(
     )
 
 
-def write_run_manifest(out_dir: Path, settings: LinewiseSettings, argv: list[str]) -> None:
-    """``run.json``: what was run, with which versions and settings (API keys left out)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    manifest = {
-        "argv": argv,
-        "started_at": datetime.now().isoformat(timespec="seconds"),
+def environment_manifest(settings: LinewiseSettings) -> dict[str, object]:
+    """Versions, platform and settings (API keys left out): what a run was made with."""
+    return {
         "linewise": _version("linewise"),
         "playwright": _version("playwright"),
         "browsergym-core": _version("browsergym-core"),
@@ -184,6 +181,16 @@ def write_run_manifest(out_dir: Path, settings: LinewiseSettings, argv: list[str
         "settings": settings.model_dump(
             mode="json", exclude={"action": {"api_key"}, "retriever": {"api_key"}}
         ),
+    }
+
+
+def write_run_manifest(out_dir: Path, settings: LinewiseSettings, argv: list[str]) -> None:
+    """``run.json``: what was run, with which versions and settings."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    manifest = {
+        "argv": argv,
+        "started_at": datetime.now().isoformat(timespec="seconds"),
+        **environment_manifest(settings),
     }
     (out_dir / "run.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
 

@@ -184,6 +184,23 @@ class EpisodeSummary(BaseModel):
     started_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
 
+    def mark_failed(self, termination: Termination, message: str, trace: str | None) -> None:
+        """The episode ended in trouble: ``termination`` says which kind."""
+        self.status = "failed"
+        self.termination = termination
+        self.error = message
+        self.traceback = trace
+        self.success = False
+
+    def mark_ended(self, wall_s: float) -> None:
+        """Stamp the end; an episode still "running" here was cut short (Ctrl-C, timeout)."""
+        self.time.wall_s = wall_s
+        self.finished_at = utcnow()
+        if self.status == "running":
+            self.status = "failed"
+            self.termination = "error"
+            self.error = self.error or "episode was interrupted"
+
 
 def safe_name(text: str) -> str:
     """A folder name made from a task id."""

@@ -38,7 +38,7 @@ from ..trace import (
     FilterRecord,
     StepRecord,
     StepTimings,
-    utcnow,
+    Termination,
 )
 from .tasks import BrowserGymTask
 
@@ -136,21 +136,12 @@ class _ThreadEpisode:
                     gym_env.close()
                 except Exception as exc:
                     log.warning("browsergym env did not close", error=str(exc))
-            self.summary.time.wall_s = time.perf_counter() - started
-            self.summary.finished_at = utcnow()
-            if self.summary.status == "running":
-                self.summary.status = "failed"
-                self.summary.termination = "error"
-                self.summary.error = self.summary.error or "episode was interrupted"
+            self.summary.mark_ended(time.perf_counter() - started)
             self.writer.write_summary(self.summary)
         return self.summary
 
-    def _fail(self, termination: str, message: str) -> None:
-        self.summary.status = "failed"
-        self.summary.termination = termination  # type: ignore[assignment]
-        self.summary.error = message
-        self.summary.traceback = traceback.format_exc()
-        self.summary.success = False
+    def _fail(self, termination: Termination, message: str) -> None:
+        self.summary.mark_failed(termination, message, traceback.format_exc())
         log.warning("episode failed", task_id=self.task.id, error=message)
 
     def _loop(self, gym_env: Any, obs: dict[str, Any], started: float) -> None:

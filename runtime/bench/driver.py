@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import platform
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,7 +25,7 @@ import structlog
 
 from ..browser import BrowserConfig
 from ..errors import ConfigError
-from ..runner import _version
+from ..runner import environment_manifest
 from ..settings import LinewiseSettings
 from ..trace import read_steps, read_summary
 from .local import BenchOptions, run_local
@@ -91,14 +90,7 @@ def write_manifest(
         "retriever_model": settings.retriever.model,
         "filters": sorted({s.filter for s in specs}),
         "episodes": len(specs),
-        "linewise": _version("linewise"),
-        "playwright": _version("playwright"),
-        "browsergym-core": _version("browsergym-core"),
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "settings": settings.model_dump(
-            mode="json", exclude={"action": {"api_key"}, "retriever": {"api_key"}}
-        ),
+        **environment_manifest(settings),
         "invocations": [*previous.get("invocations", []), invocation],
     }
     tmp = path.with_suffix(".json.tmp")
