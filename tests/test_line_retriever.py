@@ -209,3 +209,47 @@ async def test_numbers_that_name_a_bid_keep_that_element() -> None:
     assert result.fallback_reason is None
     assert sender in result.kept_lines and "[90] generic" in result.text
     assert result.notes["bid_aliases"] == 1
+
+
+def _window_of(messages: list[dict[str, Any]]) -> list[int]:
+    return [int(n) for n in re.findall(r"^(\d+)\|", messages[1]["content"], re.MULTILINE)]
+
+
+async def test_a_window_may_hold_nothing_and_a_failed_window_is_shown_whole() -> None:
+    lines = lines_of("docs-functions.txt")
+    first_lines: list[int] = []
+
+    def answer(messages: list[dict[str, Any]]) -> str:
+        numbers = _window_of(messages)
+        if numbers[0] == 1:  # the first window: a real selection
+            first_lines.extend(numbers)
+            return "<answer>[(2, 3)]</answer>"
+        if "you see only lines" in messages[1]["content"] and numbers[-1] == len(lines):
+            return "I cannot tell."  # the last window never gives ranges
+        return '<think>Nothing for the goal here.</think><answer>[]</answer>'
+
+    with ScriptedChatServer(answer) as server:
+        config = LineRetrieverConfig(context_tokens=8192, answer_tokens=256, **NO_GATE)
+        flt = LineRetrieverFilter(client(server), config)
+        result = await flt.apply(FilterInput(goal="Find the docs of zip()", lines=lines))
+    windows = result.notes["windows"]
+    assert isinstance(windows, int) and windows > 3
+    assert result.fallback_reason is None
+    failed = result.notes["window_fallbacks"]
+    assert isinstance(failed, list) and len(failed) == 1 and "no usable ranges" in failed[0]
+    last_window_start = result.ranges[-1][0]
+    assert result.ranges[-1][1] == len(lines)  # the failed last window, whole
+    assert result.ranges[0] == (2, 3)  # the first window's choice; empty windows add nothing
+    assert len(result.ranges) == 2
+    assert len(server.requests) == windows + 2  # only the failing window was asked again
+    assert last_window_start > len(first_lines)
+
+
+async def test_no_line_in_any_window_falls_back_to_the_full_tree() -> None:
+    lines = lines_of("docs-functions.txt")
+    with ScriptedChatServer(lambda _m: '{"think": "none", "ranges": []}') as server:
+        config = LineRetrieverConfig(context_tokens=8192, answer_tokens=256, **NO_GATE)
+        result = await LineRetrieverFilter(client(server), config).apply(
+            FilterInput(goal="Find the docs of zip()", lines=lines))
+    assert result.fallback_reason == "the retriever kept no line in any window"
+    assert result.text == "\n".join(lines)

@@ -28,9 +28,11 @@ from .cost_gate import CostGate, Prices
 from .ranges import (
     Range,
     RangeParseError,
+    is_empty_answer,
     lines_of,
     merge_ranges,
     parse_ranges,
+    ranges_of,
     raw_ranges,
 )
 from .recall_guard import guard_lines, guarded_bids
@@ -190,21 +192,36 @@ class LineRetrieverFilter:
         notes["windows"] = len(windows)
         partial = len(candidates) < len(lines)
         results = await asyncio.gather(
-            *(self._ask(observation, window, partial) for window in windows)
+            *(self._ask(observation, window, partial, len(windows) > 1 or partial)
+              for window in windows)
         )
         calls = [call for result in results for call in result.calls]
         failures = [r.fallback_reason for r in results if r.fallback_reason]
-        if failures:
+        if len(failures) == len(results):
             return _Selection(ranges=[], calls=calls, fallback_reason="; ".join(failures)), set()
-        ranges = merge_ranges(r for result in results for r in result.ranges)
+        if failures:
+            # A window the retriever could not answer is shown whole; the others keep
+            # their selection (one bad window must not cost the whole page its filter).
+            notes["window_fallbacks"] = failures
+        ranges = merge_ranges(
+            r for window, result in zip(windows, results, strict=True)
+            for r in (ranges_of(n + 1 for n in window) if result.fallback_reason
+                      else result.ranges)
+        )
+        if not ranges and not reused:
+            reason = "the retriever kept no line in any window"
+            return _Selection(ranges=[], calls=calls, fallback_reason=reason), set()
         notes["bid_aliases"] = sum(r.bid_aliases for r in results)
         return _Selection(ranges=ranges, calls=calls), reused
 
     # -- one retriever conversation
 
-    async def _ask(self, observation: FilterInput, window: list[int], partial: bool) -> _Selection:
+    async def _ask(
+        self, observation: FilterInput, window: list[int], partial: bool, several: bool
+    ) -> _Selection:
         """One retriever conversation about ``window`` (0-based lines); ``partial`` means the
-        window holds only the lines that changed since the last step."""
+        window holds only the lines that changed since the last step, ``several`` that
+        other windows are asked too (so "nothing here", an empty list, is an answer)."""
         total = len(observation.lines)
         numbered = "\n".join(f"{i + 1}|{observation.lines[i]}" for i in window)
         if partial:
@@ -250,6 +267,8 @@ class LineRetrieverFilter:
                 )
             calls.append(call)
             answer = call.response or ""
+            if several and is_empty_answer(answer):
+                return _Selection(ranges=[], calls=calls)  # nothing needed in this window
             try:
                 aliased = _bid_aliases(
                     raw_ranges(answer), window_bids, range(window[0] + 1, window[-1] + 2)

@@ -65,6 +65,14 @@ def parse_ranges(text: str, n_lines: int) -> list[Range]:
     return merge_ranges(clipped)
 
 
+def is_empty_answer(text: str) -> bool:
+    """True for an answer that is explicitly an empty list (``[]``, ``{"ranges": []}``)."""
+    try:
+        return _structured(extract_answer(text)) == []
+    except RangeParseError:
+        return False
+
+
 def raw_ranges(text: str) -> list[Range]:
     """The pairs exactly as the answer wrote them: unordered, unclipped, unmerged."""
     body = extract_answer(text)
