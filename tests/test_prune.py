@@ -202,6 +202,18 @@ def test_a_detour_is_pruned_rewritten_and_exported(run_dir: Path, tmp_path: Path
     out = tmp_path / "dataset"
     with ScriptedChatServer(script, logprobs=base_model_logprobs, follow_grammar=True) as llm:
         assert prune(run_dir, out, llm) == 0
+        requests = llm.requests
+
+    # phase 2 may only reference the workspace: its ids are the schema's enum
+    info_schemas = [r["response_format"]["json_schema"]["schema"] for r in requests
+                    if r.get("response_format", {}).get("json_schema", {}).get("name")
+                    == "information"]
+    assert info_schemas
+    for schema in info_schemas:
+        allowed = schema["properties"]["next_relies_on"]["items"]["enum"]
+        assert "I0" in allowed and all(i.startswith("I") for i in allowed)
+    assert max(len(s["properties"]["next_relies_on"]["items"]["enum"])
+               for s in info_schemas) > 1  # the workspace grows as the steps are read
 
     stats = json.loads((out / "stats.json").read_text())
     assert {k: stats[k] for k in ("episodes_found", "skipped", "trajectories_in", "built",

@@ -75,20 +75,29 @@ ACTION_SCHEMA: dict[str, Any] = {
                    "goal": {"type": "string"}},
     "required": ["type", "goal"],
 }
-INFO_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "information": {"type": "array", "items": {
-            "type": "object",
-            "properties": {"text": {"type": "string"},
-                           "same_as": {"type": ["string", "null"]},
-                           "used_by_next": {"type": "boolean"}},
-            "required": ["text", "same_as", "used_by_next"],
-        }},
-        "next_relies_on": {"type": "array", "items": {"type": "string"}},
-    },
-    "required": ["information", "next_relies_on"],
-}
+def info_schema(known_ids: list[str]) -> dict[str, Any]:
+    """The phase-2 answer schema, with node references limited to the workspace's ids.
+
+    Where the endpoint enforces schemas (llama.cpp compiles them into a grammar), a
+    reference outside the workspace cannot be written at all: small models otherwise
+    answer with the page's element ids (``"same_as": "44"``) and fail validation again
+    and again.
+    """
+    reference = {"type": "string", "enum": list(known_ids)}
+    return {
+        "type": "object",
+        "properties": {
+            "information": {"type": "array", "items": {
+                "type": "object",
+                "properties": {"text": {"type": "string"},
+                               "same_as": {"anyOf": [reference, {"type": "null"}]},
+                               "used_by_next": {"type": "boolean"}},
+                "required": ["text", "same_as", "used_by_next"],
+            }},
+            "next_relies_on": {"type": "array", "items": reference},
+        },
+        "required": ["information", "next_relies_on"],
+    }
 
 
 @dataclass
@@ -238,8 +247,8 @@ class GraphExtractor:
             next_thought=_clip(step.think or "(none)", 1000), next_action=step.action or "(none)",
             max_units=self.config.max_units,
         )
-        answer = await self._ask(prompt, "information", INFO_SCHEMA, InfoAnswer, check,
-                                 f"{trajectory.key} step {step.index}")
+        answer = await self._ask(prompt, "information", info_schema(sorted(known)), InfoAnswer,
+                                 check, f"{trajectory.key} step {step.index}")
         units = answer.information
         if len(units) > self.config.max_units:  # keep what the next action used, in order
             ranked = sorted(range(len(units)), key=lambda i: not units[i].used_by_next)
