@@ -458,3 +458,24 @@ def test_a_single_step_episode_is_kept_whole_without_asking_a_model(tmp_path: Pa
     assert line["metadata"]["kept_steps"] == [0] and line["metadata"]["source"] == "unpruned"
     [report] = read_jsonl(out / "trajectories.jsonl")
     assert report["reason"] == "a single step: nothing to prune"
+
+
+def test_each_verdict_is_on_disk_before_the_next_trajectory_starts(run_dir: Path,
+                                                                   tmp_path: Path) -> None:
+    out = tmp_path / "dataset"
+    extractor = Extractor()
+    seen_while_pruning_signup: list[str] = []
+
+    def script(messages: list[dict[str, Any]]) -> str:
+        if GOALS["signup"] in messages[0]["content"] and not seen_while_pruning_signup:
+            log = out / "trajectories.jsonl"
+            seen_while_pruning_signup.append(log.read_text() if log.exists() else "")
+        return extractor(messages)
+
+    with ScriptedChatServer(script, logprobs=base_model_logprobs, follow_grammar=True) as llm:
+        assert prune(run_dir, out, llm, "--concurrency", "1") == 0
+    [written] = seen_while_pruning_signup
+    [first] = [json.loads(line) for line in written.splitlines()]
+    assert first["task_id"] == "ok" and first["status"] == "unpruned"
+    keys = [r.get("key", r.get("episode")) for r in read_jsonl(out / "trajectories.jsonl")]
+    assert len(keys) == len(set(keys)) == 3  # ok, signup, and the skipped failed episode

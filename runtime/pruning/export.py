@@ -16,6 +16,7 @@ styles) accept, with the provenance of the trajectory in ``metadata``.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -109,13 +110,36 @@ def training_line(outcome: TrajectoryOutcome, trajectory: Trajectory) -> str:
     }, ensure_ascii=False)
 
 
+TRAJECTORIES_FILE = "trajectories.jsonl"
+
+
+class OutcomeLog:
+    """``trajectories.jsonl``, one line appended (and flushed) as each trajectory ends.
+
+    A prune of many trajectories takes hours with a CPU model; killed partway, it keeps
+    every verdict reached so far. ``write_dataset`` adds the skipped episodes at the end.
+    """
+
+    def __init__(self, out_dir: Path) -> None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self.path = out_dir / TRAJECTORIES_FILE
+        self.path.write_text("", encoding="utf-8")
+
+    def append(self, outcome: TrajectoryOutcome) -> None:
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(outcome.model_dump_json() + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
 def write_dataset(
     out_dir: Path,
     outcomes: list[tuple[TrajectoryOutcome, Trajectory]],
     skipped: list[tuple[str, str]],
     stats: PruneStats,
 ) -> None:
-    """Write the JSONL files, the report and stats.json (graphs are written as built)."""
+    """Write the JSONL files, the report and stats.json (graphs are written as built, and
+    the outcomes by ``OutcomeLog`` as they come)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     pruned = [(o, t) for o, t in outcomes if o.status == "pruned"]
     pruned_tasks = {o.task_id for o, _ in pruned}
@@ -133,9 +157,7 @@ def write_dataset(
         stats.exported_hybrid = len(pruned) + len(unpruned)
     elif hybrid_path.exists():
         hybrid_path.unlink()  # a stale file from an earlier hybrid prune would mislead
-    with (out_dir / "trajectories.jsonl").open("w", encoding="utf-8") as handle:
-        for outcome, _ in outcomes:
-            handle.write(outcome.model_dump_json() + "\n")
+    with (out_dir / TRAJECTORIES_FILE).open("a", encoding="utf-8") as handle:
         for where, why in skipped:
             handle.write(json.dumps({"episode": where, "status": "skipped", "reason": why})
                          + "\n")

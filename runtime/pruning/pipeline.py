@@ -23,7 +23,7 @@ from ..errors import GraphBuildError, GraphError
 from ..llm import ChatClient
 from ..settings import LinewiseSettings
 from .dialogue import PrunedStep
-from .export import PruneStats, TrajectoryOutcome, measure, write_dataset
+from .export import OutcomeLog, PruneStats, TrajectoryOutcome, measure, write_dataset
 from .extractor import ExtractorConfig, GraphExtractor
 from .graph import StateGraph, save_graph
 from .miner import MiningResult, mine
@@ -97,6 +97,7 @@ async def prune_trajectories(
     stats = PruneStats(trajectories_in=len(trajectories), skipped=len(skipped or []),
                        repeats=options.repeats, mode=options.mode)
     outcomes: list[tuple[TrajectoryOutcome, Trajectory]] = []
+    outcome_log = OutcomeLog(out_dir)
     if trajectories:
         assert extractor_client is not None
         extractor = GraphExtractor(extractor_client, ExtractorConfig(
@@ -110,7 +111,9 @@ async def prune_trajectories(
 
         async def bounded(trajectory: Trajectory) -> TrajectoryOutcome:
             async with limit:
-                return await worker.prune(trajectory)
+                outcome = await worker.prune(trajectory)
+            outcome_log.append(outcome)
+            return outcome
 
         results = await asyncio.gather(*(bounded(t) for t in trajectories))
         outcomes = list(zip(results, trajectories, strict=True))
