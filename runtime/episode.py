@@ -29,7 +29,6 @@ from .tasks import MiniWoBTask, Task, WebTask
 from .trace import (
     EpisodeSummary,
     EpisodeTraceWriter,
-    FilterRecord,
     StepRecord,
     StepTimings,
     TabRecord,
@@ -139,15 +138,7 @@ class _Episode:
         for index in range(self.task.max_steps):
             record, last_error = await self._step(index, goal, last_error)
             self.writer.write_step(record)
-            self.summary.n_steps = index + 1
-            self.summary.reward = record.reward
-            for call in record.llm_calls:
-                self.summary.tokens.add(call)
-                self.summary.time.llm_s += call.latency_ms / 1000
-            self.summary.obs_tokens_full += record.obs_tokens_full
-            self.summary.obs_tokens_shown += record.obs_tokens_shown
-            self.summary.filter_misses += len(record.filter_result.misses)
-            self.summary.time.filter_s += record.filter_result.latency_ms / 1000
+            self.summary.add_step(record)
             log.info(
                 "step",
                 task_id=self.task.id,
@@ -239,21 +230,7 @@ class _Episode:
             misses = [bid for bid in decision.action.bids if bid not in shown]
             if misses:
                 log.info("filter miss", task_id=self.task.id, bids=misses)
-        filter_record = FilterRecord(
-            name=filtered.name,
-            ranges=filtered.ranges,
-            kept_lines=len(filtered.kept_lines),
-            total_lines=len(obs.lines),
-            tokens_full=filtered.tokens_full,
-            tokens_shown=filtered.tokens_shown,
-            reduction=filtered.reduction,
-            latency_ms=filtered.latency_ms,
-            retriever_prompt_tokens=sum(c.prompt_tokens for c in retriever_calls),
-            retriever_completion_tokens=sum(c.completion_tokens for c in retriever_calls),
-            fallback_reason=filtered.fallback_reason,
-            misses=misses,
-            notes=filtered.notes,
-        )
+        filter_record = filtered.record(len(obs.lines), misses)
         return StepRecord(
             episode_id=self.summary.episode_id,
             task_id=self.task.id,

@@ -184,6 +184,18 @@ class EpisodeSummary(BaseModel):
     started_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
 
+    def add_step(self, record: StepRecord) -> None:
+        """Count a finished step into the totals."""
+        self.n_steps = record.index + 1
+        self.reward = record.reward
+        for call in record.llm_calls:
+            self.tokens.add(call)
+            self.time.llm_s += call.latency_ms / 1000
+        self.obs_tokens_full += record.obs_tokens_full
+        self.obs_tokens_shown += record.obs_tokens_shown
+        self.filter_misses += len(record.filter_result.misses)
+        self.time.filter_s += record.filter_result.latency_ms / 1000
+
     def mark_failed(self, termination: Termination, message: str, trace: str | None) -> None:
         """The episode ended in trouble: ``termination`` says which kind."""
         self.status = "failed"

@@ -6,7 +6,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
-from ...runtime.trace import LLMCall
+from ...runtime.trace import FilterRecord, LLMCall
 
 
 class FilterInput(BaseModel):
@@ -52,6 +52,24 @@ class FilterResult(BaseModel):
     notes: dict[str, object] = Field(
         default_factory=dict, description="Filter-specific decisions (cost gate, windows…)."
     )
+
+    def record(self, total_lines: int, misses: list[str] | None = None) -> FilterRecord:
+        """What the trace keeps of this result for one step."""
+        return FilterRecord(
+            name=self.name,
+            ranges=self.ranges,
+            kept_lines=len(self.kept_lines),
+            total_lines=total_lines,
+            tokens_full=self.tokens_full,
+            tokens_shown=self.tokens_shown,
+            reduction=self.reduction,
+            latency_ms=self.latency_ms,
+            retriever_prompt_tokens=sum(c.prompt_tokens for c in self.calls),
+            retriever_completion_tokens=sum(c.completion_tokens for c in self.calls),
+            fallback_reason=self.fallback_reason,
+            misses=misses or [],
+            notes=self.notes,
+        )
 
     @property
     def reduction(self) -> float:

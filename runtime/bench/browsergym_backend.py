@@ -35,7 +35,6 @@ from ..observation import number_lines
 from ..trace import (
     EpisodeSummary,
     EpisodeTraceWriter,
-    FilterRecord,
     StepRecord,
     StepTimings,
     Termination,
@@ -182,13 +181,7 @@ class _ThreadEpisode:
                 url=view.url, axtree=number_lines(lines), axtree_lines=len(lines),
                 observation=filtered.text, filter=filtered.name,
                 obs_tokens_full=filtered.tokens_full, obs_tokens_shown=filtered.tokens_shown,
-                filter_result=FilterRecord(
-                    name=filtered.name, ranges=filtered.ranges,
-                    kept_lines=len(filtered.kept_lines), total_lines=len(lines),
-                    tokens_full=filtered.tokens_full, tokens_shown=filtered.tokens_shown,
-                    reduction=filtered.reduction, latency_ms=filtered.latency_ms,
-                    fallback_reason=filtered.fallback_reason,
-                ),
+                filter_result=filtered.record(len(lines)),
                 llm_calls=calls, think=decision.think,
                 action=str(decision.action) if decision.action else None,
                 action_raw=decision.action_text,
@@ -203,13 +196,7 @@ class _ThreadEpisode:
                 ),
             )
             self.writer.write_step(record)
-            for call in calls:
-                self.summary.tokens.add(call)
-                self.summary.time.llm_s += call.latency_ms / 1000
-            self.summary.obs_tokens_full += filtered.tokens_full
-            self.summary.obs_tokens_shown += filtered.tokens_shown
-            self.summary.n_steps = index + 1
-            self.summary.reward = float(reward)
+            self.summary.add_step(record)
             if terminated or truncated:
                 self.summary.termination = "task_done" if terminated else "max_steps"
                 break
