@@ -68,7 +68,12 @@ class ElementNotFound(ActionError):
 
 
 class LLMError(LinewiseError):
-    """A call to a model endpoint failed."""
+    """A call to a model endpoint failed. ``status`` is the HTTP status the endpoint
+    answered with, when it answered at all (400: it refused the request's parameters)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class EndpointUnreachable(LLMError):

@@ -132,7 +132,7 @@ class ChatClient:
             body = str(exc.body or exc.message)[:500]
             raise self._fail(record, started, LLMError(
                 f"LLM endpoint {self.base_url} answered {exc.status_code} for model "
-                f"{self.model!r}: {body}"
+                f"{self.model!r}: {body}", status=exc.status_code,
             ), exc) from exc
         record.latency_ms = (time.perf_counter() - started) * 1000
         choice = response.choices[0] if response.choices else None

@@ -254,7 +254,7 @@ class LineRetrieverFilter:
                     messages, purpose="retriever", attempt=attempt, **params
                 )
             except LLMError as exc:
-                if use_schema and self.config.json_schema == "auto" and "400" in str(exc):
+                if use_schema and self.config.json_schema == "auto" and exc.status == 400:
                     log.info("retriever endpoint refuses json_schema; asking in tags")
                     self._schema_ok = False
                     messages = []

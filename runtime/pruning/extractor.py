@@ -296,7 +296,7 @@ class GraphExtractor:
             except EndpointUnreachable:
                 raise
             except LLMError as exc:
-                if use_schema and " 400 " in f" {exc} ":
+                if use_schema and exc.status == 400:
                     log.info("extractor endpoint refuses json_schema; asking for plain JSON")
                     self._schema_ok = False
                     continue
