@@ -15,9 +15,13 @@ from pydantic import BaseModel, Field
 
 
 class Prices(BaseModel):
-    """Dollars per million tokens. Defaults are the paper's (GPT-4.1 and 4.1-mini)."""
+    """Dollars per million tokens. Defaults are the paper's (GPT-4.1 and 4.1-mini).
+
+    The gate needs only the input prices and the retriever's output price; bench reports
+    use ``action_output`` too, for the cost of whole episodes."""
 
     action_input: float = Field(default=2.0, ge=0)
+    action_output: float = Field(default=8.0, ge=0)
     retriever_input: float = Field(default=0.4, ge=0)
     retriever_output: float = Field(default=1.6, ge=0)
 

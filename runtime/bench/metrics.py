@@ -21,25 +21,18 @@ from collections.abc import Callable, Iterable
 
 from pydantic import BaseModel, Field
 
+from ...agent.filters.cost_gate import Prices
 from .results import ERROR_KINDS, EpisodeResult
 
 
-class Prices(BaseModel):
-    """Dollars per million tokens; the defaults are GPT-4.1 (action) and GPT-4.1-mini
-    (retriever), the paper's models."""
-
-    action_input: float = Field(default=2.0, ge=0)
-    action_output: float = Field(default=8.0, ge=0)
-    retriever_input: float = Field(default=0.4, ge=0)
-    retriever_output: float = Field(default=1.6, ge=0)
-
-    def cost(self, r: EpisodeResult) -> float:
-        return (
-            r.action_prompt_tokens * self.action_input
-            + r.action_completion_tokens * self.action_output
-            + r.retriever_prompt_tokens * self.retriever_input
-            + r.retriever_completion_tokens * self.retriever_output
-        ) / 1e6
+def episode_cost(prices: Prices, r: EpisodeResult) -> float:
+    """Dollars for one episode's action-model and retriever tokens."""
+    return (
+        r.action_prompt_tokens * prices.action_input
+        + r.action_completion_tokens * prices.action_output
+        + r.retriever_prompt_tokens * prices.retriever_input
+        + r.retriever_completion_tokens * prices.retriever_output
+    ) / 1e6
 
 
 def success_rate(outcomes: Iterable[bool]) -> tuple[float | None, float | None]:
@@ -94,7 +87,7 @@ def summarize(results: list[EpisodeResult], label: dict[str, str], prices: Price
     total_steps = sum(r.n_steps for r in results)
     action = sum(r.action_tokens for r in results)
     retriever = sum(r.retriever_tokens for r in results)
-    costs = [prices.cost(r) for r in results]
+    costs = [episode_cost(prices, r) for r in results]
     steps = statistics.fmean(r.n_steps for r in results) if results else 0.0
     rounds_cap = max_rounds or max((r.max_steps for r in results), default=0) or 1
     errors = Counter(r.error_kind for r in results if r.error_kind is not None)
