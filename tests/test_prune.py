@@ -18,6 +18,7 @@ from linewise.agent.response import parse_answer
 from linewise.runtime.cli import main
 from linewise.runtime.llm import ChatClient, TokenLogprob
 from linewise.runtime.log import configure_logging
+from linewise.runtime.pruning.extractor import GraphExtractor
 from linewise.runtime.pruning.graph import load_graph
 from linewise.runtime.pruning.miner import mine
 from linewise.runtime.pruning.rewriter import gbnf_literal, span_perplexity
@@ -385,6 +386,47 @@ def test_bench_layout_and_unfinished_episodes(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ parts
+
+
+# A small extractor's answers for a re-fill loop: each piece new (same_as null), but the
+# later ones repeat an earlier piece word for word, or copy its workspace line with its id.
+REFILL_INFO = {
+    "A1": [("textbox Name [7]", True), ("button Sign up [8]", False)],
+    "A2": [("The Name field holds Alice", True)],
+    "A3": [("the name field holds 'Alice'.", True)],
+    "A4": [("I3: The Name field holds Alice", True), ("I2", True)],
+    "A5": [("Welcome, Alice! is shown", True)],
+}
+
+
+def refill_extractor(messages: list[dict[str, Any]]) -> str:
+    prompt = messages[0]["content"]
+    if "into an action node" in prompt:
+        return json.dumps({"type": "fill", "goal": "type the name"})
+    next_id = prompt.split("# The agent's next action (", 1)[1].split(")", 1)[0]
+    return json.dumps({"information": [
+        {"text": text, "same_as": None, "used_by_next": used}
+        for text, used in REFILL_INFO[next_id]], "next_relies_on": []})
+
+
+async def test_repeated_pieces_are_one_node_so_repeated_steps_are_pruned(
+        tmp_path: Path) -> None:
+    steps = [("http://shop.test/signup", START, "Type the name.", "fill('7', 'Alice')"),
+             *[("http://shop.test/signup", FILLED, "Type it again.", "fill('7', 'Alice')")] * 2,
+             ("http://shop.test/signup", FILLED, "Submit.", "click('8')"),
+             ("http://shop.test/welcome", WELCOME, "Done.", "send_msg_to_user('ok')")]
+    run = tmp_path / "run"
+    write_episode(run, "refill", "signup", GOALS["signup"], steps)
+    [trajectory] = collect_trajectories([run]).trajectories
+    with ScriptedChatServer(refill_extractor) as llm:
+        client = ChatClient(EndpointSettings(base_url=llm.base_url, model="m"))
+        extractor = GraphExtractor(client)
+        graph = await extractor.build(trajectory)
+        await client.close()
+    assert [n.id for n in graph.nodes if n.kind == "info"] == ["I0", "I1", "I2", "I3", "I4"]
+    assert extractor.usage.text_matches == 3
+    # A2 and A3 re-found what A1 had produced; only A1, the submit and the answer remain.
+    assert mine(graph).necessary_actions == ["A1", "A4", "A5"]
 
 
 def test_the_vote_needs_two_identical_runs() -> None:

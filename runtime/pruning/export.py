@@ -75,6 +75,7 @@ class PruneStats(BaseModel):
     exported_hybrid: int = 0
     extractor_calls: int = 0
     extractor_retries: int = 0
+    extractor_text_matches: int = 0
     extractor_prompt_tokens: int = 0
     extractor_completion_tokens: int = 0
     rewriter_calls: int = 0

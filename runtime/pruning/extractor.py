@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -75,19 +76,20 @@ ACTION_SCHEMA: dict[str, Any] = {
                    "goal": {"type": "string"}},
     "required": ["type", "goal"],
 }
-def info_schema(known_ids: list[str]) -> dict[str, Any]:
+def info_schema(known_ids: list[str], max_units: int) -> dict[str, Any]:
     """The phase-2 answer schema, with node references limited to the workspace's ids.
 
     Where the endpoint enforces schemas (llama.cpp compiles them into a grammar), a
     reference outside the workspace cannot be written at all: small models otherwise
     answer with the page's element ids (``"same_as": "44"``) and fail validation again
-    and again.
+    and again. The list of pieces is capped at ``max_units`` for the same reason: a model
+    that enumerates a long page otherwise runs into ``max_tokens`` mid-JSON.
     """
     reference = {"type": "string", "enum": list(known_ids)}
     return {
         "type": "object",
         "properties": {
-            "information": {"type": "array", "items": {
+            "information": {"type": "array", "maxItems": max_units, "items": {
                 "type": "object",
                 "properties": {"text": {"type": "string"},
                                "same_as": {"anyOf": [reference, {"type": "null"}]},
@@ -118,6 +120,20 @@ class ExtractorUsage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     retries: int = 0
+    text_matches: int = 0
+    """Pieces the model left new (``same_as`` null) that repeat a workspace entry word for
+    word, or name it, and were merged into it."""
+
+
+_QUOTES = re.compile("[\"'`\u2018\u2019\u201c\u201d]")
+_ID_PREFIX = re.compile(r"^\s*(I\d+)\s*(?::|$)")
+
+
+def _normal(text: str) -> str:
+    """A piece of information's text, for word-for-word comparison (case, spacing and
+    quotes aside)."""
+    text = _QUOTES.sub("", text.casefold())
+    return " ".join(text.split()).strip(" .;:")
 
 
 @dataclass
@@ -129,6 +145,7 @@ class _Workspace:
     info: dict[str, str] = field(default_factory=dict)
     first_seen: dict[int, list[GraphNode]] = field(default_factory=dict)
     """Information nodes by the trajectory position of the page they were first seen on."""
+    _by_text: dict[str, str] = field(default_factory=dict)
 
     def add_info(self, text: str, position: int | None = None, step: int | None = None) -> str:
         node_id = f"I{len(self.info)}"
@@ -138,9 +155,23 @@ class _Workspace:
             extra["step"] = step
         node = GraphNode(id=node_id, kind="info", **extra)
         self.nodes.append(node)
+        self._by_text.setdefault(_normal(text), node_id)
         if position is not None:
             self.first_seen.setdefault(position, []).append(node)
         return node_id
+
+    def match(self, text: str) -> str | None:
+        """The entry a piece repeats: the same words (case, spacing and quotes aside), or
+        a workspace line copied with its id (``"I3: …"``, or just ``"I3"``).
+
+        Identical text is the same information by any reading; a small extractor that
+        fails to say so would otherwise give every repeat a new node, produced by the
+        step that repeated it, and make every repeated step look necessary.
+        """
+        copied = _ID_PREFIX.match(text)
+        if copied and copied.group(1) in self.info:
+            return copied.group(1)
+        return self._by_text.get(_normal(text))
 
     def link(self, start: str, end: str) -> None:
         if start != end:
@@ -247,7 +278,8 @@ class GraphExtractor:
             next_thought=_clip(step.think or "(none)", 1000), next_action=step.action or "(none)",
             max_units=self.config.max_units,
         )
-        answer = await self._ask(prompt, "information", info_schema(sorted(known)), InfoAnswer,
+        answer = await self._ask(prompt, "information",
+                                 info_schema(sorted(known), self.config.max_units), InfoAnswer,
                                  check, f"{trajectory.key} step {step.index}")
         units = answer.information
         if len(units) > self.config.max_units:  # keep what the next action used, in order
@@ -255,7 +287,13 @@ class GraphExtractor:
             chosen = set(ranked[: self.config.max_units])
             units = [unit for i, unit in enumerate(units) if i in chosen]
         for unit in units:
-            node_id = unit.same_as or space.add_info(unit.text.strip(), position, step.index)
+            node_id = unit.same_as
+            if node_id is None:
+                node_id = space.match(unit.text)
+                if node_id is not None:
+                    self.usage.text_matches += 1
+            if node_id is None:
+                node_id = space.add_info(unit.text.strip(), position, step.index)
             space.link(producer, node_id)
             if unit.used_by_next:
                 space.link(node_id, nxt.id)
