@@ -51,6 +51,7 @@ def linewise_run(base_url: str, episodes: int, concurrency: int) -> dict[str, fl
     from linewise.runtime.bench.local import BenchOptions
     from linewise.runtime.browser import BrowserConfig
     from linewise.runtime.settings import EndpointSettings, LinewiseSettings
+    from linewise.runtime.trace import read_summary
 
     endpoint = EndpointSettings(base_url=base_url, model="scripted", max_in_flight=8)
     settings = LinewiseSettings(action=endpoint, retriever=endpoint, screenshots=False)
@@ -61,7 +62,13 @@ def linewise_run(base_url: str, episodes: int, concurrency: int) -> dict[str, fl
             BenchOptions(concurrency=concurrency), argv=["bench_throughput"],
         ))
         wall = time.perf_counter() - started
-    results = outcome.results
+        results = outcome.results
+        times = [read_summary(Path(out) / r.episode_dir).time for r in results
+                 if r.episode_dir]
+    steps = sum(r.n_steps for r in results)
+    runtime_step = sum(t.observe_s + t.act_s + t.filter_s for t in times) / max(steps, 1)
+    setup = statistics.fmean(t.wall_s - t.llm_s - t.observe_s - t.act_s - t.filter_s
+                             for t in times)
     return {
         "wall_s": wall,
         "per_min": 60 * len(results) / wall,
@@ -69,6 +76,9 @@ def linewise_run(base_url: str, episodes: int, concurrency: int) -> dict[str, fl
         "model_share": statistics.fmean(r.llm_s / r.wall_s for r in results if r.wall_s),
         "episode_s": statistics.fmean(r.wall_s for r in results),
         "steps": statistics.fmean(r.n_steps for r in results),
+        "runtime_step_s": runtime_step,
+        "model_step_s": sum(t.llm_s for t in times) / max(steps, 1),
+        "setup_s": setup,
     }
 
 
@@ -200,6 +210,16 @@ def main() -> None:
         print(line)
     print("\nepisode s: mean wall time of one episode (flat as N grows: no contention);"
           "\nmodel share: the part of an episode's wall time spent waiting for the model.")
+
+    print("\nWhere a linewise episode's time goes (per step: observation + action + filter,"
+          "\nagainst the model's call; per episode: context, page and task set-up):\n")
+    print(f"{'N':>2} {'runtime s/step':>15} {'model s/step':>13} {'set-up s/episode':>17}"
+          f" {'runtime/model':>14}")
+    for level, ours, _ in rows:
+        print(f"{level:>2} {ours['runtime_step_s']:>15.3f} {ours['model_step_s']:>13.3f}"
+              f" {ours['setup_s']:>17.3f}"
+              f" {ours['runtime_step_s'] / ours['model_step_s']:>14.2f}")
+    print("\nruntime/model under 1: each step waits on the model longer than on the runtime.")
 
 
 if __name__ == "__main__":
