@@ -144,7 +144,8 @@ class _Episode:
                 task_id=self.task.id,
                 step=index,
                 action=record.action or record.action_raw,
-                error=record.action_error,
+                error=record.action_error or record.parse_error,
+                executed=record.action is not None,
                 reward=record.reward,
             )
             if record.done:

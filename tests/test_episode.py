@@ -7,9 +7,12 @@ import re
 from pathlib import Path
 from typing import Any
 
+import structlog.testing
+
 from linewise.runtime.browser import Browser
 from linewise.runtime.episode import EpisodeConfig, EpisodeEnv, run_episode
 from linewise.runtime.llm import ChatClient
+from linewise.runtime.log import configure_logging
 from linewise.runtime.miniwob import MiniWoBServer
 from linewise.runtime.settings import EndpointSettings
 from linewise.runtime.tasks import MiniWoBTask, WebTask
@@ -106,9 +109,19 @@ async def test_malformed_answers_are_retried_then_fed_back(
     with ScriptedChatServer(lambda _messages: next(answers)) as llm:
         env = EpisodeEnv(browser, _client(llm), None)
         task = WebTask(id="form", url=pages.url("form.html"), goal="Say done.", max_steps=5)
-        summary = await run_episode(task, env, tmp_path, EpisodeConfig(parse_retries=2))
+        configure_logging(json_lines=False, level="INFO")  # step lines are info
+        try:
+            with structlog.testing.capture_logs() as logs:
+                summary = await run_episode(task, env, tmp_path,
+                                            EpisodeConfig(parse_retries=2))
+        finally:
+            configure_logging(json_lines=False, level="WARNING")
         steps = read_steps(tmp_path / "form")
     assert [len(s.llm_calls) for s in steps] == [3, 1, 1]
+    # the log line of a step whose answer never parsed says so: nothing was executed
+    step_logs = [e for e in logs if e["event"] == "step"]
+    assert [e["executed"] for e in step_logs] == [False, True, True]
+    assert step_logs[0]["error"] == steps[0].parse_error
     assert steps[0].action is None and "Only the listed action" in (steps[0].parse_error or "")
     retry_prompt = steps[0].llm_calls[1].messages[-1]["content"]
     assert "no <action>" in retry_prompt
