@@ -123,9 +123,13 @@ class ExtractorUsage:
     text_matches: int = 0
     """Pieces the model left new (``same_as`` null) that repeat a workspace entry word for
     word, or name it, and were merged into it."""
+    action_copies: int = 0
+    """Pieces dropped because they copy an action line of the prompt (``"A2: click('44')"``,
+    ``"A2: Type: click"``): an action, not information the page gave."""
 
 
 _QUOTES = re.compile("[\"'`\u2018\u2019\u201c\u201d]")
+_ACTION_COPY = re.compile(r"^\s*A\d+\s*(?::|$)")
 _ID_PREFIX = re.compile(r"^\s*(I\d+)\s*(?::|$)")
 
 
@@ -257,6 +261,10 @@ class GraphExtractor:
         known = set(space.info)
 
         def check(answer: InfoAnswer) -> None:
+            """Drop pieces that copy an action line of the prompt, then validate."""
+            pieces = [u for u in answer.information if not _ACTION_COPY.match(u.text)]
+            self.usage.action_copies += len(answer.information) - len(pieces)
+            answer.information = pieces
             for unit in answer.information:
                 if unit.same_as is not None and unit.same_as not in known:
                     raise ValueError(f"same_as {unit.same_as!r} is not a workspace id; use "

@@ -120,6 +120,7 @@ async def prune_trajectories(
         stats.extractor_calls = extractor.usage.calls
         stats.extractor_retries = extractor.usage.retries
         stats.extractor_text_matches = extractor.usage.text_matches
+        stats.extractor_action_copies = extractor.usage.action_copies
         stats.extractor_prompt_tokens = extractor.usage.prompt_tokens
         stats.extractor_completion_tokens = extractor.usage.completion_tokens
         stats.rewriter_calls = rewriter.usage.calls
