@@ -396,7 +396,8 @@ REFILL_INFO = {
     "A2": [("The Name field holds Alice", True)],
     "A3": [("the name field holds 'Alice'.", True)],
     "A4": [("I3: The Name field holds Alice", True), ("I2", True),
-           ("A4: click('8')", True), ("A3: fill — type the name", False)],
+           ("A4: click('8')", True), ("A3: fill — type the name", False),
+           ("Thought: Submit.", True)],
     "A5": [("Welcome, Alice! is shown", True)],
 }
 
@@ -427,7 +428,7 @@ async def test_repeated_pieces_are_one_node_so_repeated_steps_are_pruned(
         await client.close()
     assert [n.id for n in graph.nodes if n.kind == "info"] == ["I0", "I1", "I2", "I3", "I4"]
     assert extractor.usage.text_matches == 3
-    assert extractor.usage.action_copies == 2  # copies of the prompt's action lines
+    assert extractor.usage.action_copies == 3  # copies of the prompt's action lines
     # A2 and A3 re-found what A1 had produced; only A1, the submit and the answer remain.
     assert mine(graph).necessary_actions == ["A1", "A4", "A5"]
 

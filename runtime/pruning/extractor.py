@@ -125,11 +125,11 @@ class ExtractorUsage:
     word, or name it, and were merged into it."""
     action_copies: int = 0
     """Pieces dropped because they copy an action line of the prompt (``"A2: click('44')"``,
-    ``"A2: Type: click"``): an action, not information the page gave."""
+    ``"Type: click"``, ``"Thought: …"``): the agent's action, not what the page gave."""
 
 
 _QUOTES = re.compile("[\"'`\u2018\u2019\u201c\u201d]")
-_ACTION_COPY = re.compile(r"^\s*A\d+\s*(?::|$)")
+_ACTION_COPY = re.compile(r"^\s*(?:A\d+\s*(?::|$)|(?:Type|Goal|Thought|Action)\s*:)")
 _ID_PREFIX = re.compile(r"^\s*(I\d+)\s*(?::|$)")
 
 
