@@ -34,7 +34,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
-TASKS = [("click-test", 1), ("click-button", 2), ("enter-text", 0), ("click-button", 5)]
+TASKS = [("click-test", 1), ("click-button", 2), ("enter-text", 0), ("click-button", 50)]
+"""(task, first seed); the bench adds 0, 1, 2 … to the seed, so the two click-button
+entries start far apart and never run the same episode twice."""
 
 
 def specs_for(episodes: int) -> list[Any]:
