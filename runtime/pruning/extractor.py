@@ -175,7 +175,8 @@ class _Workspace:
         copied = _ID_PREFIX.match(text)
         if copied and copied.group(1) in self.info:
             return copied.group(1)
-        return self._by_text.get(_normal(text))
+        normal = _normal(text)
+        return self._by_text.get(normal) if normal else None
 
     def link(self, start: str, end: str) -> None:
         if start != end:
