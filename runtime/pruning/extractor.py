@@ -26,7 +26,14 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import structlog
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ...agent.action_parser import parse_action
 from ...agent.actions import ACTIONS
@@ -44,6 +51,10 @@ ACTION_TYPES = (*ACTIONS, "none")
 valid action."""
 
 Answer = TypeVar("Answer", bound=BaseModel)
+
+_QUOTES = re.compile("[\"'`\u2018\u2019\u201c\u201d]")
+_ACTION_COPY = re.compile(r"^\s*(?:A\d+\s*(?::|$)|(?:Type|Goal|Thought|Action)\s*:)")
+_ID_PREFIX = re.compile(r"^\s*(I\d+)\s*(?::|$)")
 
 
 class ActionNodeAnswer(BaseModel):
@@ -68,6 +79,15 @@ class InfoUnit(BaseModel):
 class InfoAnswer(BaseModel):
     information: list[InfoUnit] = Field(default_factory=list)
     next_relies_on: list[str] = Field(default_factory=list)
+    _action_copies: int = PrivateAttr(default=0)
+
+    @model_validator(mode="after")
+    def _drop_action_copies(self) -> InfoAnswer:
+        """Pieces that copy an action line of the prompt are not information: drop them."""
+        pieces = [unit for unit in self.information if not _ACTION_COPY.match(unit.text)]
+        self._action_copies = len(self.information) - len(pieces)
+        self.information = pieces
+        return self
 
 
 ACTION_SCHEMA: dict[str, Any] = {
@@ -126,11 +146,6 @@ class ExtractorUsage:
     action_copies: int = 0
     """Pieces dropped because they copy an action line of the prompt (``"A2: click('44')"``,
     ``"Type: click"``, ``"Thought: …"``): the agent's action, not what the page gave."""
-
-
-_QUOTES = re.compile("[\"'`\u2018\u2019\u201c\u201d]")
-_ACTION_COPY = re.compile(r"^\s*(?:A\d+\s*(?::|$)|(?:Type|Goal|Thought|Action)\s*:)")
-_ID_PREFIX = re.compile(r"^\s*(I\d+)\s*(?::|$)")
 
 
 def _normal(text: str) -> str:
@@ -262,10 +277,6 @@ class GraphExtractor:
         known = set(space.info)
 
         def check(answer: InfoAnswer) -> None:
-            """Drop pieces that copy an action line of the prompt, then validate."""
-            pieces = [u for u in answer.information if not _ACTION_COPY.match(u.text)]
-            self.usage.action_copies += len(answer.information) - len(pieces)
-            answer.information = pieces
             for unit in answer.information:
                 if unit.same_as is not None and unit.same_as not in known:
                     raise ValueError(f"same_as {unit.same_as!r} is not a workspace id; use "
@@ -290,6 +301,7 @@ class GraphExtractor:
         answer = await self._ask(prompt, "information",
                                  info_schema(sorted(known), self.config.max_units), InfoAnswer,
                                  check, f"{trajectory.key} step {step.index}")
+        self.usage.action_copies += answer._action_copies
         units = answer.information
         if len(units) > self.config.max_units:  # keep what the next action used, in order
             ranked = sorted(range(len(units)), key=lambda i: not units[i].used_by_next)
