@@ -24,6 +24,7 @@ from linewise.runtime.pruning.miner import mine
 from linewise.runtime.pruning.rewriter import gbnf_literal, span_perplexity
 from linewise.runtime.pruning.trajectory import collect_trajectories
 from linewise.runtime.pruning.vote import required_agreement, tally
+from linewise.runtime.pruning.workspace import Intentions, PageHistory, Workspace
 from linewise.runtime.settings import EndpointSettings
 from linewise.runtime.trace import EpisodeSummary, EpisodeTraceWriter, StepRecord
 
@@ -428,9 +429,106 @@ async def test_repeated_pieces_are_one_node_so_repeated_steps_are_pruned(
         await client.close()
     assert [n.id for n in graph.nodes if n.kind == "info"] == ["I0", "I1", "I2", "I3", "I4"]
     assert extractor.usage.text_matches == 3
-    assert extractor.usage.action_copies == 3  # copies of the prompt's action lines
+    assert extractor.usage.prompt_copies == 3  # copies of the prompt's action lines
     # A2 and A3 re-found what A1 had produced; only A1, the submit and the answer remain.
     assert mine(graph).necessary_actions == ["A1", "A4", "A5"]
+
+
+CHECKBOX = ("[1] RootWebArea 'Click Checkboxes Task'\n  [13] generic 'Select Nb and click "
+            "Submit.'\n  [20] checkbox 'Nb', checked='false'\n  [22] button 'Submit'")
+CHECKED = CHECKBOX.replace("checked='false'", "checked='true'")
+# (page, thought, action, the action node's goal, pieces of the page before the action):
+# what the embedded 1.5B extractor answered on MiniWoB's click-checkboxes. Besides page
+# facts it restates the agent's intention (an action goal, nearly or exactly; "the agent
+# needs to …"), says a fact again in other small words, and copies a prompt heading.
+INTENT_STEPS = [
+    (CHECKBOX, "I select the 'Nb' checkbox first.", "click('20')",
+     "Select the 'Nb' checkbox and then click the 'Submit' button.",
+     [("Select Nb and click Submit.", False), ("checkbox Nb [20] is not checked", True)]),
+    (CHECKED, "Let me scroll to see the whole form.", "scroll(0, 200)",
+     "Scroll down to see the form.",
+     [("The checkbox Nb [20] is checked", False),
+      ("Select the 'Nb' checkbox and then click the 'Submit' button.", True)]),
+    (CHECKED, "Nb is checked, so I click the Submit button now.", "click('22')",
+     "click the 'Submit' button to submit the form.",
+     [("the checkbox Nb [20] is now checked", True),
+      ("Click the 'Nb' checkbox and then click the 'Submit' button.", True),
+      ("The agent needs to click the Submit button", True),
+      ("The page the agent then saw", False), ("button Submit [22]", True)]),
+]
+
+
+def intent_extractor(messages: list[dict[str, Any]]) -> str:
+    prompt = messages[0]["content"]
+    if "into an action node" in prompt:
+        step = int(prompt.split("(step ", 1)[1].split(")", 1)[0])
+        return json.dumps({"type": "click", "goal": INTENT_STEPS[step][3]})
+    position = int(prompt.split("# The agent's next action (A", 1)[1].split(")", 1)[0]) - 1
+    return json.dumps({"information": [
+        {"text": text, "same_as": None, "used_by_next": used}
+        for text, used in INTENT_STEPS[position][4]], "next_relies_on": []})
+
+
+async def test_a_restated_intention_is_the_goal_so_the_step_before_it_is_pruned(
+        tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    write_episode(run, "checkbox", "click-checkboxes", "Select Nb and click Submit.",
+                  [("http://m.test/", page, think, action)
+                   for page, think, action, _, _ in INTENT_STEPS])
+    [trajectory] = collect_trajectories([run]).trajectories
+    with ScriptedChatServer(intent_extractor) as llm:
+        client = ChatClient(EndpointSettings(base_url=llm.base_url, model="m"))
+        extractor = GraphExtractor(client)
+        graph = await extractor.build(trajectory)
+        await client.close()
+    texts = {n.model_extra["text"] for n in graph.nodes if n.kind == "info"}
+    # The page's facts are nodes; no intention and no heading is.
+    assert texts == {"Select Nb and click Submit.", "checkbox Nb [20] is not checked",
+                     "The checkbox Nb [20] is checked", "button Submit [22]"}
+    assert extractor.usage.text_matches == 2  # the goal on the page; "is now checked"
+    assert extractor.usage.intent_matches == 3
+    assert extractor.usage.prompt_copies == 1
+    assert not [edge for edge in graph.edges if edge[1] == "I0"]
+    # The Submit button, first mentioned at step 2, was on the start page all along; the
+    # checked box first appeared after A1.
+    assert extractor.usage.traced_back == 1
+    shown = {n.model_extra["text"]: n.model_extra["step"] for n in graph.nodes
+             if n.kind == "info" and n.id != "I0"}
+    assert shown["button Submit [22]"] == 0
+    assert shown["The checkbox Nb [20] is checked"] == 1
+    # The scroll only "produced" a restated intention: it goes; the check and the submit
+    # stay. Taken as new nodes, the intentions would have kept every step.
+    assert mine(graph).necessary_actions == ["A1", "A3"]
+
+
+def test_a_rewording_repeats_an_entry_but_a_negation_or_a_number_does_not() -> None:
+    space = Workspace()
+    space.add_info("Select Nb and click Submit.")
+    checked = space.add_info("The Nb checkbox is checked")
+    cart = space.add_info("2 items are in the cart")
+    assert space.match("the 'Nb' checkbox is now checked.") == checked
+    assert space.match("The Nb checkbox is not checked") is None
+    assert space.match("3 items are in the cart") is None
+    assert space.match(f"{cart}: whatever the model wrote after the id") == cart
+
+
+def test_a_fact_is_traced_to_the_page_that_first_showed_it() -> None:
+    pages = PageHistory([CHECKBOX, CHECKED, CHECKED])
+    assert pages.first_shown("button Submit [22]", 2) == 0
+    assert pages.first_shown("Nb [20] is checked", 2) == 1  # the start page said false
+    assert pages.first_shown("the weather is sunny", 2) == 2  # no line supports it
+
+
+def test_an_intention_is_an_action_goal_or_a_plan_never_a_fact() -> None:
+    intentions = Intentions()
+    intentions.add_goal("Select the 'Nb' checkbox and then click the 'Submit' button.")
+    intentions.add_goal("Check that the name field holds Alice")
+    assert intentions.restated_by("Click the Nb checkbox and then click the Submit button")
+    assert intentions.restated_by("Now I'll type the name into the box")
+    assert intentions.restated_by("The agent needs to press Submit first.")
+    assert not intentions.restated_by("checkbox Nb [20] is not checked")
+    # Nearly the goal of a checking step, but a fact: the fill that produced it must stay.
+    assert not intentions.restated_by("The name field holds Alice")
 
 
 def test_the_vote_needs_two_identical_runs() -> None:

@@ -76,7 +76,9 @@ class PruneStats(BaseModel):
     extractor_calls: int = 0
     extractor_retries: int = 0
     extractor_text_matches: int = 0
-    extractor_action_copies: int = 0
+    extractor_intent_matches: int = 0
+    extractor_traced_back: int = 0
+    extractor_prompt_copies: int = 0
     extractor_prompt_tokens: int = 0
     extractor_completion_tokens: int = 0
     rewriter_calls: int = 0

@@ -11,6 +11,10 @@ step k's information is A_k (node ids are 1-based: step k's action is A_{k+1}); 
 page's information hangs under I0, the goal, as the paper's o0 = q does. The action type
 is read from the recorded action when it parses (the LLM's type is only a fallback).
 
+A piece the model calls new may still be a repeat of a workspace entry or the agent's
+intention restated (``workspace.py`` says how each is recognised); a piece that copies
+the prompt's own lines is dropped. Each is counted in ``ExtractorUsage``.
+
 Every answer is a JSON object validated by pydantic and by the workspace (ids must
 exist, an action must rely on something); an invalid answer is asked again with the
 error fed back, ``retries`` times, after which ``GraphBuildError`` reports the step.
@@ -22,7 +26,8 @@ import asyncio
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cache
 from typing import Any, TypeVar
 
 import structlog
@@ -37,12 +42,13 @@ from pydantic import (
 
 from ...agent.action_parser import parse_action
 from ...agent.actions import ACTIONS
-from ...prompts import render_prompt
+from ...prompts import load_prompt, render_prompt
 from ..errors import ActionParseError, EndpointUnreachable, GraphBuildError, LLMError
 from ..llm import ChatClient
 from ..tokens import count_tokens, get_encoding
 from .graph import GraphNode, StateGraph
 from .trajectory import Trajectory, TrajectoryStep
+from .workspace import Intentions, PageHistory, Workspace, normal
 
 log = structlog.get_logger(__name__)
 
@@ -52,9 +58,22 @@ valid action."""
 
 Answer = TypeVar("Answer", bound=BaseModel)
 
-_QUOTES = re.compile("[\"'`\u2018\u2019\u201c\u201d]")
 _ACTION_COPY = re.compile(r"^\s*(?:A\d+\s*(?::|$)|(?:Type|Goal|Thought|Action)\s*:)")
-_ID_PREFIX = re.compile(r"^\s*(I\d+)\s*(?::|$)")
+
+
+@cache
+def _prompt_headings() -> frozenset[str]:
+    """The section headings of the phase-2 prompt, as ``normal`` gives them."""
+    template = load_prompt("prune_info_nodes.md").template
+    return frozenset(normal(re.sub(r"\(?\$\w+\)?", "", line[2:]))
+                     for line in template.splitlines() if line.startswith("# "))
+
+
+def copies_the_prompt(text: str) -> bool:
+    """Whether a piece copies the prompt's own lines (an action line such as
+    ``"A2: click('44')"`` or ``"Thought: …"``, or a section heading such as ``"The page
+    the agent then saw"``) rather than report something on the page."""
+    return bool(_ACTION_COPY.match(text)) or normal(text) in _prompt_headings()
 
 
 class ActionNodeAnswer(BaseModel):
@@ -79,13 +98,13 @@ class InfoUnit(BaseModel):
 class InfoAnswer(BaseModel):
     information: list[InfoUnit] = Field(default_factory=list)
     next_relies_on: list[str] = Field(default_factory=list)
-    _action_copies: int = PrivateAttr(default=0)
+    _prompt_copies: int = PrivateAttr(default=0)
 
     @model_validator(mode="after")
-    def _drop_action_copies(self) -> InfoAnswer:
-        """Pieces that copy an action line of the prompt are not information: drop them."""
-        pieces = [unit for unit in self.information if not _ACTION_COPY.match(unit.text)]
-        self._action_copies = len(self.information) - len(pieces)
+    def _drop_prompt_copies(self) -> InfoAnswer:
+        """Pieces that copy the prompt's own lines are not information: drop them."""
+        pieces = [unit for unit in self.information if not copies_the_prompt(unit.text)]
+        self._prompt_copies = len(self.information) - len(pieces)
         self.information = pieces
         return self
 
@@ -141,64 +160,17 @@ class ExtractorUsage:
     completion_tokens: int = 0
     retries: int = 0
     text_matches: int = 0
-    """Pieces the model left new (``same_as`` null) that repeat a workspace entry word for
-    word, or name it, and were merged into it."""
-    action_copies: int = 0
-    """Pieces dropped because they copy an action line of the prompt (``"A2: click('44')"``,
-    ``"Type: click"``, ``"Thought: …"``): the agent's action, not what the page gave."""
-
-
-def _normal(text: str) -> str:
-    """A piece of information's text, for word-for-word comparison (case, spacing and
-    quotes aside)."""
-    text = _QUOTES.sub("", text.casefold())
-    return " ".join(text.split()).strip(" .;:")
-
-
-@dataclass
-class _Workspace:
-    """The graph as it grows: nodes, edges (deduplicated, in order) and info texts."""
-
-    nodes: list[GraphNode] = field(default_factory=list)
-    edges: dict[tuple[str, str], None] = field(default_factory=dict)
-    info: dict[str, str] = field(default_factory=dict)
-    first_seen: dict[int, list[GraphNode]] = field(default_factory=dict)
-    """Information nodes by the trajectory position of the page they were first seen on."""
-    _by_text: dict[str, str] = field(default_factory=dict)
-
-    def add_info(self, text: str, position: int | None = None, step: int | None = None) -> str:
-        node_id = f"I{len(self.info)}"
-        self.info[node_id] = text
-        extra: dict[str, Any] = {"text": text}
-        if step is not None:
-            extra["step"] = step
-        node = GraphNode(id=node_id, kind="info", **extra)
-        self.nodes.append(node)
-        self._by_text.setdefault(_normal(text), node_id)
-        if position is not None:
-            self.first_seen.setdefault(position, []).append(node)
-        return node_id
-
-    def match(self, text: str) -> str | None:
-        """The entry a piece repeats: the same words (case, spacing and quotes aside), or
-        a workspace line copied with its id (``"I3: …"``, or just ``"I3"``).
-
-        Identical text is the same information by any reading; a small extractor that
-        fails to say so would otherwise give every repeat a new node, produced by the
-        step that repeated it, and make every repeated step look necessary.
-        """
-        copied = _ID_PREFIX.match(text)
-        if copied and copied.group(1) in self.info:
-            return copied.group(1)
-        normal = _normal(text)
-        return self._by_text.get(normal) if normal else None
-
-    def link(self, start: str, end: str) -> None:
-        if start != end:
-            self.edges[(start, end)] = None
-
-    def render(self) -> str:
-        return "\n".join(f"{node_id}: {_clip(text, 200)}" for node_id, text in self.info.items())
+    """Pieces the model left new (``same_as`` null) that repeat a workspace entry in its
+    words, or name it, and were merged into it."""
+    intent_matches: int = 0
+    """Pieces the model left new that restate the agent's intention (an action goal, a
+    plan): taken as I0, the goal they come from."""
+    traced_back: int = 0
+    """New pieces first mentioned on a later page than the one that first showed them:
+    produced by the action before that earlier page (see ``PageHistory``)."""
+    prompt_copies: int = 0
+    """Pieces dropped because they copy the prompt's own lines (``"A2: click('44')"``,
+    ``"Thought: …"``, a section heading): the agent's action, not what the page gave."""
 
 
 class GraphExtractor:
@@ -215,7 +187,7 @@ class GraphExtractor:
         answers = await asyncio.gather(*(
             self._action_node(trajectory, position) for position in range(len(trajectory.steps))
         ))
-        space = _Workspace()
+        space = Workspace()
         space.add_info(trajectory.goal)
         actions: list[GraphNode] = []
         for position, (step, answer) in enumerate(zip(trajectory.steps, answers, strict=True)):
@@ -224,9 +196,14 @@ class GraphExtractor:
                 type=action_type(step.action) or answer.type, goal=answer.goal,
                 action=step.action or "",
             ))
+        intentions = Intentions()
+        for answer in answers:
+            intentions.add_goal(answer.goal)
+        pages = PageHistory([step.observation for step in trajectory.steps])
         space.link("I0", "A1")
         for position, step in enumerate(trajectory.steps):
-            await self._information(trajectory, position, step, actions, space)
+            await self._information(trajectory, position, step, actions, space, intentions,
+                                    pages)
         # Node order is trajectory order (I0, the start page, A1, what A1 revealed, A2, …):
         # the miner breaks ties between equally short paths in favour of earlier nodes.
         ordered = [space.nodes[0], *space.first_seen.get(0, [])]
@@ -264,7 +241,9 @@ class GraphExtractor:
         position: int,
         step: TrajectoryStep,
         actions: list[GraphNode],
-        space: _Workspace,
+        space: Workspace,
+        intentions: Intentions,
+        pages: PageHistory,
     ) -> None:
         producer = "I0" if position == 0 else actions[position - 1].id
         nxt = actions[position]
@@ -301,7 +280,7 @@ class GraphExtractor:
         answer = await self._ask(prompt, "information",
                                  info_schema(sorted(known), self.config.max_units), InfoAnswer,
                                  check, f"{trajectory.key} step {step.index}")
-        self.usage.action_copies += answer._action_copies
+        self.usage.prompt_copies += answer._prompt_copies
         units = answer.information
         if len(units) > self.config.max_units:  # keep what the next action used, in order
             ranked = sorted(range(len(units)), key=lambda i: not units[i].used_by_next)
@@ -313,8 +292,15 @@ class GraphExtractor:
                 node_id = space.match(unit.text)
                 if node_id is not None:
                     self.usage.text_matches += 1
-            if node_id is None:
-                node_id = space.add_info(unit.text.strip(), position, step.index)
+            if node_id is None and intentions.restated_by(unit.text):
+                node_id = space.source
+                self.usage.intent_matches += 1
+            if node_id is None:  # new: produced by whatever made it appear on the page
+                origin = pages.first_shown(unit.text, position)
+                self.usage.traced_back += origin < position
+                node_id = space.add_info(unit.text.strip(), origin,
+                                         trajectory.steps[origin].index)
+                space.link("I0" if origin == 0 else actions[origin - 1].id, node_id)
             space.link(producer, node_id)
             if unit.used_by_next:
                 space.link(node_id, nxt.id)

@@ -120,7 +120,9 @@ async def prune_trajectories(
         stats.extractor_calls = extractor.usage.calls
         stats.extractor_retries = extractor.usage.retries
         stats.extractor_text_matches = extractor.usage.text_matches
-        stats.extractor_action_copies = extractor.usage.action_copies
+        stats.extractor_intent_matches = extractor.usage.intent_matches
+        stats.extractor_traced_back = extractor.usage.traced_back
+        stats.extractor_prompt_copies = extractor.usage.prompt_copies
         stats.extractor_prompt_tokens = extractor.usage.prompt_tokens
         stats.extractor_completion_tokens = extractor.usage.completion_tokens
         stats.rewriter_calls = rewriter.usage.calls

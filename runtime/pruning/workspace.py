@@ -1,0 +1,198 @@
+"""The phase-2 workspace, and how a piece of information is recognised in it.
+
+The workspace is the state graph as it grows: the information nodes seen so far, the
+action nodes, and the edges between them. An extractor's piece of information is
+either a repeat of a workspace entry, the agent's own intention restated, or new:
+
+- **A repeat** is the same text (case, spacing, quotes and trailing punctuation aside),
+  the same words once the small ones are left out (``"Select the Nb box and then click
+  Submit"`` repeats ``"select Nb box, click Submit"``), or a workspace line copied with
+  its id (``"I3: …"``, or just ``"I3"``). Identical wording is the same information by
+  any reading; a small extractor that fails to say so gives every repeat a node of its
+  own, produced by the step that re-saw it, and every repeated step then looks
+  necessary. Negations are not small words: ``"X is not checked"`` never repeats
+  ``"X is checked"``.
+- **An intention** restates what the agent means to do, not what the page showed: an
+  action node's goal (word for word, or nearly and worded as an instruction), or a
+  plan ("the agent needs to …", "I will …", "let me …"). It comes from the goal, so it
+  is I0: an action that relied on it relied on the goal, and no step is made necessary
+  for having "produced" it. Thoughts are not intentions as a whole: they also say what
+  the page shows, and a fact taken for the goal would lose the step that produced it.
+
+A browser page persists across steps, unlike the paper's search results: a fact the
+extractor first mentions at step k (when it starts to matter) may have been on the
+page since the start. ``PageHistory`` traces a new piece back to the first page of the
+unbroken run of pages that show the lines supporting it, so its producer is the action
+that made it appear, not merely the one before it was mentioned. A piece no line
+supports stays where it was reported.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .graph import GraphNode
+
+_QUOTES = re.compile("[\"'`\u2018\u2019\u201c\u201d]")
+_ID_PREFIX = re.compile(r"^\s*(I\d+)\s*(?::|$)")
+_WORD = re.compile(r"[^\W_]+")
+_INTENTION = re.compile(
+    r"^\s*(?:(?:now|next|then|first|so),?\s+)?(?:let\s+me\b|(?:the\s+(?:agent|user|"
+    r"assistant)|i|we|you)(?:\s+|'|\u2019)(?:need|needs|should|must|will|ll|want|wants|"
+    r"has\s+to|have\s+to|am\s+going\s+to|is\s+going\s+to|are\s+going\s+to)\b)",
+    re.IGNORECASE,
+)
+IMPERATIVES = frozenset({
+    "click", "select", "choose", "check", "uncheck", "tick", "fill", "type", "enter",
+    "press", "submit", "scroll", "go", "navigate", "open", "find", "search", "focus",
+    "hover", "drag", "clear", "upload", "send", "report", "answer", "read", "wait",
+})
+"""First words that make a piece an instruction rather than a fact about the page."""
+SMALL_WORDS = frozenset({
+    "a", "an", "the", "and", "then", "to", "of", "on", "in", "into", "at", "by", "for",
+    "with", "as", "is", "are", "be", "been", "was", "were", "this", "that", "these",
+    "those", "it", "its", "there", "here", "so", "also", "now",
+})
+"""Words left out when comparing wordings. Negations, numbers and words that change a
+relation (``or``, ``from``, ``not``) are never among them."""
+INTENTION_OVERLAP = 0.8
+"""Share of content words (Jaccard) at which an instruction restates an action goal."""
+
+
+def normal(text: str) -> str:
+    """A piece's text for word-for-word comparison (case, spacing, quotes aside)."""
+    text = _QUOTES.sub("", text.casefold())
+    return " ".join(text.split()).strip(" .;:")
+
+
+def content_words(text: str) -> tuple[str, ...]:
+    """The words of ``text`` that carry its meaning, in order, without the small ones."""
+    return tuple(w for w in _WORD.findall(text.casefold()) if w not in SMALL_WORDS)
+
+
+def _overlap(a: frozenset[str], b: frozenset[str]) -> float:
+    return len(a & b) / len(a | b) if a and b else 0.0
+
+
+@dataclass
+class Intentions:
+    """What the agent meant to do: the goals of its action nodes."""
+
+    keys: set[tuple[str, ...]] = field(default_factory=set)
+    goals: list[frozenset[str]] = field(default_factory=list)
+
+    def add_goal(self, goal: str) -> None:
+        words = content_words(goal)
+        if words:
+            self.keys.add(words)
+            self.goals.append(frozenset(words))
+
+    def restated_by(self, text: str) -> bool:
+        """Whether ``text`` restates an intention rather than report the page."""
+        if _INTENTION.match(text):
+            return True
+        words = content_words(text)
+        if not words:
+            return False
+        if words in self.keys:
+            return True
+        pieces = frozenset(words)
+        return (words[0] in IMPERATIVES and len(pieces) >= 3
+                and any(_overlap(pieces, goal) >= INTENTION_OVERLAP for goal in self.goals))
+
+
+SUPPORT = 0.6
+"""Share of a piece's content words that one page line must hold to support it."""
+
+
+class PageHistory:
+    """The lines of each page of a trajectory, to find where a fact first appeared."""
+
+    def __init__(self, pages: Sequence[str]) -> None:
+        self._lines = [[" ".join(line.split()) for line in page.splitlines() if line.strip()]
+                       for page in pages]
+        self._line_sets = [set(lines) for lines in self._lines]
+        self._words = [[frozenset(content_words(line)) for line in lines]
+                       for lines in self._lines]
+
+    def supporting_lines(self, text: str, position: int) -> list[str]:
+        """The lines of page ``position`` that best hold the piece's content words, or
+        none if no line holds enough of them."""
+        words = frozenset(content_words(text))
+        if not words or not 0 <= position < len(self._lines):
+            return []
+        needed = max(2, math.ceil(SUPPORT * len(words)))
+        scores = [len(words & line) for line in self._words[position]]
+        best = max(scores, default=0)
+        if best < needed:
+            return []
+        return [line for line, score in zip(self._lines[position], scores, strict=True)
+                if score == best]
+
+    def first_shown(self, text: str, position: int) -> int:
+        """The earliest position from which every page up to ``position`` shows the
+        lines supporting ``text`` (``position`` itself when nothing supports it)."""
+        lines = self.supporting_lines(text, position)
+        if not lines:
+            return position
+        while position > 0 and all(line in self._line_sets[position - 1] for line in lines):
+            position -= 1
+        return position
+
+
+@dataclass
+class Workspace:
+    """The graph as it grows: nodes, edges (deduplicated, in order) and info texts."""
+
+    source: str = "I0"
+    nodes: list[GraphNode] = field(default_factory=list)
+    edges: dict[tuple[str, str], None] = field(default_factory=dict)
+    info: dict[str, str] = field(default_factory=dict)
+    first_seen: dict[int, list[GraphNode]] = field(default_factory=dict)
+    """Information nodes by the trajectory position of the page they were first seen on."""
+    _by_text: dict[str, str] = field(default_factory=dict)
+    _by_words: dict[tuple[str, ...], str] = field(default_factory=dict)
+
+    def add_info(self, text: str, position: int | None = None, step: int | None = None) -> str:
+        node_id = f"I{len(self.info)}"
+        self.info[node_id] = text
+        extra: dict[str, Any] = {"text": text}
+        if step is not None:
+            extra["step"] = step
+        node = GraphNode(id=node_id, kind="info", **extra)
+        self.nodes.append(node)
+        self._by_text.setdefault(normal(text), node_id)
+        words = content_words(text)
+        if words:
+            self._by_words.setdefault(words, node_id)
+        if position is not None:
+            self.first_seen.setdefault(position, []).append(node)
+        return node_id
+
+    def match(self, text: str) -> str | None:
+        """The entry ``text`` repeats (see the module's docstring), or None."""
+        copied = _ID_PREFIX.match(text)
+        if copied and copied.group(1) in self.info:
+            return copied.group(1)
+        key = normal(text)
+        if not key:
+            return None
+        return self._by_text.get(key) or self._by_words.get(content_words(text))
+
+    def link(self, start: str, end: str) -> None:
+        """Add the edge ``start -> end``; nothing produces the source, so no edge ends
+        there (a page restating the goal does not make the goal a result)."""
+        if start != end and end != self.source:
+            self.edges[(start, end)] = None
+
+    def render(self, clip: int = 200) -> str:
+        return "\n".join(f"{node_id}: {_clip(text, clip)}" for node_id, text in self.info.items())
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
