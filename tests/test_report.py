@@ -64,6 +64,7 @@ def test_success_rate_and_f_ae_match_the_papers_formulas() -> None:
     assert success_rate([]) == (None, None)
     rate, se = success_rate([True, True, False, False])
     assert rate == 0.5 and se == pytest.approx(0.25)
+    assert success_rate([True]) == (1.0, None)  # one episode: no error, not "± 0"
     # WebClipper Appendix A: harmonic mean of Acc and E = 1 - Rounds/Max_Rounds
     assert f_ae(0.5, 4.75, 10) == pytest.approx(2 * 0.5 * 0.525 / 1.025)
     assert f_ae(1.0, 0, 100) == 1.0 and f_ae(0.0, 5, 100) == 0.0
@@ -103,6 +104,7 @@ def test_report_numbers(tmp_path: Path) -> None:
     markdown = (bench / "report.md").read_text()
     assert "| gpt-x | none | 4 | 50.0 ± 25.0 | 0.512 | 4.8 | 0.0 |" in markdown
     assert "timeout 1" in markdown and "model 1" in markdown
+    assert "| miniwob.b | lines+structure | gpt-x | 1 | 100.0 | 2.0 |" in markdown
     # a fixed Max_Rounds (the paper's 100) changes F-AE only
     fixed, _ = write_report(bench, Prices(), 100)
     assert fixed.overall[1].f_ae == pytest.approx(2 * 0.5 * 0.9525 / 1.4525)

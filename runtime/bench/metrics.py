@@ -36,12 +36,13 @@ def episode_cost(prices: Prices, r: EpisodeResult) -> float:
 
 
 def success_rate(outcomes: Iterable[bool]) -> tuple[float | None, float | None]:
-    """(rate, standard error) of a list of successes; (None, None) when empty."""
+    """(rate, standard error) of a list of successes; (None, None) when empty. One
+    episode has no standard error (the formula's 0 would read as certainty): None."""
     values = list(outcomes)
     if not values:
         return None, None
     p = sum(values) / len(values)
-    return p, math.sqrt(p * (1 - p) / len(values))
+    return p, math.sqrt(p * (1 - p) / len(values)) if len(values) > 1 else None
 
 
 def f_ae(accuracy: float, rounds: float, max_rounds: float) -> float:

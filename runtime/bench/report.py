@@ -84,7 +84,9 @@ def pct(value: float | None) -> str:
 def success_text(g: GroupMetrics) -> str:
     if g.success_rate is None:
         return "-"
-    return f"{100 * g.success_rate:.1f} ± {100 * (g.success_se or 0):.1f}"
+    if g.success_se is None:  # a single judged episode: a rate, but no error to give
+        return f"{100 * g.success_rate:.1f}"
+    return f"{100 * g.success_rate:.1f} ± {100 * g.success_se:.1f}"
 
 
 def errors_text(g: GroupMetrics) -> str:
