@@ -8,7 +8,7 @@ import math
 import re
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from linewise.runtime.cli import main
 from linewise.runtime.llm import ChatClient, TokenLogprob
 from linewise.runtime.log import configure_logging
 from linewise.runtime.pruning.extractor import GraphExtractor
-from linewise.runtime.pruning.graph import load_graph
+from linewise.runtime.pruning.graph import StateGraph, load_graph
 from linewise.runtime.pruning.miner import mine
 from linewise.runtime.pruning.rewriter import gbnf_literal, span_perplexity
 from linewise.runtime.pruning.trajectory import collect_trajectories
@@ -403,6 +403,18 @@ REFILL_INFO = {
 }
 
 
+async def build_graph(run: Path, script: Callable[[list[dict[str, Any]]], str]
+                      ) -> tuple[StateGraph, GraphExtractor]:
+    """The state graph of the one episode under ``run``, built by a scripted extractor."""
+    [trajectory] = collect_trajectories([run]).trajectories
+    with ScriptedChatServer(script) as llm:
+        client = ChatClient(EndpointSettings(base_url=llm.base_url, model="m"))
+        extractor = GraphExtractor(client)
+        graph = await extractor.build(trajectory)
+        await client.close()
+    return graph, extractor
+
+
 def refill_extractor(messages: list[dict[str, Any]]) -> str:
     prompt = messages[0]["content"]
     if "into an action node" in prompt:
@@ -421,12 +433,7 @@ async def test_repeated_pieces_are_one_node_so_repeated_steps_are_pruned(
              ("http://shop.test/welcome", WELCOME, "Done.", "send_msg_to_user('ok')")]
     run = tmp_path / "run"
     write_episode(run, "refill", "signup", GOALS["signup"], steps)
-    [trajectory] = collect_trajectories([run]).trajectories
-    with ScriptedChatServer(refill_extractor) as llm:
-        client = ChatClient(EndpointSettings(base_url=llm.base_url, model="m"))
-        extractor = GraphExtractor(client)
-        graph = await extractor.build(trajectory)
-        await client.close()
+    graph, extractor = await build_graph(run, refill_extractor)
     assert [n.id for n in graph.nodes if n.kind == "info"] == ["I0", "I1", "I2", "I3", "I4"]
     assert extractor.usage.text_matches == 3
     assert extractor.usage.prompt_copies == 3  # copies of the prompt's action lines
@@ -475,12 +482,7 @@ async def test_a_restated_intention_is_the_goal_so_the_step_before_it_is_pruned(
     write_episode(run, "checkbox", "click-checkboxes", "Select Nb and click Submit.",
                   [("http://m.test/", page, think, action)
                    for page, think, action, _, _ in INTENT_STEPS])
-    [trajectory] = collect_trajectories([run]).trajectories
-    with ScriptedChatServer(intent_extractor) as llm:
-        client = ChatClient(EndpointSettings(base_url=llm.base_url, model="m"))
-        extractor = GraphExtractor(client)
-        graph = await extractor.build(trajectory)
-        await client.close()
+    graph, extractor = await build_graph(run, intent_extractor)
     texts = {n.model_extra["text"] for n in graph.nodes if n.kind == "info"}
     # The page's facts are nodes; no intention and no heading is.
     assert texts == {"Select Nb and click Submit.", "checkbox Nb [20] is not checked",
