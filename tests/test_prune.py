@@ -328,6 +328,11 @@ def test_the_vote_discards_a_trajectory_whose_runs_disagree(run_dir: Path,
     assert detour["status"] == "discarded" and "runs disagree" in detour["reason"]
     assert detour["vote_runs"] == [["A3", "A4", "A5"], ["A5"], ["A1", "A5"]]
     assert detour["kept"] == [] and stats["rounds_before"] == 2  # only the unpruned one
+    # a picture per run shows people how the runs differ
+    pictures = {run: (out / "graphs" / f"{detour['key']}.run{run}.svg").read_text()
+                for run in (1, 2, 3)}
+    assert "run 2 of 3 keeps A5 (runs disagree" in pictures[2]
+    assert "keeps A1, A5" in pictures[3]
 
 
 def test_an_invalid_answer_is_retried_with_the_error_fed_back(run_dir: Path,

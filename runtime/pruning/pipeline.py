@@ -167,7 +167,7 @@ class _Worker:
             measure(outcome, trajectory)
             return outcome
         sets: list[ActionSet | None] = []
-        mined: list[tuple[StateGraph, MiningResult]] = []
+        mined: list[tuple[int, StateGraph, MiningResult]] = []
         vote = None
         for run in range(1, self.options.repeats + 1):
             try:
@@ -179,7 +179,7 @@ class _Worker:
                 log.warning("graph not built", trajectory=trajectory.key, run=run, error=str(exc))
             else:
                 sets.append(tuple(result.necessary_actions))
-                mined.append((graph, result))
+                mined.append((run, graph, result))
                 save_graph(graph.model_copy(update={
                     "necessary_actions": result.necessary_actions, "run": run}),
                     self.graph_dir / f"{trajectory.key}.run{run}.json")
@@ -192,10 +192,15 @@ class _Worker:
         if vote.accepted is None:
             if vote.failed < vote.runs:
                 outcome.status = "discarded"
+            for run, graph, result in mined:  # a picture of each run, to see how they differ
+                self._render(graph, result, f"{trajectory.key}.run{run}.svg",
+                             f"{trajectory.task_id} — discarded, run {run} of "
+                             f"{len(sets)} keeps {', '.join(result.necessary_actions)} "
+                             f"({vote.reason})")
             log.warning("trajectory discarded", trajectory=trajectory.key, status=outcome.status,
                         reason=vote.reason)
             return outcome
-        graph, result = next((g, r) for g, r in mined if tuple(r.necessary_actions) ==
+        graph, result = next((g, r) for _, g, r in mined if tuple(r.necessary_actions) ==
                              vote.accepted)
         positions = sorted(int(action_id[1:]) - 1 for action_id in vote.accepted)
         outcome.kept_steps = [trajectory.steps[p].index for p in positions]
@@ -209,8 +214,11 @@ class _Worker:
         measure(outcome, trajectory)
         title = (f"{trajectory.task_id} — {outcome.status}: {len(positions)} of "
                  f"{len(trajectory.steps)} steps kept ({vote.reason})")
-        (self.graph_dir / f"{trajectory.key}.svg").write_text(
-            render_svg(graph, set(result.necessary_nodes), title), encoding="utf-8")
+        self._render(graph, result, f"{trajectory.key}.svg", title)
         log.info("trajectory pruned", trajectory=trajectory.key, status=outcome.status,
                  kept=outcome.kept_steps, steps=len(trajectory.steps))
         return outcome
+
+    def _render(self, graph: StateGraph, result: MiningResult, name: str, title: str) -> None:
+        (self.graph_dir / name).write_text(
+            render_svg(graph, set(result.necessary_nodes), title), encoding="utf-8")
