@@ -59,21 +59,30 @@ valid action."""
 Answer = TypeVar("Answer", bound=BaseModel)
 
 _ACTION_COPY = re.compile(r"^\s*(?:A\d+\s*(?::|$)|(?:Type|Goal|Thought|Action)\s*:)")
+_TRAILING_PARENS = re.compile(r"\s*\([^()]*\)\s*$")
 
 
 @cache
 def _prompt_headings() -> frozenset[str]:
-    """The section headings of the phase-2 prompt, as ``normal`` gives them."""
+    """The section headings of the phase-2 prompt, as ``_heading_key`` gives them."""
     template = load_prompt("prune_info_nodes.md").template
-    return frozenset(normal(re.sub(r"\(?\$\w+\)?", "", line[2:]))
-                     for line in template.splitlines() if line.startswith("# "))
+    return frozenset(_heading_key(line[2:]) for line in template.splitlines()
+                     if line.startswith("# "))
+
+
+def _heading_key(text: str) -> str:
+    """A heading without its trailing parenthesis (``(I0)``, ``($next_id)``, ``(A4)``)."""
+    return normal(_TRAILING_PARENS.sub("", text))
 
 
 def copies_the_prompt(text: str) -> bool:
     """Whether a piece copies the prompt's own lines (an action line such as
     ``"A2: click('44')"`` or ``"Thought: …"``, or a section heading such as ``"The page
-    the agent then saw"``) rather than report something on the page."""
-    return bool(_ACTION_COPY.match(text)) or normal(text) in _prompt_headings()
+    the agent then saw"`` or ``"The agent's next action (A4)"``) rather than report
+    something on the page."""
+    if _ACTION_COPY.match(text):
+        return True
+    return _heading_key(text) in _prompt_headings()
 
 
 class ActionNodeAnswer(BaseModel):

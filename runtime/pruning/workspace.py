@@ -14,10 +14,11 @@ either a repeat of a workspace entry, the agent's own intention restated, or new
   ``"X is checked"``.
 - **An intention** restates what the agent means to do, not what the page showed: an
   action node's goal (word for word, or nearly and worded as an instruction), or a
-  plan ("the agent needs to …", "I will …", "let me …"). It comes from the goal, so it
-  is I0: an action that relied on it relied on the goal, and no step is made necessary
-  for having "produced" it. Thoughts are not intentions as a whole: they also say what
-  the page shows, and a fact taken for the goal would lose the step that produced it.
+  plan ("the agent needs to …", "I will …", "let me …", "the goal is to …"). It comes
+  from the goal, so it is I0: an action that relied on it relied on the goal, and no
+  step is made necessary for having "produced" it. Thoughts are not intentions as a
+  whole: they also say what the page shows, and a fact taken for the goal would lose
+  the step that produced it.
 
 A browser page persists across steps, unlike the paper's search results: a fact the
 extractor first mentions at step k (when it starts to matter) may have been on the
@@ -43,7 +44,8 @@ _WORD = re.compile(r"[^\W_]+")
 _INTENTION = re.compile(
     r"^\s*(?:(?:now|next|then|first|so),?\s+)?(?:let\s+me\b|(?:the\s+(?:agent|user|"
     r"assistant)|i|we|you)(?:\s+|'|\u2019)(?:need|needs|should|must|will|ll|want|wants|"
-    r"has\s+to|have\s+to|am\s+going\s+to|is\s+going\s+to|are\s+going\s+to)\b)",
+    r"has\s+to|have\s+to|am\s+going\s+to|is\s+going\s+to|are\s+going\s+to)\b|"
+    r"(?:the\s+)?(?:agent(?:'|\u2019)?s\s+)?(?:goal|task)\s+is\s+to\b)",
     re.IGNORECASE,
 )
 IMPERATIVES = frozenset({
