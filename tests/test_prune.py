@@ -137,8 +137,10 @@ class Extractor:
     answer of an action on its n-th request (one per graph build, builds being serial)."""
 
     def __init__(self, info_variants: dict[str, list[dict[str, Any]]] | None = None,
-                 bad_first: set[str] | None = None) -> None:
+                 bad_first: set[str] | None = None,
+                 candidates: list[str] | None = None) -> None:
         self.info_variants = info_variants or {}
+        self.candidates = candidates or CANDIDATES
         self.bad_first = set(bad_first or ())
         self.seen: Counter[str] = Counter()
         self.lock = threading.Lock()
@@ -168,7 +170,7 @@ class Extractor:
         if "You repair the reasoning" in prompt:
             with self.lock:
                 self.seen["rewrite"] += 1
-                return CANDIDATES[(self.seen["rewrite"] - 1) % len(CANDIDATES)]
+                return self.candidates[(self.seen["rewrite"] - 1) % len(self.candidates)]
         raise AssertionError(f"unexpected prompt: {prompt[:200]}")
 
 
@@ -306,6 +308,27 @@ def test_without_logprobs_the_first_candidate_is_taken_and_recorded(
     assert first in CANDIDATES and rewritten["think"] == first
     assert parse_answer(line["messages"][2]["content"]).think == first
     assert "logprobs" in rewritten["selection"] or "grammar" in rewritten["selection"]
+
+
+def test_a_candidate_repeating_the_original_thought_is_no_rewrite(
+        run_dir: Path, tmp_path: Path) -> None:
+    original = DETOUR[2][2]  # "Back on the form after that detour, I type the name."
+    copies = [f"<think>{original}</think>", "back on the form after that detour I type the name"]
+
+    def base_model(messages: list[dict[str, Any]], text: str) -> list[tuple[str, float]]:
+        # The base model wrote the original, so it likes it best of all.
+        cost = -0.01 if "detour" in text else -0.1 if BEST in text else -2.0
+        return [(token, cost) for token in word_tokens(text)]
+
+    out = tmp_path / "dataset"
+    with ScriptedChatServer(Extractor(candidates=[*copies, BEST]), logprobs=base_model,
+                            follow_grammar=True) as llm:
+        assert prune(run_dir, out, llm, "--candidates", "3") == 0
+    [detour] = [r for r in read_jsonl(out / "trajectories.jsonl") if r.get("status") == "pruned"]
+    [rewritten] = [s for s in detour["kept"] if s["rewritten"]]
+    assert rewritten["think"] == BEST and rewritten["selection"] == "perplexity"
+    assert [c["text"] for c in rewritten["candidates"]] == [BEST]
+    assert json.loads((out / "stats.json").read_text())["rewrite_copies_dropped"] == 2
 
 
 def test_the_vote_discards_a_trajectory_whose_runs_disagree(run_dir: Path,

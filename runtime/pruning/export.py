@@ -71,6 +71,7 @@ class PruneStats(BaseModel):
     rewrites: int = 0
     rewrites_by_perplexity: int = 0
     rewrites_first_candidate: int = 0
+    rewrite_copies_dropped: int = 0
     exported_pruned: int = 0
     exported_hybrid: int = 0
     extractor_calls: int = 0

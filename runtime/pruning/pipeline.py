@@ -129,6 +129,7 @@ async def prune_trajectories(
         stats.rewrites = rewriter.usage.rewrites
         stats.rewrites_by_perplexity = rewriter.usage.by_perplexity
         stats.rewrites_first_candidate = rewriter.usage.first_candidate
+        stats.rewrite_copies_dropped = rewriter.usage.copies_dropped
     for outcome, _ in outcomes:
         stats.built += outcome.status != "build_failed"
         stats.build_failed += outcome.status == "build_failed"

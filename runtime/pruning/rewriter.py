@@ -13,6 +13,10 @@ logprobs, which llama.cpp reports from the model's distribution before the gramm
 constrains it — the teacher-forced probability of the candidate given the agent's own
 prompt at that step. Where the endpoint refuses the grammar, ignores it (answers other
 text) or sends no logprobs, the first candidate is taken and the reason recorded.
+
+A candidate that repeats the original thought (the same words, small ones aside) is
+not a rewrite and is dropped before scoring: the base model wrote the original, so it
+would win on perplexity, and the thought would keep speaking of the pruned steps.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from ..errors import EndpointUnreachable, LLMError
 from ..llm import ChatClient, TokenLogprob
 from .dialogue import PrunedStep, step_messages
 from .trajectory import Trajectory, TrajectoryStep
+from .workspace import content_words
 
 log = structlog.get_logger(__name__)
 
@@ -40,6 +45,8 @@ class RewriteUsage:
     rewrites: int = 0
     by_perplexity: int = 0
     first_candidate: int = 0
+    copies_dropped: int = 0
+    """Candidates dropped for repeating the original thought."""
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -99,13 +106,17 @@ class ThoughtRewriter:
             action=step.action or "(none)",
         )
         drawn = await asyncio.gather(*(self._candidate(prompt) for _ in range(self.candidates)))
-        candidates = list(dict.fromkeys(c for c in drawn if c))
+        distinct = list(dict.fromkeys(c for c in drawn if c))
+        original = content_words(step.think or "")
+        candidates = [c for c in distinct if content_words(c) != original]
+        self.usage.copies_dropped += len(distinct) - len(candidates)
         self.usage.rewrites += 1
         result = PrunedStep(index=step.index, think=step.think, action=step.action,
                             original_think=step.think, rewritten=True)
         if not candidates:
             result.rewritten = False
-            result.selection = "original: no usable rewrite candidate"
+            result.selection = ("original: every candidate repeated it" if distinct else
+                                "original: no usable rewrite candidate")
             return result
         messages = step_messages(trajectory.goal, step, before, originals)
         scores = await asyncio.gather(*(self._perplexity(messages, c) for c in candidates))
