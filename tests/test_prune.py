@@ -548,6 +548,9 @@ def test_a_fact_is_traced_to_the_page_that_first_showed_it() -> None:
     assert pages.first_shown("button Submit [22]", 2) == 0
     assert pages.first_shown("Nb [20] is checked", 2) == 1  # the start page said false
     assert pages.first_shown("the weather is sunny", 2) == 2  # no line supports it
+    # worded freely, as the embedded extractor does: the unchanged Submit line holds it
+    assert pages.first_shown("The page has a Submit button that can be pressed", 2) == 0
+    assert pages.first_shown("The Nb checkbox is ticked now", 2) == 1
 
 
 def test_an_intention_is_an_action_goal_or_a_plan_never_a_fact() -> None:
@@ -558,6 +561,7 @@ def test_an_intention_is_an_action_goal_or_a_plan_never_a_fact() -> None:
     assert intentions.restated_by("Now I'll type the name into the box")
     assert intentions.restated_by("The agent needs to press Submit first.")
     assert intentions.restated_by("The goal is to select QWS1FL and click Submit.")
+    assert intentions.restated_by("The agent clicked the radio button QWS1FL.")
     assert not intentions.restated_by("checkbox Nb [20] is not checked")
     # Nearly the goal of a checking step, but a fact: the fill that produced it must stay.
     assert not intentions.restated_by("The name field holds Alice")

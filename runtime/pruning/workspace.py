@@ -13,19 +13,23 @@ either a repeat of a workspace entry, the agent's own intention restated, or new
   necessary. Negations are not small words: ``"X is not checked"`` never repeats
   ``"X is checked"``.
 - **An intention** restates what the agent means to do, not what the page showed: an
-  action node's goal (word for word, or nearly and worded as an instruction), or a
-  plan ("the agent needs to …", "I will …", "let me …", "the goal is to …"). It comes
-  from the goal, so it is I0: an action that relied on it relied on the goal, and no
-  step is made necessary for having "produced" it. Thoughts are not intentions as a
-  whole: they also say what the page shows, and a fact taken for the goal would lose
-  the step that produced it.
+  action node's goal (word for word, or nearly and worded as an instruction), a plan
+  ("the agent needs to …", "I will …", "let me …", "the goal is to …"), or a report of
+  its own action ("the agent clicked …": the action is in the graph already, and what
+  it changed is on the next page). It comes from the goal, so it is I0: an action
+  that relied on it relied on the goal, and no step is made necessary for having
+  "produced" it. Thoughts are not intentions as a whole: they also say what the page
+  shows, and a fact taken for the goal would lose the step that produced it.
 
 A browser page persists across steps, unlike the paper's search results: a fact the
 extractor first mentions at step k (when it starts to matter) may have been on the
 page since the start. ``PageHistory`` traces a new piece back to the first page of the
 unbroken run of pages that show the lines supporting it, so its producer is the action
-that made it appear, not merely the one before it was mentioned. A piece no line
-supports stays where it was reported.
+that made it appear, not merely the one before it was mentioned. The supporting lines
+are those holding most of the piece's words that are on the page at all (pieces are
+worded freely: "The page has a radio button QWS1FL but it is not checked" is the line
+"[25] radio 'QWS1FL', checked='false'"). A piece no line supports stays where it was
+reported.
 """
 
 from __future__ import annotations
@@ -45,7 +49,10 @@ _INTENTION = re.compile(
     r"^\s*(?:(?:now|next|then|first|so),?\s+)?(?:let\s+me\b|(?:the\s+(?:agent|user|"
     r"assistant)|i|we|you)(?:\s+|'|\u2019)(?:need|needs|should|must|will|ll|want|wants|"
     r"has\s+to|have\s+to|am\s+going\s+to|is\s+going\s+to|are\s+going\s+to)\b|"
-    r"(?:the\s+)?(?:agent(?:'|\u2019)?s\s+)?(?:goal|task)\s+is\s+to\b)",
+    r"(?:the\s+)?(?:agent(?:'|\u2019)?s\s+)?(?:goal|task)\s+is\s+to\b|"
+    r"the\s+agent\s+(?:has\s+|had\s+)?(?:clicked|selected|chose|chosen|checked|typed|"
+    r"filled|entered|pressed|focused|scrolled|hovered|navigated|went|gone|opened|"
+    r"submitted|tried|attempted)\b)",
     re.IGNORECASE,
 )
 IMPERATIVES = frozenset({
@@ -108,7 +115,9 @@ class Intentions:
 
 
 SUPPORT = 0.6
-"""Share of a piece's content words that one page line must hold to support it."""
+"""Share of a piece's words found on the page that one page line must hold to support it."""
+ON_PAGE = 1 / 3
+"""Share of a piece's content words that must be on the page for any line to support it."""
 
 
 class PageHistory:
@@ -120,15 +129,19 @@ class PageHistory:
         self._line_sets = [set(lines) for lines in self._lines]
         self._words = [[frozenset(content_words(line)) for line in lines]
                        for lines in self._lines]
+        self._vocabulary = [frozenset().union(*words) for words in self._words]
 
     def supporting_lines(self, text: str, position: int) -> list[str]:
-        """The lines of page ``position`` that best hold the piece's content words, or
-        none if no line holds enough of them."""
+        """The lines of page ``position`` that best hold the piece's words found on the
+        page, or none if no line holds enough of them."""
         words = frozenset(content_words(text))
         if not words or not 0 <= position < len(self._lines):
             return []
-        needed = max(2, math.ceil(SUPPORT * len(words)))
-        scores = [len(words & line) for line in self._words[position]]
+        on_page = words & self._vocabulary[position]
+        if len(on_page) < 2 or len(on_page) < ON_PAGE * len(words):
+            return []
+        needed = max(2, math.ceil(SUPPORT * len(on_page)))
+        scores = [len(on_page & line) for line in self._words[position]]
         best = max(scores, default=0)
         if best < needed:
             return []
