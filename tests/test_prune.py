@@ -551,6 +551,14 @@ def test_a_fact_is_traced_to_the_page_that_first_showed_it() -> None:
     # worded freely, as the embedded extractor does: the unchanged Submit line holds it
     assert pages.first_shown("The page has a Submit button that can be pressed", 2) == 0
     assert pages.first_shown("The Nb checkbox is ticked now", 2) == 1
+    # A fact may span lines; a moved focus changes no fact but the focus itself.
+    dialog = ("[33] dialog 'Confirm'\n  StaticText 'Delete the file?'\n"
+              "  [43] button 'Cancel', focused\n  [44] button 'OK'")
+    focus_moved = dialog.replace("'Cancel', focused", "'Cancel'").replace(
+        "button 'OK'", "button 'OK', focused")
+    pages = PageHistory([dialog, focus_moved])
+    assert pages.first_shown("The dialog Confirm asks to delete the file, with an OK", 1) == 0
+    assert pages.first_shown("The OK button is focused", 1) == 1
 
 
 def test_an_intention_is_an_action_goal_or_a_plan_never_a_fact() -> None:
@@ -562,6 +570,7 @@ def test_an_intention_is_an_action_goal_or_a_plan_never_a_fact() -> None:
     assert intentions.restated_by("The agent needs to press Submit first.")
     assert intentions.restated_by("The goal is to select QWS1FL and click Submit.")
     assert intentions.restated_by("The agent clicked the radio button QWS1FL.")
+    assert intentions.restated_by("I see a dialog. The OK button is the one I need to click.")
     assert not intentions.restated_by("checkbox Nb [20] is not checked")
     # Nearly the goal of a checking step, but a fact: the fill that produced it must stay.
     assert not intentions.restated_by("The name field holds Alice")

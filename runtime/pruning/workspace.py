@@ -14,7 +14,7 @@ either a repeat of a workspace entry, the agent's own intention restated, or new
   ``"X is checked"``.
 - **An intention** restates what the agent means to do, not what the page showed: an
   action node's goal (word for word, or nearly and worded as an instruction), a plan
-  ("the agent needs to …", "I will …", "let me …", "the goal is to …"), or a report of
+  ("the agent needs to …", "… I need to click", "let me …", "the goal is to …"), or a report of
   its own action ("the agent clicked …": the action is in the graph already, and what
   it changed is on the next page). It comes from the goal, so it is I0: an action
   that relied on it relied on the goal, and no step is made necessary for having
@@ -26,10 +26,11 @@ extractor first mentions at step k (when it starts to matter) may have been on t
 page since the start. ``PageHistory`` traces a new piece back to the first page of the
 unbroken run of pages that show the lines supporting it, so its producer is the action
 that made it appear, not merely the one before it was mentioned. The supporting lines
-are those holding most of the piece's words that are on the page at all (pieces are
-worded freely: "The page has a radio button QWS1FL but it is not checked" is the line
-"[25] radio 'QWS1FL', checked='false'"). A piece no line supports stays where it was
-reported.
+are the fewest (up to three) holding most of the piece's words that are on the page at
+all (pieces are worded freely: "The page has a radio button QWS1FL but it is not
+checked" is the line "[25] radio 'QWS1FL', checked='false'"). Lines compare whole, so
+a changed value is a new fact; only a moved focus is not, unless the piece speaks of
+focus. A piece no line supports stays where it was reported.
 """
 
 from __future__ import annotations
@@ -55,6 +56,9 @@ _INTENTION = re.compile(
     r"submitted|tried|attempted)\b)",
     re.IGNORECASE,
 )
+_FIRST_PERSON_PLAN = re.compile(
+    r"\b(?:I|we)\s+(?:need|have|want|must|should|ought)\s+to\b|\b(?:I|we)\s+(?:will|shall)\b|"
+    r"\b(?:I|we)(?:'|\u2019)ll\b", re.IGNORECASE)
 IMPERATIVES = frozenset({
     "click", "select", "choose", "check", "uncheck", "tick", "fill", "type", "enter",
     "press", "submit", "scroll", "go", "navigate", "open", "find", "search", "focus",
@@ -102,7 +106,7 @@ class Intentions:
 
     def restated_by(self, text: str) -> bool:
         """Whether ``text`` restates an intention rather than report the page."""
-        if _INTENTION.match(text):
+        if _INTENTION.match(text) or _FIRST_PERSON_PLAN.search(text):
             return True
         words = content_words(text)
         if not words:
@@ -115,9 +119,12 @@ class Intentions:
 
 
 SUPPORT = 0.6
-"""Share of a piece's words found on the page that one page line must hold to support it."""
+"""Share of a piece's words found on the page that its supporting lines must hold."""
 ON_PAGE = 1 / 3
 """Share of a piece's content words that must be on the page for any line to support it."""
+MAX_SUPPORT_LINES = 3
+"""A piece is atomic: at most this many lines may support it."""
+_FOCUSED = re.compile(r",\s*focused\b")
 
 
 class PageHistory:
@@ -126,35 +133,47 @@ class PageHistory:
     def __init__(self, pages: Sequence[str]) -> None:
         self._lines = [[" ".join(line.split()) for line in page.splitlines() if line.strip()]
                        for page in pages]
-        self._line_sets = [set(lines) for lines in self._lines]
         self._words = [[frozenset(content_words(line)) for line in lines]
                        for lines in self._lines]
         self._vocabulary = [frozenset().union(*words) for words in self._words]
+        self._line_sets = [set(lines) for lines in self._lines]
+        self._unfocused = [{_FOCUSED.sub("", line) for line in lines} for lines in self._lines]
 
     def supporting_lines(self, text: str, position: int) -> list[str]:
-        """The lines of page ``position`` that best hold the piece's words found on the
-        page, or none if no line holds enough of them."""
+        """The fewest lines of page ``position`` (at most ``MAX_SUPPORT_LINES``) that hold
+        most of the piece's words found on the page, or none if they hold too few."""
         words = frozenset(content_words(text))
         if not words or not 0 <= position < len(self._lines):
             return []
         on_page = words & self._vocabulary[position]
         if len(on_page) < 2 or len(on_page) < ON_PAGE * len(words):
             return []
+        chosen: list[str] = []
+        covered: frozenset[str] = frozenset()
+        lines = list(zip(self._lines[position], self._words[position], strict=True))
+        while len(chosen) < MAX_SUPPORT_LINES:
+            gain, line, line_words = max(
+                ((len((on_page & w) - covered), text_, w) for text_, w in lines),
+                key=lambda item: item[0], default=(0, "", frozenset()))
+            if gain == 0:
+                break
+            chosen.append(line)
+            covered |= on_page & line_words
         needed = max(2, math.ceil(SUPPORT * len(on_page)))
-        scores = [len(on_page & line) for line in self._words[position]]
-        best = max(scores, default=0)
-        if best < needed:
-            return []
-        return [line for line, score in zip(self._lines[position], scores, strict=True)
-                if score == best]
+        return chosen if len(covered) >= needed else []
 
     def first_shown(self, text: str, position: int) -> int:
         """The earliest position from which every page up to ``position`` shows the
-        lines supporting ``text`` (``position`` itself when nothing supports it)."""
+        lines supporting ``text`` (``position`` itself when nothing supports it). Focus
+        moves are not changes of the fact unless the piece speaks of focus."""
         lines = self.supporting_lines(text, position)
         if not lines:
             return position
-        while position > 0 and all(line in self._line_sets[position - 1] for line in lines):
+        about_focus = "focused" in content_words(text) or "focus" in content_words(text)
+        if not about_focus:
+            lines = [_FOCUSED.sub("", line) for line in lines]
+        earlier = self._line_sets if about_focus else self._unfocused
+        while position > 0 and all(line in earlier[position - 1] for line in lines):
             position -= 1
         return position
 
