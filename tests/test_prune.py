@@ -21,7 +21,7 @@ from linewise.runtime.log import configure_logging
 from linewise.runtime.pruning.extractor import GraphExtractor
 from linewise.runtime.pruning.graph import StateGraph, load_graph
 from linewise.runtime.pruning.miner import mine
-from linewise.runtime.pruning.rewriter import gbnf_literal, span_perplexity
+from linewise.runtime.pruning.rewriter import clean_thought, gbnf_literal, span_perplexity
 from linewise.runtime.pruning.trajectory import collect_trajectories
 from linewise.runtime.pruning.vote import required_agreement, tally
 from linewise.runtime.pruning.workspace import Intentions, PageHistory, Workspace
@@ -574,6 +574,20 @@ def test_an_intention_is_an_action_goal_or_a_plan_never_a_fact() -> None:
     assert not intentions.restated_by("checkbox Nb [20] is not checked")
     # Nearly the goal of a checking step, but a fact: the fill that produced it must stay.
     assert not intentions.restated_by("The name field holds Alice")
+
+
+def test_a_rewrite_answer_is_cleaned_to_the_thought_alone() -> None:
+    framed = ("Based on the remaining information and the overall context of the agent's "
+              "goal, the new thought for the next step could be:\n\n\"Move on to the next "
+              "page with the 'Nb' checkbox selected.\"")
+    assert clean_thought(framed) == "Move on to the next page with the 'Nb' checkbox selected."
+    assert clean_thought("<think>The form is open.</think><action>click('8')</action>") == \
+        "The form is open."
+    assert clean_thought('"Type the name."') == "Type the name."
+    # a quotation inside a real thought stays
+    assert clean_thought('The dialog says: "Delete the file?" so I press OK.') == \
+        'The dialog says: "Delete the file?" so I press OK.'
+    assert clean_thought("  <think> </think>") is None
 
 
 def test_the_vote_needs_two_identical_runs() -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 from dataclasses import dataclass
 
 import structlog
@@ -188,12 +189,20 @@ def render_skipped(steps: list[TrajectoryStep]) -> str:
     return "\n".join(lines)
 
 
+_FRAMED = re.compile(r"^(?P<frame>[^\"\u201c]*\bthought\b[^\"\u201c]*:)\s*[\"\u201c]"
+                     r"(?P<thought>[^\"\u201d]+)[\"\u201d]\.?$", re.IGNORECASE | re.DOTALL)
+
+
 def clean_thought(text: str) -> str | None:
-    """The thought in a rewrite answer: tags, a trailing action and quotes removed."""
+    """The thought in a rewrite answer: tags, a trailing action, quotes and a framing
+    sentence (``The new thought could be: "…"``, which small models add) removed."""
     text = text.strip()
     if THINK_OPEN in text:
         text = text.split(THINK_OPEN, 1)[1]
     text = text.split(THINK_CLOSE, 1)[0].split("<action>", 1)[0].strip()
+    framed = _FRAMED.match(text)
+    if framed:
+        text = framed.group("thought").strip()
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
         text = text[1:-1].strip()
     return text or None
