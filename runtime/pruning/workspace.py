@@ -14,9 +14,9 @@ either a repeat of a workspace entry, the agent's own intention restated, or new
   ``"X is checked"``.
 - **An intention** restates what the agent means to do, not what the page showed: an
   action node's goal (word for word, or nearly and worded as an instruction), a plan
-  ("the agent needs to …", "… I need to click", "let me …", "the goal is to …"), or a report of
-  its own action ("the agent clicked …": the action is in the graph already, and what
-  it changed is on the next page). It comes from the goal, so it is I0: an action
+  ("the agent needs to …", "… I need to click", "let me …", "the goal is to …"), or a
+  report of its own action ("the agent clicked …": the action is in the graph already,
+  and what it changed is on the next page). It comes from the goal, so it is I0: an action
   that relied on it relied on the goal, and no step is made necessary for having
   "produced" it. Thoughts are not intentions as a whole: they also say what the page
   shows, and a fact taken for the goal would lose the step that produced it.
