@@ -48,7 +48,7 @@ from ..llm import ChatClient
 from ..tokens import count_tokens, get_encoding
 from .graph import GraphNode, StateGraph
 from .trajectory import Trajectory, TrajectoryStep
-from .workspace import Intentions, PageHistory, Workspace, normal
+from .workspace import Intentions, PageHistory, Workspace, clip, normal
 
 log = structlog.get_logger(__name__)
 
@@ -231,12 +231,12 @@ class GraphExtractor:
     async def _action_node(self, trajectory: Trajectory, position: int) -> ActionNodeAnswer:
         step = trajectory.steps[position]
         history = "\n".join(
-            f"Step {s.index}: thought: {_clip(s.think or '', 300)} | action: {s.action}"
+            f"Step {s.index}: thought: {clip(s.think or '', 300)} | action: {s.action}"
             for s in trajectory.steps[max(0, position - 8):position]
         ) or "(none: this is the first step)"
         prompt = render_prompt(
             "prune_action_nodes.md", goal=trajectory.goal, history=history, step=step.index,
-            thought=_clip(step.think or "(none)", 1500), action=step.action or "(none)",
+            thought=clip(step.think or "(none)", 1500), action=step.action or "(none)",
             action_types=", ".join(ACTION_TYPES),
         )
         return await self._ask(prompt, "action_node", ACTION_SCHEMA, ActionNodeAnswer,
@@ -283,7 +283,7 @@ class GraphExtractor:
             "prune_info_nodes.md", goal=trajectory.goal, workspace=space.render(),
             producer=producer_text, page=self._page(step), next_id=nxt.id,
             next_type=nxt.model_extra["type"], next_goal=nxt.model_extra["goal"],
-            next_thought=_clip(step.think or "(none)", 1000), next_action=step.action or "(none)",
+            next_thought=clip(step.think or "(none)", 1000), next_action=step.action or "(none)",
             max_units=self.config.max_units,
         )
         answer = await self._ask(prompt, "information",
@@ -407,11 +407,6 @@ def clip_tokens(text: str, limit: int) -> str:
     tokens = encoding.encode_ordinary(text)
     kept = encoding.decode(tokens[:limit])
     return f"{kept}\n[… {len(tokens) - limit} more tokens of the page not shown]"
-
-
-def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _describe(exc: Exception) -> str:

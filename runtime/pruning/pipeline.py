@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,14 +118,8 @@ async def prune_trajectories(
 
         results = await asyncio.gather(*(bounded(t) for t in trajectories))
         outcomes = list(zip(results, trajectories, strict=True))
-        stats.extractor_calls = extractor.usage.calls
-        stats.extractor_retries = extractor.usage.retries
-        stats.extractor_text_matches = extractor.usage.text_matches
-        stats.extractor_intent_matches = extractor.usage.intent_matches
-        stats.extractor_traced_back = extractor.usage.traced_back
-        stats.extractor_prompt_copies = extractor.usage.prompt_copies
-        stats.extractor_prompt_tokens = extractor.usage.prompt_tokens
-        stats.extractor_completion_tokens = extractor.usage.completion_tokens
+        for name, value in dataclasses.asdict(extractor.usage).items():
+            setattr(stats, f"extractor_{name}", value)  # every counter has its stats field
         stats.rewriter_calls = rewriter.usage.calls
         stats.rewrites = rewriter.usage.rewrites
         stats.rewrites_by_perplexity = rewriter.usage.by_perplexity

@@ -169,7 +169,7 @@ class PageHistory:
         lines = self.supporting_lines(text, position)
         if not lines:
             return position
-        about_focus = "focused" in content_words(text) or "focus" in content_words(text)
+        about_focus = not {"focus", "focused"}.isdisjoint(content_words(text))
         if not about_focus:
             lines = [_FOCUSED.sub("", line) for line in lines]
         earlier = self._line_sets if about_focus else self._unfocused
@@ -223,10 +223,11 @@ class Workspace:
         if start != end and end != self.source:
             self.edges[(start, end)] = None
 
-    def render(self, clip: int = 200) -> str:
-        return "\n".join(f"{node_id}: {_clip(text, clip)}" for node_id, text in self.info.items())
+    def render(self, limit: int = 200) -> str:
+        return "\n".join(f"{node_id}: {clip(text, limit)}" for node_id, text in self.info.items())
 
 
-def _clip(text: str, limit: int) -> str:
+def clip(text: str, limit: int) -> str:
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
