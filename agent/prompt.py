@@ -22,6 +22,9 @@ class PageView(BaseModel):
     focused_bid: str = ""
     text: str
     last_action_error: str | None = None
+    page_key: str = Field(
+        default="", description="Digest of the whole page (``policy.page_key``), not shown."
+    )
 
 
 class StepMemory(BaseModel):
@@ -30,6 +33,7 @@ class StepMemory(BaseModel):
     think: str | None = None
     action: str | None = None
     error: str | None = None
+    page_key: str = Field(default="", description="The page the action was taken on.")
 
 
 def render_history(history: list[StepMemory], max_steps: int = 20) -> str:
@@ -119,6 +123,10 @@ def system_prompt(action_names: tuple[str, ...] = ()) -> str:
     return render_prompt(
         "action_system.md", action_space=describe_action_space(list(action_names) or None)
     )
+
+
+def futile_repeat_message(action: str) -> dict[str, str]:
+    return {"role": "user", "content": render_prompt("futile_repeat.md", action=action)}
 
 
 def retry_message(error: str) -> dict[str, str]:

@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_flags(run)
     run.add_argument("--filter", choices=FILTER_NAMES, help="observation filter (default none)")
     run.add_argument("--max-obs-tokens", type=int, help="token budget of the truncate filter")
-    run.add_argument("--parse-retries", type=int, help="re-asks after a malformed answer")
+    _add_agent_flags(run)
     run.add_argument("--episode-timeout", type=float, metavar="S",
                      help="wall-clock limit per episode, in seconds")
     run.add_argument("--no-screenshots", action="store_true", help="do not save screenshots")
@@ -128,6 +128,13 @@ def _add_model_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ctx-size", type=int, help="context size of the local model server")
 
 
+def _add_agent_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--parse-retries", type=int, help="re-asks after a malformed answer")
+    parser.add_argument("--repeat-escapes", type=int, metavar="N",
+                        help="re-asks, sampled at temperature 0.7, when the answer repeats an "
+                        "action that changed nothing on the page (default 2; 0 turns off)")
+
+
 def settings_from_args(args: argparse.Namespace) -> LinewiseSettings:
     """Environment first, flags on top, then the documented fall-backs.
 
@@ -137,7 +144,7 @@ def settings_from_args(args: argparse.Namespace) -> LinewiseSettings:
         name: getattr(args, name, None)
         for name in ("base_url", "model", "api_key", "retriever_base_url", "retriever_model",
                      "gguf", "ctx_size", "filter", "max_obs_tokens", "headed", "chromium",
-                     "no_screenshots", "parse_retries", "episode_timeout")
+                     "no_screenshots", "parse_retries", "repeat_escapes", "episode_timeout")
     })
     if not isinstance(args.filter, str):
         args.filter = None  # filter-eval takes several
@@ -173,6 +180,8 @@ def settings_from_args(args: argparse.Namespace) -> LinewiseSettings:
         update["screenshots"] = False
     if args.parse_retries is not None:
         update["parse_retries"] = args.parse_retries
+    if args.repeat_escapes is not None:
+        update["repeat_escapes"] = args.repeat_escapes
     if args.episode_timeout is not None:
         update["episode_timeout_s"] = args.episode_timeout
     try:

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import structlog
 from playwright.async_api import Error as PlaywrightError
@@ -18,13 +19,14 @@ from ..agent.action_parser import parse_action
 from ..agent.actions import ActionContext
 from ..agent.filters.base import FilterInput, FilterResult, ObservationFilter
 from ..agent.filters.truncate import NoFilter
-from ..agent.policy import ActionAgent, ChatModel, Decision
+from ..agent.policy import ActionAgent, ChatModel, Decision, page_key
 from ..agent.prompt import PageView
 from .browser import Browser, BrowserSession
 from .errors import ActionParseError, BrowserError, LinewiseError, LLMError
 from .executor import SettleConfig, execute_action
 from .miniwob import MiniWoBServer, read_miniwob_status, start_miniwob_episode
 from .observation import Observation, observe
+from .settings import LinewiseSettings
 from .tasks import MiniWoBTask, Task, WebTask
 from .trace import (
     EpisodeSummary,
@@ -44,11 +46,32 @@ class EpisodeConfig:
     """Per-episode knobs that are not part of the task."""
 
     parse_retries: int = 2
+    repeat_escapes: int = 2
+    escape_temperature: float = 0.7
     screenshots: bool = True
     timeout_s: float | None = None
     settle: SettleConfig | None = None
     retriever_model: str = ""
     make_filter: Callable[[], ObservationFilter] = NoFilter
+
+    @classmethod
+    def from_settings(cls, settings: LinewiseSettings, **fields: Any) -> EpisodeConfig:
+        """The agent's knobs from the settings; ``fields`` set the rest."""
+        return cls(
+            parse_retries=settings.parse_retries,
+            repeat_escapes=settings.repeat_escapes,
+            escape_temperature=settings.escape_temperature,
+            screenshots=settings.screenshots,
+            **fields,
+        )
+
+    def make_agent(self, model: ChatModel) -> ActionAgent:
+        return ActionAgent(
+            model,
+            parse_retries=self.parse_retries,
+            repeat_escapes=self.repeat_escapes,
+            escape_temperature=self.escape_temperature,
+        )
 
 
 @dataclass
@@ -68,7 +91,7 @@ class _Episode:
         self.env = env
         self.config = config
         self.writer = EpisodeTraceWriter(directory)
-        self.agent = ActionAgent(env.action_model, parse_retries=config.parse_retries)
+        self.agent = config.make_agent(env.action_model)
         self.filter = config.make_filter()
         self.summary = EpisodeSummary(
             episode_id=uuid.uuid4().hex[:12],
@@ -253,6 +276,7 @@ class _Episode:
             action=str(decision.action) if decision.action else None,
             action_raw=decision.action_text,
             parse_error=decision.error if decision.action is None else None,
+            repeat_escape=decision.repeat_escape,
             action_error=action_error,
             screenshot=screenshot,
             timings=StepTimings(total_ms=(time.perf_counter() - started) * 1000),
@@ -313,6 +337,7 @@ def _page_view(obs: Observation, last_error: str | None, text: str) -> PageView:
         focused_bid=obs.focused_bid,
         text=text,
         last_action_error=last_error,
+        page_key=page_key(obs.url, obs.lines),
     )
 
 

@@ -215,9 +215,8 @@ async def run_tasks(
     summaries: list[EpisodeSummary] = []
     async with open_run_resources(settings, tasks, browser_config) as resources:
         env = EpisodeEnv(resources.browser, resources.action_client, resources.miniwob)
-        config = EpisodeConfig(
-            parse_retries=settings.parse_retries,
-            screenshots=settings.screenshots,
+        config = EpisodeConfig.from_settings(
+            settings,
             timeout_s=settings.episode_timeout_s,
             retriever_model=resources.retriever_client.model,
         )

@@ -101,6 +101,12 @@ class LinewiseSettings(BaseSettings):
     headless: bool = True
     screenshots: bool = True
     parse_retries: int = Field(default=2, ge=0, description="Re-asks after a malformed answer.")
+    repeat_escapes: int = Field(
+        default=2,
+        ge=0,
+        description="Re-asks when the answer repeats an action that changed nothing (0: off).",
+    )
+    escape_temperature: float = Field(default=0.7, ge=0, description="Sampling of those re-asks.")
     episode_timeout_s: float | None = Field(default=None, gt=0)
     log_json: bool | None = None
 

@@ -110,6 +110,11 @@ class StepRecord(BaseModel):
         default=None, description="The action text as the model wrote it."
     )
     parse_error: str | None = None
+    repeat_escape: Literal["escaped", "kept"] | None = Field(
+        default=None,
+        description="The first answer repeated an action that had changed nothing; "
+        "'escaped': a re-ask chose another action, 'kept': every re-ask repeated it.",
+    )
     action_error: str | None = None
     reward: float = 0.0
     done: bool = False

@@ -96,6 +96,42 @@ async def test_scripted_model_solves_two_miniwob_tasks(
         assert len(llm.requests) == 3
 
 
+def looping_typist(messages: list[dict[str, Any]]) -> str:
+    """Fills the field again and again, as small models do, until told that it is futile."""
+    prompt = messages[1]["content"]
+    value = re.search(r'Enter "(.+)" into', _section(prompt, "Goal")).group(1)  # type: ignore[union-attr]
+    tree = _section(prompt, "Current page")
+    if "nothing on the page\nchanged" in messages[-1]["content"]:
+        return f"<think>Submit.</think><action>click('{_bid(tree, 'button .Submit')}')</action>"
+    return f"<think>Type it.</think><action>fill('{_bid(tree, 'textbox')}', '{value}')</action>"
+
+
+async def test_a_loop_on_an_unchanged_page_is_broken(
+    browser: Browser, miniwob_server: MiniWoBServer, tmp_path: Path
+) -> None:
+    task = MiniWoBTask(miniwob="enter-text", seed=2, max_steps=4)
+    outcomes = {}
+    with ScriptedChatServer(looping_typist) as llm:
+        env = EpisodeEnv(browser, _client(llm), miniwob_server)
+        for escapes in (2, 0):
+            out = tmp_path / f"escapes{escapes}"
+            summary = await run_episode(task, env, out, EpisodeConfig(repeat_escapes=escapes))
+            outcomes[escapes] = (summary, read_steps(out / task.id))
+        temperatures = [request["temperature"] for request in llm.requests]
+    summary, steps = outcomes[2]
+    # the second fill still changed the page (the field gained focus and value); the
+    # third would not have, so the model was told and chose to submit
+    assert summary.success is True and summary.n_steps == 3
+    assert [s.repeat_escape for s in steps] == [None, None, "escaped"]
+    assert [len(s.llm_calls) for s in steps] == [1, 1, 2]
+    assert steps[2].action and steps[2].action.startswith("click(")
+    assert steps[1].axtree == steps[2].axtree
+    summary, steps = outcomes[0]
+    assert summary.success is False and summary.termination == "max_steps"
+    assert [s.action for s in steps] == [steps[0].action] * 4
+    assert temperatures == [0.0, 0.0, 0.0, 0.7] + [0.0] * 4
+
+
 async def test_malformed_answers_are_retried_then_fed_back(
     browser: Browser, pages: StaticServer, tmp_path: Path
 ) -> None:

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import structlog
 
 from ...agent.filters.base import FilterInput
-from ...agent.policy import ActionAgent, Decision
+from ...agent.policy import Decision, page_key
 from ...agent.prompt import PageView
 from ..browsergym_env import make_env, stop_thread_playwright
 from ..episode import EpisodeConfig, EpisodeEnv
@@ -98,7 +98,7 @@ class _ThreadEpisode:
         self.stop = stop
         self.task_kwargs = task_kwargs
         self.writer = EpisodeTraceWriter(folder)
-        self.agent = ActionAgent(env.action_model, parse_retries=config.parse_retries)
+        self.agent = config.make_agent(env.action_model)
         self.filter = config.make_filter()
         self.summary = EpisodeSummary(
             episode_id=uuid.uuid4().hex[:12], task_id=task.id,
@@ -167,7 +167,8 @@ class _ThreadEpisode:
             )))
             view = PageView(url=obs.get("url", ""), text=filtered.text,
                             focused_bid=obs.get("focused_element_bid") or "",
-                            last_action_error=last_error)
+                            last_action_error=last_error,
+                            page_key=page_key(obs.get("url", ""), lines))
             observed = time.perf_counter()
             decision: Decision = self._await(self.agent.decide(goal, view))
             decided = time.perf_counter()
@@ -186,6 +187,7 @@ class _ThreadEpisode:
                 action=str(decision.action) if decision.action else None,
                 action_raw=decision.action_text,
                 parse_error=decision.error if decision.action is None else None,
+                repeat_escape=decision.repeat_escape,
                 action_error=action_error, reward=float(reward),
                 done=bool(terminated or truncated),
                 timings=StepTimings(

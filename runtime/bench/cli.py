@@ -24,7 +24,7 @@ DEFAULT_EPISODE_TIMEOUT_S = 600.0
 
 def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``bench`` and ``report`` to the ``linewise`` parser."""
-    from ..cli import _add_browser_flags, _add_model_flags
+    from ..cli import _add_agent_flags, _add_browser_flags, _add_model_flags
 
     bench = sub.add_parser(
         "bench", help="run task lists × seeds × filters headless, resumably, with a report"
@@ -56,7 +56,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     _add_browser_flags(bench)
     _add_model_flags(bench)
     bench.add_argument("--max-obs-tokens", type=int, help="token budget of the truncate filter")
-    bench.add_argument("--parse-retries", type=int, help="re-asks after a malformed answer")
+    _add_agent_flags(bench)
     bench.add_argument("--no-cost-gate", action="store_true",
                        help="always run the retriever (the cost gate skips it on trees too "
                        "small to pay for it, e.g. most MiniWoB++ pages)")

@@ -87,9 +87,8 @@ class EpisodeRunner:
         return self.resources.action_client.model
 
     def episode_config(self, spec: EpisodeSpec) -> EpisodeConfig:
-        return EpisodeConfig(
-            parse_retries=self.settings.parse_retries,
-            screenshots=self.settings.screenshots,
+        return EpisodeConfig.from_settings(
+            self.settings,
             timeout_s=self.options.episode_timeout_s,
             retriever_model=self.resources.retriever_client.model,
             make_filter=self.factories[spec.filter],

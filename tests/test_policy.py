@@ -1,0 +1,84 @@
+"""The action policy against a scripted model behind real HTTP: re-asks and futile repeats."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from linewise.agent.policy import ActionAgent, page_key
+from linewise.agent.prompt import PageView
+from linewise.runtime.llm import ChatClient
+from linewise.runtime.settings import EndpointSettings
+
+from .support.openai_server import ScriptedChatServer
+
+FILL = "<think>Type the name.</think><action>fill('16', 'Alice')</action>"
+SUBMIT = "<think>The name is in; submit.</think><action>click('17')</action>"
+PAGE = ["RootWebArea 'Form'", "\t[16] textbox '' value='Alice', focused", "\t[17] button 'Submit'"]
+
+
+def _told_futile(messages: list[dict[str, Any]]) -> bool:
+    return "nothing on the page\nchanged" in messages[-1]["content"]
+
+
+def stubborn(messages: list[dict[str, Any]]) -> str:
+    """Fills again and again; only the futile-repeat note makes it submit."""
+    return SUBMIT if _told_futile(messages) else FILL
+
+
+def _view(lines: list[str]) -> PageView:
+    return PageView(url="http://form/", text="\n".join(lines),
+                    page_key=page_key("http://form/", lines))
+
+
+async def _agent_after_one_fill(server: ScriptedChatServer, **knobs: Any) -> ActionAgent:
+    agent = ActionAgent(ChatClient(EndpointSettings(base_url=server.base_url,
+                                                    model=server.model)), **knobs)
+    first = await agent.decide("Enter Alice and submit.", _view(PAGE))
+    assert str(first.action) == "fill('16', 'Alice')" and first.repeat_escape is None
+    agent.remember(first, None)
+    return agent
+
+
+async def test_a_repeat_on_an_unchanged_page_is_asked_again_at_temperature() -> None:
+    with ScriptedChatServer(stubborn) as llm:
+        agent = await _agent_after_one_fill(llm, escape_temperature=0.9)
+        decision = await agent.decide("Enter Alice and submit.", _view(PAGE))
+    assert str(decision.action) == "click('17')" and decision.repeat_escape == "escaped"
+    assert decision.think == "The name is in; submit."
+    assert [call.attempt for call in decision.calls] == [0, 1]
+    assert [r["temperature"] for r in llm.requests] == [0.0, 0.0, 0.9]
+    escape = llm.requests[-1]["messages"]
+    assert escape[-2] == {"role": "assistant", "content": FILL}
+    assert "You answered fill('16', 'Alice') again" in escape[-1]["content"]
+
+
+async def test_a_repeat_on_a_changed_page_runs_as_answered() -> None:
+    changed = [*PAGE[:1], "\tStaticText 'Saved'", *PAGE[1:]]
+    with ScriptedChatServer(stubborn) as llm:
+        agent = await _agent_after_one_fill(llm)
+        decision = await agent.decide("Enter Alice and submit.", _view(changed))
+    assert str(decision.action) == "fill('16', 'Alice')" and decision.repeat_escape is None
+    assert len(llm.requests) == 2
+
+
+async def test_a_repeat_after_an_error_or_with_escapes_off_runs_as_answered() -> None:
+    with ScriptedChatServer(stubborn) as llm:
+        agent = await _agent_after_one_fill(llm)
+        agent.history[-1].error = "TimeoutError: element not visible"
+        failed_before = await agent.decide("Enter Alice and submit.", _view(PAGE))
+        off = await _agent_after_one_fill(llm, repeat_escapes=0)
+        escapes_off = await off.decide("Enter Alice and submit.", _view(PAGE))
+    for decision in (failed_before, escapes_off):
+        assert str(decision.action) == "fill('16', 'Alice')"
+        assert decision.repeat_escape is None and len(decision.calls) == 1
+    assert len(llm.requests) == 4
+
+
+async def test_a_repeat_every_re_ask_insists_on_is_kept() -> None:
+    answers = iter([FILL, FILL, "<action>click(</action>", FILL])
+    with ScriptedChatServer(lambda _messages: next(answers)) as llm:
+        agent = await _agent_after_one_fill(llm, repeat_escapes=2)
+        decision = await agent.decide("Enter Alice and submit.", _view(PAGE))
+    assert str(decision.action) == "fill('16', 'Alice')" and decision.repeat_escape == "kept"
+    assert decision.error is None and len(decision.calls) == 3
+    assert len(llm.requests) == 4
