@@ -183,6 +183,8 @@ class EpisodeSummary(BaseModel):
     obs_tokens_full: int = Field(default=0, description="Sum over steps of full-tree tokens.")
     obs_tokens_shown: int = Field(default=0, description="Sum over steps of tokens shown.")
     filter_misses: int = 0
+    repeats_escaped: int = Field(default=0, description="Steps with repeat_escape 'escaped'.")
+    repeats_kept: int = Field(default=0, description="Steps with repeat_escape 'kept'.")
     time: TimeTotals = Field(default_factory=TimeTotals)
     error: str | None = None
     traceback: str | None = None
@@ -199,6 +201,8 @@ class EpisodeSummary(BaseModel):
         self.obs_tokens_full += record.obs_tokens_full
         self.obs_tokens_shown += record.obs_tokens_shown
         self.filter_misses += len(record.filter_result.misses)
+        self.repeats_escaped += record.repeat_escape == "escaped"
+        self.repeats_kept += record.repeat_escape == "kept"
         self.time.filter_s += record.filter_result.latency_ms / 1000
 
     def mark_failed(self, termination: Termination, message: str, trace: str | None) -> None:

@@ -122,6 +122,7 @@ async def test_a_loop_on_an_unchanged_page_is_broken(
     # the second fill still changed the page (the field gained focus and value); the
     # third would not have, so the model was told and chose to submit
     assert summary.success is True and summary.n_steps == 3
+    assert (summary.repeats_escaped, summary.repeats_kept) == (1, 0)
     assert [s.repeat_escape for s in steps] == [None, None, "escaped"]
     assert [len(s.llm_calls) for s in steps] == [1, 1, 2]
     assert steps[2].action and steps[2].action.startswith("click(")

@@ -39,7 +39,8 @@ def _bench(tmp_path: Path) -> Path:
                 action_completion_tokens=100, step_obs_tokens=[(3000, 3000)] * 4,
                 reduction=0.0, wall_s=4.0),
         _result("miniwob.a", "none", False, 3, action_prompt_tokens=2000,
-                step_obs_tokens=[(500, 500)] * 3, reduction=0.0, wall_s=3.0),
+                step_obs_tokens=[(500, 500)] * 3, reduction=0.0, wall_s=3.0,
+                repeats_escaped=2, repeats_kept=1),
         _result("miniwob.b", "none", False, 10, termination="timeout", error="timed out",
                 error_kind="timeout", wall_s=30.0),
         _result("miniwob.a", "lines+structure", True, 2, action_prompt_tokens=400,
@@ -47,6 +48,7 @@ def _bench(tmp_path: Path) -> Path:
                 retriever_completion_tokens=60, step_obs_tokens=[(500, 200), (600, 150)],
                 reduction=0.675, wall_s=3.0),
         _result("miniwob.b", "lines+structure", True, 2, action_prompt_tokens=800,
+                repeats_escaped=1,
                 retriever_prompt_tokens=6000, retriever_completion_tokens=80,
                 step_obs_tokens=[(3000, 900), (9000, 1800)], reduction=0.75, wall_s=5.0),
         _result("miniwob.a", "lines+structure", False, 5, error="LLMError: 500",
@@ -82,6 +84,8 @@ def test_report_numbers(tmp_path: Path) -> None:
     assert none.steps == pytest.approx(4.75) and none.max_rounds == 10
     assert none.f_ae == pytest.approx(2 * 0.5 * 0.525 / 1.025)
     assert none.errors == {"timeout": 1}
+    assert (none.repeats_escaped, none.repeats_kept) == (2, 1)
+    assert (lines.repeats_escaped, lines.repeats_kept) == (1, 0)
     assert none.action_tokens_per_episode == pytest.approx((1100 + 3100 + 2000) / 4)
     assert none.action_tokens_per_step == pytest.approx(6200 / 19)
     assert none.reduction == 0.0
@@ -104,6 +108,7 @@ def test_report_numbers(tmp_path: Path) -> None:
     markdown = (bench / "report.md").read_text()
     assert "| gpt-x | none | 4 | 50.0 ± 25.0 | 0.512 | 4.8 | 0.0 |" in markdown
     assert "timeout 1" in markdown and "model 1" in markdown
+    assert "| 2 / 1 | timeout 1 |" in markdown
     assert "| miniwob.b | lines+structure | gpt-x | 1 | 100.0 | 2.0 |" in markdown
     # a fixed Max_Rounds (the paper's 100) changes F-AE only
     fixed, _ = write_report(bench, Prices(), 100)

@@ -74,6 +74,8 @@ class GroupMetrics(BaseModel):
     cost_total: float
     wall_s: float
     errors: dict[str, int]
+    repeats_escaped: int = Field(default=0, description="Loops left after a re-ask.")
+    repeats_kept: int = Field(default=0, description="Loops every re-ask repeated.")
     max_rounds: float
     f_ae: float | None
 
@@ -109,6 +111,8 @@ def summarize(results: list[EpisodeResult], label: dict[str, str], prices: Price
         cost_total=sum(costs),
         wall_s=statistics.fmean(r.wall_s for r in results) if results else 0.0,
         errors={kind: errors[kind] for kind in ERROR_KINDS if errors[kind]},
+        repeats_escaped=sum(r.repeats_escaped for r in results),
+        repeats_kept=sum(r.repeats_kept for r in results),
         max_rounds=rounds_cap,
         f_ae=None if rate is None else f_ae(rate, steps, rounds_cap),
     )

@@ -104,14 +104,15 @@ def group_columns(g: GroupMetrics) -> list[str]:
         f"{g.steps:.1f}", pct(g.reduction),
         tokens(g.action_tokens_per_step), tokens(g.retriever_tokens_per_step),
         tokens(g.action_tokens_per_episode), tokens(g.retriever_tokens_per_episode),
-        f"${g.cost_per_episode:.4f}", f"{g.wall_s:.1f}", errors_text(g),
+        f"${g.cost_per_episode:.4f}", f"{g.wall_s:.1f}",
+        f"{g.repeats_escaped} / {g.repeats_kept}", errors_text(g),
     ]
 
 
 GROUP_HEADER = [
     "episodes", "success % ± SE", "F-AE", "steps", "reduction %",
     "action tok/step", "retriever tok/step", "action tok/episode", "retriever tok/episode",
-    "cost/episode", "wall s/episode", "errors",
+    "cost/episode", "wall s/episode", "loops escaped / kept", "errors",
 ]
 TASK_HEADER = ["task", "filter", "agent", "episodes", "success % ± SE", "steps",
                "reduction %", "tokens/episode", "errors"]
@@ -145,6 +146,8 @@ def preamble(report: Report) -> list[str]:
         f"Cost at ${p.action_input:g}/${p.action_output:g} per 1M action input/output "
         f"tokens and ${p.retriever_input:g}/${p.retriever_output:g} per 1M retriever "
         "input/output tokens.",
+        "Loops: answers that repeated an action which had changed nothing on the page; "
+        "escaped when a re-ask chose another action, kept when every re-ask repeated it.",
     ]
 
 

@@ -56,6 +56,8 @@ class EpisodeResult(BaseModel):
     retriever_prompt_tokens: int = 0
     retriever_completion_tokens: int = 0
     llm_calls: int = 0
+    repeats_escaped: int = Field(default=0, description="Futile repeats a re-ask replaced.")
+    repeats_kept: int = Field(default=0, description="Futile repeats every re-ask kept.")
     obs_tokens_full: int = 0
     obs_tokens_shown: int = 0
     reduction: float | None = Field(
@@ -135,6 +137,8 @@ def result_from_summary(
         retriever_prompt_tokens=summary.tokens.retriever_prompt,
         retriever_completion_tokens=summary.tokens.retriever_completion,
         llm_calls=summary.tokens.llm_calls,
+        repeats_escaped=summary.repeats_escaped,
+        repeats_kept=summary.repeats_kept,
         obs_tokens_full=summary.obs_tokens_full,
         obs_tokens_shown=summary.obs_tokens_shown,
         reduction=sum(reductions) / len(reductions) if reductions else None,
