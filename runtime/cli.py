@@ -131,8 +131,8 @@ def _add_model_flags(parser: argparse.ArgumentParser) -> None:
 def _add_agent_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parse-retries", type=int, help="re-asks after a malformed answer")
     parser.add_argument("--repeat-escapes", type=int, metavar="N",
-                        help="re-asks, sampled at temperature 0.7, when the answer repeats an "
-                        "action that changed nothing on the page (default 2; 0 turns off)")
+                        help="re-asks when the answer repeats an action that changed nothing "
+                        "on the page (default 2; 0 turns off)")
 
 
 def settings_from_args(args: argparse.Namespace) -> LinewiseSettings:

@@ -47,7 +47,7 @@ class EpisodeConfig:
 
     parse_retries: int = 2
     repeat_escapes: int = 2
-    escape_temperature: float = 0.7
+    reask_temperature: float = 0.7
     screenshots: bool = True
     timeout_s: float | None = None
     settle: SettleConfig | None = None
@@ -60,7 +60,7 @@ class EpisodeConfig:
         return cls(
             parse_retries=settings.parse_retries,
             repeat_escapes=settings.repeat_escapes,
-            escape_temperature=settings.escape_temperature,
+            reask_temperature=settings.reask_temperature,
             screenshots=settings.screenshots,
             **fields,
         )
@@ -70,7 +70,7 @@ class EpisodeConfig:
             model,
             parse_retries=self.parse_retries,
             repeat_escapes=self.repeat_escapes,
-            escape_temperature=self.escape_temperature,
+            reask_temperature=self.reask_temperature,
         )
 
 

@@ -106,7 +106,9 @@ class LinewiseSettings(BaseSettings):
         ge=0,
         description="Re-asks when the answer repeats an action that changed nothing (0: off).",
     )
-    escape_temperature: float = Field(default=0.7, ge=0, description="Sampling of those re-asks.")
+    reask_temperature: float = Field(
+        default=0.7, ge=0, description="Sampling of every re-ask (parse retries, repeats)."
+    )
     episode_timeout_s: float | None = Field(default=None, gt=0)
     log_json: bool | None = None
 

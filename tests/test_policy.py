@@ -41,7 +41,7 @@ async def _agent_after_one_fill(server: ScriptedChatServer, **knobs: Any) -> Act
 
 async def test_a_repeat_on_an_unchanged_page_is_asked_again_at_temperature() -> None:
     with ScriptedChatServer(stubborn) as llm:
-        agent = await _agent_after_one_fill(llm, escape_temperature=0.9)
+        agent = await _agent_after_one_fill(llm, reask_temperature=0.9)
         decision = await agent.decide("Enter Alice and submit.", _view(PAGE))
     assert str(decision.action) == "click('17')" and decision.repeat_escape == "escaped"
     assert decision.think == "The name is in; submit."
@@ -82,3 +82,14 @@ async def test_a_repeat_every_re_ask_insists_on_is_kept() -> None:
     assert str(decision.action) == "fill('16', 'Alice')" and decision.repeat_escape == "kept"
     assert decision.error is None and len(decision.calls) == 3
     assert len(llm.requests) == 4
+
+
+async def test_a_malformed_answer_is_asked_again_at_the_reask_temperature() -> None:
+    answers = iter(["<action>click('16'); click('17')</action>", SUBMIT])
+    with ScriptedChatServer(lambda _messages: next(answers)) as llm:
+        agent = ActionAgent(ChatClient(EndpointSettings(base_url=llm.base_url,
+                                                        model=llm.model)), reask_temperature=0.8)
+        decision = await agent.decide("Submit the form.", _view(PAGE))
+    assert str(decision.action) == "click('17')" and len(decision.calls) == 2
+    assert [r["temperature"] for r in llm.requests] == [0.0, 0.8]
+    assert "found 2 statements" in llm.requests[1]["messages"][-1]["content"]
