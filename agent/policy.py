@@ -82,9 +82,8 @@ class ActionAgent:
     left the page exactly as it was (same URL, same AXTree: ``PageView.page_key``). Small
     models at temperature 0 fall into such loops and answer the same thing until the step
     limit. The model is then told so and asked again, up to ``repeat_escapes`` times;
-    the first different valid action is taken. If
-    every re-ask repeats the action, it runs as first answered: some repeats are right
-    (a button that only reacts after a delay).
+    the first different valid action is taken. If every re-ask repeats the action, it
+    runs as first answered: some repeats are right (a button that only reacts late).
     """
 
     def __init__(
