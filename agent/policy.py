@@ -79,11 +79,12 @@ class ActionAgent:
     111 of the 112 bench steps whose retries all failed).
 
     A *futile repeat* is an answer that repeats the previous action although that action
-    left the page exactly as it was (same URL, same AXTree: ``PageView.page_key``). Small
-    models at temperature 0 fall into such loops and answer the same thing until the step
-    limit. The model is then told so and asked again, up to ``repeat_escapes`` times;
-    the first different valid action is taken. If every re-ask repeats the action, it
-    runs as first answered: some repeats are right (a button that only reacts late).
+    left the page exactly as it was (same URL, same AXTree: ``PageView.page_key``), whether
+    it ran or failed. Small models at temperature 0 fall into such loops and answer the
+    same thing until the step limit. The model is then told so and asked again, up to
+    ``repeat_escapes`` times; the first different valid action is taken. If every re-ask
+    repeats the action, it runs as first answered: some repeats are right (a button that
+    only reacts late, an element that was not visible yet).
     """
 
     def __init__(
@@ -117,11 +118,7 @@ class ActionAgent:
         if not self.repeat_escapes or not self.history or not decision.page_key:
             return False
         last = self.history[-1]
-        return (
-            last.action == str(decision.action)
-            and last.error is None
-            and last.page_key == decision.page_key
-        )
+        return last.action == str(decision.action) and last.page_key == decision.page_key
 
     async def _escape_repeat(self, decision: Decision, messages: list[dict[str, str]]) -> None:
         repeated = str(decision.action)
@@ -129,7 +126,7 @@ class ActionAgent:
         messages = [
             *messages,
             {"role": "assistant", "content": decision.calls[-1].response or ""},
-            futile_repeat_message(repeated),
+            futile_repeat_message(repeated, self.history[-1].error),
         ]
         decision.repeat_escape = "kept"
         for attempt in range(self.repeat_escapes):

@@ -125,8 +125,15 @@ def system_prompt(action_names: tuple[str, ...] = ()) -> str:
     )
 
 
-def futile_repeat_message(action: str) -> dict[str, str]:
-    return {"role": "user", "content": render_prompt("futile_repeat.md", action=action)}
+def futile_repeat_message(action: str, error: str | None) -> dict[str, str]:
+    """Tells the model that ``action``, answered again, changed nothing (or failed) last time."""
+    outcome = "nothing on the page changed"
+    if error:
+        outcome = f"it failed ({error.strip().splitlines()[0]}) and {outcome}"
+    return {
+        "role": "user",
+        "content": render_prompt("futile_repeat.md", action=action, outcome=outcome),
+    }
 
 
 def retry_message(error: str) -> dict[str, str]:

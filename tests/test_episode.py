@@ -101,7 +101,7 @@ def looping_typist(messages: list[dict[str, Any]]) -> str:
     prompt = messages[1]["content"]
     value = re.search(r'Enter "(.+)" into', _section(prompt, "Goal")).group(1)  # type: ignore[union-attr]
     tree = _section(prompt, "Current page")
-    if "nothing on the page\nchanged" in messages[-1]["content"]:
+    if "nothing on the page changed" in messages[-1]["content"]:
         return f"<think>Submit.</think><action>click('{_bid(tree, 'button .Submit')}')</action>"
     return f"<think>Type it.</think><action>fill('{_bid(tree, 'textbox')}', '{value}')</action>"
 

@@ -17,7 +17,7 @@ PAGE = ["RootWebArea 'Form'", "\t[16] textbox '' value='Alice', focused", "\t[17
 
 
 def _told_futile(messages: list[dict[str, Any]]) -> bool:
-    return "nothing on the page\nchanged" in messages[-1]["content"]
+    return "nothing on the page changed" in messages[-1]["content"]
 
 
 def stubborn(messages: list[dict[str, Any]]) -> str:
@@ -61,17 +61,24 @@ async def test_a_repeat_on_a_changed_page_runs_as_answered() -> None:
     assert len(llm.requests) == 2
 
 
-async def test_a_repeat_after_an_error_or_with_escapes_off_runs_as_answered() -> None:
+async def test_a_repeat_of_a_failed_action_on_the_same_page_is_asked_again() -> None:
     with ScriptedChatServer(stubborn) as llm:
         agent = await _agent_after_one_fill(llm)
-        agent.history[-1].error = "TimeoutError: element not visible"
-        failed_before = await agent.decide("Enter Alice and submit.", _view(PAGE))
+        agent.history[-1].error = "TimeoutError: element not visible\nCall log: ..."
+        decision = await agent.decide("Enter Alice and submit.", _view(PAGE))
+    assert str(decision.action) == "click('17')" and decision.repeat_escape == "escaped"
+    told = llm.requests[-1]["messages"][-1]["content"]
+    assert "it failed (TimeoutError: element not visible) and nothing on the page changed" \
+        in told and "Call log" not in told
+
+
+async def test_with_escapes_off_a_repeat_runs_as_answered() -> None:
+    with ScriptedChatServer(stubborn) as llm:
         off = await _agent_after_one_fill(llm, repeat_escapes=0)
-        escapes_off = await off.decide("Enter Alice and submit.", _view(PAGE))
-    for decision in (failed_before, escapes_off):
-        assert str(decision.action) == "fill('16', 'Alice')"
-        assert decision.repeat_escape is None and len(decision.calls) == 1
-    assert len(llm.requests) == 4
+        decision = await off.decide("Enter Alice and submit.", _view(PAGE))
+    assert str(decision.action) == "fill('16', 'Alice')"
+    assert decision.repeat_escape is None and len(decision.calls) == 1
+    assert len(llm.requests) == 2
 
 
 async def test_a_repeat_every_re_ask_insists_on_is_kept() -> None:
