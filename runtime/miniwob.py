@@ -223,10 +223,16 @@ class MiniWoBServer:
 
     Args:
         host: interface to bind; keep the default so the pages are only reachable locally.
-        port: TCP port; 0 picks a free one.
+        port: TCP port; 0 picks a free one. By default ``PREFERRED_PORT`` if it is free,
+            else a free one: the URL is part of every prompt (page URL, tabs, the tree's
+            root), and a port that changes from run to run changes what a model answers
+            even at temperature 0, so two runs of one bench could not be compared step by
+            step.
     """
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    PREFERRED_PORT = 8765
+
+    def __init__(self, host: str = "127.0.0.1", port: int | None = None) -> None:
         self._host = host
         self._port = port
         self._httpd: _QuietServer | None = None
@@ -266,12 +272,17 @@ class MiniWoBServer:
             return
         root = miniwob_html_dir()
         handler = functools.partial(_QuietHandler, directory=str(root))
+        port = self.PREFERRED_PORT if self._port is None else self._port
         try:
-            httpd = _QuietServer((self._host, self._port), handler)
+            httpd = _QuietServer((self._host, port), handler)
         except OSError as exc:
-            raise BrowserError(
-                f"cannot start the MiniWoB++ server on {self._host}:{self._port}: {exc}"
-            ) from exc
+            if self._port is not None:
+                raise BrowserError(
+                    f"cannot start the MiniWoB++ server on {self._host}:{port}: {exc}"
+                ) from exc
+            log.info("miniwob_port_busy", port=port,
+                     note="serving on a free port; URLs in prompts differ from other runs")
+            httpd = _QuietServer((self._host, 0), handler)
         thread = threading.Thread(
             target=httpd.serve_forever,
             kwargs={"poll_interval": 0.1},

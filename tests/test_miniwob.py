@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ import pytest
 from playwright.async_api import Page
 
 from linewise.runtime.browser import BrowserSession
+from linewise.runtime.errors import BrowserError
 from linewise.runtime.miniwob import (
     EPISODE_MAX_TIME_MS,
     MiniWoBServer,
@@ -91,6 +93,27 @@ async def test_server_as_async_context_manager() -> None:
     assert not srv.running
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2)
+
+
+def test_servers_prefer_one_fixed_port_and_fall_back_to_a_free_one() -> None:
+    """The URL is in every prompt: the first server of a machine serves on the same port
+    run after run; a second one, or a taken port, falls back to a free port."""
+    first, second = MiniWoBServer(), MiniWoBServer()
+    with socket.socket() as probe:
+        preferred_free = probe.connect_ex(("127.0.0.1", MiniWoBServer.PREFERRED_PORT)) != 0
+    first.start()
+    second.start()
+    try:
+        assert first.port != second.port
+        assert second.port != MiniWoBServer.PREFERRED_PORT
+        if preferred_free:
+            assert first.port == MiniWoBServer.PREFERRED_PORT
+        taken = MiniWoBServer(port=first.port)
+        with pytest.raises(BrowserError, match="cannot start the MiniWoB"):
+            taken.start()  # an explicit port is a demand, not a preference
+    finally:
+        first.stop()
+        second.stop()
 
 
 # --------------------------------------------------------------------------- episodes
