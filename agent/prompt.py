@@ -128,8 +128,9 @@ def system_prompt(action_names: tuple[str, ...] = ()) -> str:
 def futile_repeat_message(action: str, error: str | None) -> dict[str, str]:
     """Tells the model that ``action``, answered again, changed nothing (or failed) last time."""
     outcome = "nothing on the page changed"
-    if error:
-        outcome = f"it failed ({error.strip().splitlines()[0]}) and {outcome}"
+    first_line = (error or "").strip().splitlines()[:1]
+    if first_line:
+        outcome = f"it failed ({first_line[0]}) and {outcome}"
     return {
         "role": "user",
         "content": render_prompt("futile_repeat.md", action=action, outcome=outcome),
