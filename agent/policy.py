@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import structlog
 from pydantic import BaseModel, Field
 
-from ..runtime.trace import LLMCall
+from ..runtime.trace import LLMCall, RepeatEscape
 from .action_parser import ParsedAction
 from .prompt import (
     PageView,
@@ -45,9 +45,6 @@ def page_key(url: str, lines: Iterable[str]) -> str:
     for line in lines:
         digest.update(b"\n" + line.encode())
     return digest.hexdigest()
-
-
-RepeatEscape = Literal["escaped", "kept"]
 
 
 class Decision(BaseModel):

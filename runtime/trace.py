@@ -81,6 +81,10 @@ class FilterRecord(BaseModel):
     notes: dict[str, Any] = Field(default_factory=dict)
 
 
+RepeatEscape = Literal["escaped", "kept"]
+"""What became of an answer that repeated an action which had changed nothing."""
+
+
 class StepRecord(BaseModel):
     """Everything about one step: what was seen, asked, answered and done."""
 
@@ -110,7 +114,7 @@ class StepRecord(BaseModel):
         default=None, description="The action text as the model wrote it."
     )
     parse_error: str | None = None
-    repeat_escape: Literal["escaped", "kept"] | None = Field(
+    repeat_escape: RepeatEscape | None = Field(
         default=None,
         description="The first answer repeated an action that had changed nothing; "
         "'escaped': a re-ask chose another action, 'kept': every re-ask repeated it.",

@@ -165,10 +165,11 @@ class _ThreadEpisode:
                 focused_bid=obs.get("focused_element_bid") or "",
                 last_action_error=last_error,
             )))
-            view = PageView(url=obs.get("url", ""), text=filtered.text,
+            url = obs.get("url", "")
+            view = PageView(url=url, text=filtered.text,
                             focused_bid=obs.get("focused_element_bid") or "",
                             last_action_error=last_error,
-                            page_key=page_key(obs.get("url", ""), lines))
+                            page_key=page_key(url, lines))
             observed = time.perf_counter()
             decision: Decision = self._await(self.agent.decide(goal, view))
             decided = time.perf_counter()
