@@ -41,7 +41,7 @@ entries start far apart and never run the same episode twice."""
 
 def specs_for(episodes: int) -> list[Any]:
     from linewise.runtime.bench.plan import expand
-    from linewise.runtime.tasks import MiniWoBTask
+    from linewise.runtime.tasks.schema import MiniWoBTask
 
     seeds = -(-episodes // len(TASKS))
     tasks = [MiniWoBTask(miniwob=name, seed=seed, max_steps=4) for name, seed in TASKS]
@@ -51,9 +51,9 @@ def specs_for(episodes: int) -> list[Any]:
 def linewise_run(base_url: str, episodes: int, concurrency: int) -> dict[str, float]:
     from linewise.runtime.bench.driver import run_bench
     from linewise.runtime.bench.local import BenchOptions
-    from linewise.runtime.browser import BrowserConfig
-    from linewise.runtime.settings import EndpointSettings, LinewiseSettings
+    from linewise.runtime.browser.chromium import BrowserConfig
     from linewise.runtime.trace import read_summary
+    from linewise.settings import EndpointSettings, LinewiseSettings
 
     endpoint = EndpointSettings(base_url=base_url, model="scripted", max_in_flight=8)
     settings = LinewiseSettings(action=endpoint, retriever=endpoint, screenshots=False)
@@ -91,7 +91,7 @@ def browsergym_episode(name: str, seed: int, base_url: str, miniwob_url: str,
 
     from linewise.agent.prompt import PageView, StepMemory, build_action_messages
     from linewise.agent.response import parse_answer
-    from linewise.runtime.browsergym_env import make_env
+    from linewise.runtime.envs.browsergym_gym import make_env
 
     client = openai.OpenAI(base_url=base_url, api_key="x")
     env = make_env(f"browsergym/miniwob.{name}", task_kwargs={"base_url": miniwob_url},
@@ -129,8 +129,8 @@ def browsergym_episode(name: str, seed: int, base_url: str, miniwob_url: str,
 
 
 def browsergym_run(base_url: str, episodes: int, concurrency: int) -> dict[str, float]:
-    from linewise.runtime.browsergym_env import stop_thread_playwright
-    from linewise.runtime.miniwob import MiniWoBServer
+    from linewise.runtime.envs.browsergym_gym import stop_thread_playwright
+    from linewise.runtime.tasks.miniwob import MiniWoBServer
 
     work = [(s.task.miniwob, s.seed) for s in specs_for(episodes)]  # type: ignore[union-attr]
     stats: list[tuple[bool, float, float, int]] = []

@@ -24,10 +24,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
-from linewise.runtime.browser import BrowserConfig
-from linewise.runtime.runner import run_tasks
-from linewise.runtime.settings import EndpointSettings, LinewiseSettings
-from linewise.runtime.tasks import adhoc_task
+from linewise.runtime.browser.chromium import BrowserConfig
+from linewise.runtime.run import run_tasks
+from linewise.runtime.tasks.schema import adhoc_task
+from linewise.settings import EndpointSettings, LinewiseSettings
 from tests.support.openai_server import ScriptedChatServer
 from tests.support.static_server import StaticServer
 

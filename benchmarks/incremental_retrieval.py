@@ -26,10 +26,10 @@ from typing import Any
 
 from linewise.agent.filters.base import FilterInput
 from linewise.agent.filters.line_retriever import LineRetrieverConfig, LineRetrieverFilter
-from linewise.runtime.llm import ChatClient
-from linewise.runtime.runner import open_models
-from linewise.runtime.settings import EndpointSettings, LinewiseSettings
+from linewise.runtime.models.chat import ChatClient
+from linewise.runtime.run import open_models
 from linewise.runtime.trace import read_steps, read_summary
+from linewise.settings import EndpointSettings, LinewiseSettings
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 

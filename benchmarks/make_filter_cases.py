@@ -20,10 +20,10 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from linewise.runtime.browser import Browser
+from linewise.runtime.browser.chromium import Browser
+from linewise.runtime.browser.observation import observe
 from linewise.runtime.filter_eval import FilterCase
-from linewise.runtime.miniwob import MiniWoBServer, start_miniwob_episode
-from linewise.runtime.observation import observe
+from linewise.runtime.tasks.miniwob import MiniWoBServer, start_miniwob_episode
 
 DOCS = Path("/usr/share/doc/python3-doc/html")
 BID = re.compile(r"\[([A-Za-z0-9]+)\] ")

@@ -41,7 +41,7 @@ def serve(root: Path) -> tuple[ThreadingHTTPServer, str]:
 
 
 def page_urls() -> list[tuple[str, str]]:
-    from linewise.runtime.miniwob import miniwob_html_dir
+    from linewise.runtime.tasks.miniwob import miniwob_html_dir
 
     _, miniwob_base = serve(miniwob_html_dir())
     urls = [(f"miniwob/{n}", f"{miniwob_base}miniwob/{n}.html") for n in MINIWOB_PAGES]
@@ -65,7 +65,7 @@ def time_steps(step: Callable[[], Any], steps: int) -> list[float]:
 def browsergym_steps(url: str, steps: int) -> tuple[list[float], int]:
     from browsergym.utils.obs import flatten_axtree_to_str
 
-    from linewise.runtime.browsergym_env import make_env
+    from linewise.runtime.envs.browsergym_gym import make_env
 
     # Debian's Chromium for both of BrowserGym's launches, its own chat window and
     # action timeouts kept (the like-for-like baseline), slow_mo=0.
@@ -93,9 +93,9 @@ async def linewise_steps(
 ) -> dict[str, tuple[list[float], int]]:
     from linewise.agent.action_parser import parse_action
     from linewise.agent.actions import ActionContext
-    from linewise.runtime.browser import Browser
-    from linewise.runtime.executor import execute_action
-    from linewise.runtime.observation import observe
+    from linewise.runtime.browser.chromium import Browser
+    from linewise.runtime.browser.executor import execute_action
+    from linewise.runtime.browser.observation import observe
 
     results: dict[str, tuple[list[float], int]] = {}
     noop = parse_action("noop(0)")

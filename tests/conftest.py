@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from linewise.runtime.browser import Browser, BrowserSession
+from linewise.runtime.browser.chromium import Browser, BrowserSession
 from linewise.runtime.log import configure_logging
-from linewise.runtime.miniwob import MiniWoBServer
+from linewise.runtime.tasks.miniwob import MiniWoBServer
 
 from .support.static_server import StaticServer
 

@@ -6,7 +6,7 @@ import pytest
 
 from linewise.agent.action_parser import parse_action
 from linewise.agent.response import parse_answer
-from linewise.runtime.errors import ActionParseError
+from linewise.errors import ActionParseError
 
 
 @pytest.mark.parametrize(

@@ -27,10 +27,10 @@ from linewise.runtime.bench.results import (
     classify_error,
     read_results,
 )
-from linewise.runtime.bench.tasks import BrowserGymTask, load_bench_tasks
-from linewise.runtime.browser import BrowserConfig
-from linewise.runtime.settings import EndpointSettings, LinewiseSettings
-from linewise.runtime.tasks import MiniWoBTask, WebTask
+from linewise.runtime.browser.chromium import BrowserConfig
+from linewise.runtime.tasks.browsergym import BrowserGymTask, load_bench_tasks
+from linewise.runtime.tasks.schema import MiniWoBTask, WebTask
+from linewise.settings import EndpointSettings, LinewiseSettings
 
 from .support.openai_server import ScriptedChatServer, ScriptedHTTPError
 from .test_episode import miniwob_solver
@@ -54,7 +54,7 @@ def _clean_env() -> dict[str, str]:
 
 def _bench_command(tasks: Path, out: Path, base_url: str, *extra: str) -> list[str]:
     return [
-        sys.executable, "-m", "linewise.runtime.cli", "bench", str(tasks),
+        sys.executable, "-m", "linewise.cli.main", "bench", str(tasks),
         "--filter", "none", "--filter", "truncate", "--seeds", "2", "--concurrency", "3",
         "--out", str(out), "--base-url", base_url, "--model", "scripted",
         "--no-screenshots", "--log-json", *extra,
@@ -275,7 +275,7 @@ def test_bench_usage_errors(tmp_path: Path) -> None:
     tasks.write_text(TASKS_YAML)
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "linewise.runtime.cli", *args],
+        return subprocess.run([sys.executable, "-m", "linewise.cli.main", *args],
                               capture_output=True, text=True, timeout=60, env=_clean_env())
 
     result = run("bench", str(tasks), "--resume", "--out", str(tmp_path / "nothing"),
@@ -310,8 +310,9 @@ def test_reconcile_recovers_ended_episodes_and_sets_aside_unfinished_ones(
 ) -> None:
     """Killed between summary.json and results.jsonl: the episode is read back, not rerun.
     Killed mid-episode: its folder moves to _incomplete/ and the episode runs again."""
+    from linewise.records import EpisodeSummary
     from linewise.runtime.bench.driver import reconcile
-    from linewise.runtime.trace import EpisodeSummary, EpisodeTraceWriter
+    from linewise.runtime.trace import EpisodeTraceWriter
 
     tasks = [MiniWoBTask(miniwob=name, seed=0) for name in
              ("click-test", "click-button", "enter-text", "focus-text")]

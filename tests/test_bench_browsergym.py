@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
+from linewise.errors import ConfigError
 from linewise.runtime.bench.driver import run_bench
 from linewise.runtime.bench.local import BenchOptions
 from linewise.runtime.bench.plan import expand
-from linewise.runtime.bench.tasks import BrowserGymTask
-from linewise.runtime.browser import BrowserConfig
-from linewise.runtime.browsergym_env import check_family
-from linewise.runtime.errors import ConfigError
-from linewise.runtime.settings import EndpointSettings, LinewiseSettings
+from linewise.runtime.browser.chromium import BrowserConfig
+from linewise.runtime.envs.browsergym_gym import check_family
+from linewise.runtime.tasks.browsergym import BrowserGymTask
+from linewise.settings import EndpointSettings, LinewiseSettings
 
 from .support.openai_server import ScriptedChatServer
 from .test_episode import miniwob_solver

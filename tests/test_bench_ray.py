@@ -9,9 +9,9 @@ import pytest
 from linewise.runtime.bench.driver import run_bench
 from linewise.runtime.bench.local import BenchOptions
 from linewise.runtime.bench.plan import expand
-from linewise.runtime.browser import BrowserConfig
-from linewise.runtime.settings import EndpointSettings, LinewiseSettings
-from linewise.runtime.tasks import MiniWoBTask
+from linewise.runtime.browser.chromium import BrowserConfig
+from linewise.runtime.tasks.schema import MiniWoBTask
+from linewise.settings import EndpointSettings, LinewiseSettings
 
 from .support.openai_server import ScriptedChatServer
 from .test_episode import miniwob_solver

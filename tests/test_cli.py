@@ -25,7 +25,7 @@ def linewise(*args: str, env: dict[str, str] | None = None, timeout: float = 180
 ):
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LINEWISE_"))}
     return subprocess.run(
-        [sys.executable, "-m", "linewise.runtime.cli", *args],
+        [sys.executable, "-m", "linewise.cli.main", *args],
         capture_output=True, text=True, timeout=timeout, env={**clean, **(env or {})},
     )
 
@@ -148,7 +148,7 @@ def test_headed_run_under_xvfb(pages: StaticServer, tmp_path: Path, xvfb_display
 async def test_headed_browser_is_really_headed(
     xvfb_display: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from linewise.runtime.browser import Browser, BrowserConfig
+    from linewise.runtime.browser.chromium import Browser, BrowserConfig
 
     monkeypatch.setenv("DISPLAY", xvfb_display)
     async with Browser(BrowserConfig(headless=False)) as headed:
@@ -168,7 +168,7 @@ def test_a_kill_loses_at_most_the_step_in_flight(pages: StaticServer, tmp_path: 
     with ScriptedChatServer(slow_script, delay_s=0.4) as llm:
         clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LINEWISE_"))}
         process = subprocess.Popen(
-            [sys.executable, "-m", "linewise.runtime.cli", "run", "--url", pages.url("form.html"),
+            [sys.executable, "-m", "linewise.cli.main", "run", "--url", pages.url("form.html"),
              "--goal", "Wait forever", "--max-steps", "50", "--base-url", llm.base_url,
              "--model", "scripted", "--out", str(tmp_path)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=clean,

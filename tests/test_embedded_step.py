@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from linewise.runtime.browser import Browser
+from linewise.runtime.browser.chromium import Browser
 from linewise.runtime.episode import EpisodeEnv, run_episode
-from linewise.runtime.llm import ChatClient
-from linewise.runtime.local_model import LocalModelServer
-from linewise.runtime.miniwob import MiniWoBServer
-from linewise.runtime.model_files import ensure_embedded_model
-from linewise.runtime.settings import EndpointSettings
-from linewise.runtime.tasks import MiniWoBTask
+from linewise.runtime.models.chat import ChatClient
+from linewise.runtime.models.files import ensure_embedded_model
+from linewise.runtime.models.local_server import LocalModelServer
+from linewise.runtime.tasks.miniwob import MiniWoBServer
+from linewise.runtime.tasks.schema import MiniWoBTask
 from linewise.runtime.trace import read_steps
+from linewise.settings import EndpointSettings
 
 
 @pytest.mark.slow

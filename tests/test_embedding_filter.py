@@ -34,8 +34,8 @@ from linewise.agent.filters.render import (
     omission_marker,
     render_with_markers,
 )
-from linewise.runtime.errors import ConfigError, EndpointUnreachable, LLMError, ModelError
-from linewise.runtime.tokens import count_tokens, get_encoding
+from linewise.errors import ConfigError, EndpointUnreachable, LLMError, ModelError
+from linewise.tokens import count_tokens, get_encoding
 
 from .support.json_server import JSONServer, Reply
 
@@ -571,7 +571,7 @@ async def test_openai_embedder_batches_and_keeps_input_order(server: EmbeddingSe
 async def test_openai_embedder_passes_dimensions_and_builds_from_settings(
     server: EmbeddingServer,
 ) -> None:
-    from linewise.runtime.settings import EndpointSettings
+    from linewise.settings import EndpointSettings
 
     endpoint = EndpointSettings(base_url=server.base_url, api_key="k", max_retries=0)
     embedder = OpenAIEmbedder.from_settings(endpoint, model="m2")

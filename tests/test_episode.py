@@ -9,14 +9,15 @@ from typing import Any
 
 import structlog.testing
 
-from linewise.runtime.browser import Browser
+from linewise.records import EpisodeSummary, StepRecord
+from linewise.runtime.browser.chromium import Browser
 from linewise.runtime.episode import EpisodeConfig, EpisodeEnv, run_episode
-from linewise.runtime.llm import ChatClient
 from linewise.runtime.log import configure_logging
-from linewise.runtime.miniwob import MiniWoBServer
-from linewise.runtime.settings import EndpointSettings
-from linewise.runtime.tasks import MiniWoBTask, WebTask
-from linewise.runtime.trace import EpisodeSummary, StepRecord, read_steps, read_summary
+from linewise.runtime.models.chat import ChatClient
+from linewise.runtime.tasks.miniwob import MiniWoBServer
+from linewise.runtime.tasks.schema import MiniWoBTask, WebTask
+from linewise.runtime.trace import read_steps, read_summary
+from linewise.settings import EndpointSettings
 
 from .support.openai_server import ScriptedChatServer
 from .support.static_server import StaticServer

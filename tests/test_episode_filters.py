@@ -10,13 +10,13 @@ import pytest
 
 from linewise.agent.filters.embedders import make_embedder
 from linewise.agent.filters.registry import filter_factory
-from linewise.runtime.browser import Browser
+from linewise.runtime.browser.chromium import Browser
 from linewise.runtime.episode import EpisodeConfig, EpisodeEnv, run_episode
-from linewise.runtime.llm import ChatClient
-from linewise.runtime.miniwob import MiniWoBServer
-from linewise.runtime.settings import EndpointSettings, FilterSettings
-from linewise.runtime.tasks import MiniWoBTask
+from linewise.runtime.models.chat import ChatClient
+from linewise.runtime.tasks.miniwob import MiniWoBServer
+from linewise.runtime.tasks.schema import MiniWoBTask
 from linewise.runtime.trace import read_steps
+from linewise.settings import EndpointSettings, FilterSettings
 
 from .support.openai_server import ScriptedChatServer
 from .test_episode import miniwob_solver
@@ -81,8 +81,8 @@ async def test_a_filter_miss_is_resolved_and_recorded(
 
     async def find_button_bid() -> None:
         session = await browser.new_session()
-        from linewise.runtime.miniwob import start_miniwob_episode
-        from linewise.runtime.observation import observe
+        from linewise.runtime.browser.observation import observe
+        from linewise.runtime.tasks.miniwob import start_miniwob_episode
 
         await start_miniwob_episode(session.page, "click-test", 0, miniwob_server)
         obs = await observe(session, screenshot=False)

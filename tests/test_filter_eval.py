@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from linewise.agent.filters.truncate import NoFilter, TruncateFilter
-from linewise.runtime.errors import ConfigError
+from linewise.errors import ConfigError
 from linewise.runtime.filter_eval import evaluate, load_cases, summarize
 
 from .support.openai_server import ScriptedChatServer

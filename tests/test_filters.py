@@ -24,7 +24,7 @@ from linewise.agent.filters.recall_guard import guard_lines, guarded_bids
 from linewise.agent.filters.structure import rebuild_with_structure
 from linewise.agent.filters.tree import LineTree
 from linewise.agent.filters.truncate import NoFilter, TruncateFilter
-from linewise.runtime.tokens import count_tokens
+from linewise.tokens import count_tokens
 
 TREES = Path(__file__).parent / "data" / "trees"
 BID = re.compile(r"^\t*\[([A-Za-z0-9]+)\] ")

@@ -9,8 +9,8 @@ from typing import Any
 
 from linewise.agent.filters.base import FilterInput
 from linewise.agent.filters.line_retriever import LineRetrieverConfig, LineRetrieverFilter
-from linewise.runtime.llm import ChatClient
-from linewise.runtime.settings import EndpointSettings
+from linewise.runtime.models.chat import ChatClient
+from linewise.settings import EndpointSettings
 
 from .support.concurrency import InFlight
 from .support.openai_server import ScriptedChatServer, ScriptedHTTPError

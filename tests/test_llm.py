@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from linewise.runtime.errors import EndpointUnreachable, LLMError
-from linewise.runtime.llm import ChatClient
-from linewise.runtime.settings import EndpointSettings
+from linewise.errors import EndpointUnreachable, LLMError
+from linewise.runtime.models.chat import ChatClient
+from linewise.settings import EndpointSettings
 
 from .support.concurrency import InFlight
 from .support.openai_server import ScriptedChatServer

@@ -15,9 +15,8 @@ from pathlib import Path
 import openai
 import pytest
 
-from linewise.runtime.errors import ConfigError, ModelError
-from linewise.runtime.local_model import LocalModelServer, free_port
-from linewise.runtime.model_files import (
+from linewise.errors import ConfigError, ModelError
+from linewise.runtime.models.files import (
     EMBEDDED_MODEL,
     PIP_INSTALL_HINT,
     ModelSpec,
@@ -26,6 +25,7 @@ from linewise.runtime.model_files import (
     find_part_paths,
     resolve_model_path,
 )
+from linewise.runtime.models.local_server import LocalModelServer, free_port
 
 MIB = 1024 * 1024
 # Sizes that straddle the 1 MiB copy buffer, with a tiny last part like the real one.
@@ -355,8 +355,8 @@ async def test_the_embedded_model_answers_a_chat_completion(tmp_path: Path) -> N
 
 
 def test_clients_of_the_embedded_server_wait_for_its_slots() -> None:
-    from linewise.runtime.runner import LOCAL_TIMEOUT_S, _local_slots
-    from linewise.runtime.settings import EndpointSettings, LinewiseSettings
+    from linewise.runtime.run import LOCAL_TIMEOUT_S, _local_slots
+    from linewise.settings import EndpointSettings, LinewiseSettings
 
     settings = LinewiseSettings.model_validate({"local": {"parallel": 2}})
     endpoint = EndpointSettings(max_in_flight=4, timeout_s=60)

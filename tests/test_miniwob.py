@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from playwright.async_api import Page
 
-from linewise.runtime.browser import BrowserSession
-from linewise.runtime.errors import BrowserError
-from linewise.runtime.miniwob import (
+from linewise.errors import BrowserError
+from linewise.runtime.browser.chromium import BrowserSession
+from linewise.runtime.tasks.miniwob import (
     EPISODE_MAX_TIME_MS,
     MiniWoBServer,
     MiniWoBStatus,

@@ -6,8 +6,8 @@ from typing import Any
 
 from linewise.agent.policy import ActionAgent, page_key
 from linewise.agent.prompt import PageView
-from linewise.runtime.llm import ChatClient
-from linewise.runtime.settings import EndpointSettings
+from linewise.runtime.models.chat import ChatClient
+from linewise.settings import EndpointSettings
 
 from .support.openai_server import ScriptedChatServer
 

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from linewise.agent.response import parse_answer
-from linewise.runtime.cli import main
-from linewise.runtime.llm import ChatClient, TokenLogprob
+from linewise.cli.main import main
+from linewise.records import EpisodeSummary, StepRecord
 from linewise.runtime.log import configure_logging
+from linewise.runtime.models.chat import ChatClient, TokenLogprob
 from linewise.runtime.pruning.extractor import GraphExtractor
 from linewise.runtime.pruning.graph import StateGraph, load_graph
 from linewise.runtime.pruning.miner import mine
@@ -25,8 +26,8 @@ from linewise.runtime.pruning.rewriter import clean_thought, gbnf_literal, span_
 from linewise.runtime.pruning.trajectory import collect_trajectories
 from linewise.runtime.pruning.vote import required_agreement, tally
 from linewise.runtime.pruning.workspace import Intentions, PageHistory, Workspace
-from linewise.runtime.settings import EndpointSettings
-from linewise.runtime.trace import EpisodeSummary, EpisodeTraceWriter, StepRecord
+from linewise.runtime.trace import EpisodeTraceWriter
+from linewise.settings import EndpointSettings
 
 from .support.openai_server import ScriptedChatServer, literal_of_grammar, word_tokens
 

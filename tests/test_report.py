@@ -15,7 +15,7 @@ import pytest
 from linewise.runtime.bench.metrics import Prices, f_ae, success_rate
 from linewise.runtime.bench.report import write_report
 from linewise.runtime.bench.results import EpisodeResult, ResultsWriter
-from linewise.runtime.browser import BrowserSession
+from linewise.runtime.browser.chromium import BrowserSession
 
 _SEEDS = itertools.count()
 
@@ -118,7 +118,7 @@ def test_report_numbers(tmp_path: Path) -> None:
 def test_report_command(tmp_path: Path) -> None:
     bench = _bench(tmp_path)
     result = subprocess.run(
-        [sys.executable, "-m", "linewise.runtime.cli", "report", str(bench),
+        [sys.executable, "-m", "linewise.cli.main", "report", str(bench),
          "--price-action-input", "1", "--max-rounds", "20"],
         capture_output=True, text=True, timeout=60,
     )

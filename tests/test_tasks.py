@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from linewise.runtime.errors import ConfigError, TaskFileError
-from linewise.runtime.miniwob import available_tasks
-from linewise.runtime.tasks import (
+from linewise.errors import ConfigError, TaskFileError
+from linewise.runtime.tasks.miniwob import available_tasks
+from linewise.runtime.tasks.schema import (
     DEFAULT_MAX_STEPS,
     MiniWoBTask,
     SuccessCheck,

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from tiktoken.load import load_tiktoken_bpe
 
-from linewise.runtime.errors import ConfigError
-from linewise.runtime.tokens import (
+from linewise.errors import ConfigError
+from linewise.tokens import (
     TOKENS_PER_IMAGE,
     count_message_tokens,
     count_tokens,
@@ -63,7 +63,7 @@ def test_counting_works_offline_from_an_empty_cache(tmp_path: Path) -> None:
     out = _run_offline(
         """
         import json
-        from linewise.runtime.tokens import count_message_tokens, count_tokens
+        from linewise.tokens import count_message_tokens, count_tokens
         print(json.dumps({
             "o200k": count_tokens("hello world"),
             "cl100k": count_tokens("hello world", "cl100k_base"),
@@ -91,7 +91,7 @@ def test_a_corrupt_cache_file_is_replaced_offline(tmp_path: Path) -> None:
     out = _run_offline(
         """
         import json
-        from linewise.runtime.tokens import count_tokens
+        from linewise.tokens import count_tokens
         print(json.dumps({"n": count_tokens("The quick brown fox.")}))
         """,
         cache,
@@ -104,8 +104,8 @@ def test_an_encoding_without_a_shipped_file_fails_cleanly_offline(tmp_path: Path
     out = _run_offline(
         """
         import json
-        from linewise.runtime.errors import ConfigError
-        from linewise.runtime.tokens import get_encoding
+        from linewise.errors import ConfigError
+        from linewise.tokens import get_encoding
         try:
             get_encoding("r50k_base")
         except ConfigError as exc:

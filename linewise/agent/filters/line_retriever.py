@@ -1,0 +1,375 @@
+"""LineRetriever: a small LLM picks the line ranges that matter; the view is rebuilt.
+
+Per step: the cost gate decides whether retrieval pays; the numbered tree is split
+into windows that fit the retriever's context and queried concurrently (or, when only
+part of the page changed since the last step, only the changed lines are asked about);
+the answers' ranges are merged; the recall guard adds what must stay; and the view is
+rendered either as kept lines with counted markers (``lines``) or as a valid smaller
+tree with ancestors (``lines+structure``). A malformed answer is retried with the
+error fed back; when retries run out the full tree is shown and the reason recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import time
+from typing import Any, Literal, Protocol
+
+import structlog
+from pydantic import BaseModel, Field
+
+from linewise.agent.filters.base import FilterInput, FilterResult
+from linewise.agent.filters.cost_gate import CostGate, Prices
+from linewise.agent.filters.ranges import (
+    Range,
+    RangeParseError,
+    is_empty_answer,
+    lines_of,
+    merge_ranges,
+    parse_ranges,
+    ranges_of,
+    raw_ranges,
+)
+from linewise.agent.filters.recall_guard import guard_lines, guarded_bids
+from linewise.agent.filters.render import render_with_markers
+from linewise.agent.filters.structure import rebuild_with_structure
+from linewise.agent.filters.tree import LineTree, bid_of
+from linewise.errors import LLMError
+from linewise.prompts import render_prompt
+from linewise.records import LLMCall
+from linewise.tokens import count_message_tokens, count_tokens, get_encoding
+
+log = structlog.get_logger(__name__)
+
+# No maxLength on "think": llama.cpp compiles bounded repetition into a grammar that
+# made constrained decoding ~8x slower (1.7 instead of 13 tokens/s on the 1.5B model).
+# The prompt asks for one or two sentences instead.
+RANGES_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "think": {"type": "string"},
+        "ranges": {
+            "type": "array",
+            "items": {"type": "array", "items": {"type": "integer"}, "minItems": 2,
+                      "maxItems": 2},
+        },
+    },
+    "required": ["think", "ranges"],
+    "additionalProperties": False,
+}
+
+
+class RetrieverModel(Protocol):
+    model: str
+
+    async def chat(
+        self, messages: list[dict[str, Any]], *, purpose: str = ..., attempt: int = ...,
+        **params: Any,
+    ) -> LLMCall: ...
+
+
+class LineRetrieverConfig(BaseModel):
+    structure: bool = Field(default=True, description="lines+structure (True) or lines.")
+    max_retries: int = Field(default=2, ge=0)
+    context_tokens: int = Field(default=32768, description="The retriever's context window.")
+    answer_tokens: int = Field(default=512, description="Room left for the answer.")
+    window_tokens: int | None = Field(
+        default=None, description="Observation tokens per window (default: what fits)."
+    )
+    json_schema: Literal["auto", "on", "off"] = "auto"
+    incremental: bool = True
+    incremental_max_fraction: float = Field(
+        default=0.5, description="Ask only about changed lines when they are at most this "
+        "fraction of the tree's tokens."
+    )
+    cost_gate: bool = True
+    prices: Prices = Field(default_factory=Prices)
+    guard_subtree_lines: int = 3
+    pad_lines: int = Field(
+        default=1, ge=0, description="Widen every chosen range by this many lines on each "
+        "side: small retrievers are often off by one line."
+    )
+
+
+class _Selection(BaseModel):
+    ranges: list[Range]
+    calls: list[LLMCall]
+    fallback_reason: str | None = None
+    bid_aliases: int = Field(default=0, description="Lines added by reading numbers as bids.")
+
+
+class LineRetrieverFilter:
+    """The ``lines`` and ``lines+structure`` filters. One instance per episode: it keeps
+    the previous step's selection for incremental retrieval and the cost gate's memory."""
+
+    def __init__(self, model: RetrieverModel, config: LineRetrieverConfig | None = None) -> None:
+        self.model = model
+        self.config = config or LineRetrieverConfig()
+        self.name = "lines+structure" if self.config.structure else "lines"
+        self.gate = CostGate(self.config.prices, enabled=self.config.cost_gate)
+        self._schema_ok = self.config.json_schema != "off"
+        self._previous: tuple[list[str], set[int]] | None = None
+
+    async def apply(self, observation: FilterInput) -> FilterResult:
+        started = time.perf_counter()
+        lines = observation.lines
+        tree = LineTree(lines)
+        tokens_full = count_tokens(observation.text)
+        overhead = self._overhead_tokens(observation)
+        decision = self.gate.decide(tokens_full, overhead, self.config.answer_tokens)
+        notes: dict[str, object] = {"cost_gate": decision.model_dump()}
+        if not decision.retrieve or not lines:
+            self._previous = None
+            return FilterResult(
+                name=self.name, text=observation.text, kept_lines=list(range(1, len(lines) + 1)),
+                tokens_full=tokens_full, tokens_shown=tokens_full,
+                latency_ms=(time.perf_counter() - started) * 1000, notes=notes,
+            )
+
+        selection, reused = await self._select(observation, tokens_full, overhead, notes)
+        if selection.fallback_reason is not None:
+            self._previous = None
+            return FilterResult(
+                name=self.name, text=observation.text, kept_lines=list(range(1, len(lines) + 1)),
+                calls=selection.calls, tokens_full=tokens_full, tokens_shown=tokens_full,
+                fallback_reason=selection.fallback_reason,
+                latency_ms=(time.perf_counter() - started) * 1000, notes=notes,
+            )
+        pad = self.config.pad_lines
+        padded = merge_ranges(
+            (max(1, lo - pad), min(len(lines), hi + pad)) for lo, hi in selection.ranges
+        )
+        chosen = {n - 1 for n in lines_of(padded)} | reused
+        guarded = guard_lines(tree, observation, self.config.guard_subtree_lines) - chosen
+        kept = chosen | guarded
+        notes["guard_added_lines"] = sorted(i + 1 for i in guarded)
+        notes["guarded_bids"] = guarded_bids(observation)
+        if self.config.structure:
+            view = rebuild_with_structure(tree, kept)
+            text = view.text
+            notes["context_lines"] = len(view.context_lines)
+            notes["markers"] = view.markers
+        else:
+            text = render_with_markers(lines, sorted(k + 1 for k in kept))
+        tokens_shown = count_tokens(text)
+        self.gate.observe(tokens_shown / tokens_full if tokens_full else 1.0)
+        self._previous = (list(lines), kept)
+        return FilterResult(
+            name=self.name, text=text, kept_lines=sorted(k + 1 for k in kept),
+            ranges=selection.ranges, tokens_full=tokens_full, tokens_shown=tokens_shown,
+            calls=selection.calls, latency_ms=(time.perf_counter() - started) * 1000,
+            notes=notes,
+        )
+
+    # -- choosing what to ask about
+
+    async def _select(
+        self, observation: FilterInput, tokens_full: int, overhead: int, notes: dict[str, object]
+    ) -> tuple[_Selection, set[int]]:
+        """Ranges from the retriever, plus lines reused from the previous step (0-based)."""
+        lines = observation.lines
+        budget = self.config.window_tokens or max(
+            256, self.config.context_tokens - self.config.answer_tokens - overhead
+        )
+        candidates = list(range(len(lines)))
+        reused: set[int] = set()
+        if self.config.incremental and self._previous is not None:
+            changed, reused = _diff(self._previous, lines)
+            changed_tokens = count_tokens("\n".join(lines[i] for i in changed))
+            cheaper = changed_tokens <= self.config.incremental_max_fraction * tokens_full
+            notes["incremental"] = {
+                "changed_lines": len(changed), "changed_tokens": changed_tokens,
+                "reused_lines": len(reused), "used": cheaper,
+            }
+            if cheaper:
+                if not changed:
+                    return _Selection(ranges=[], calls=[]), reused
+                candidates = changed
+            else:
+                reused = set()
+        windows = split_windows(lines, candidates, budget)
+        notes["windows"] = len(windows)
+        partial = len(candidates) < len(lines)
+        results = await asyncio.gather(
+            *(self._ask(observation, window, partial, len(windows) > 1 or partial)
+              for window in windows)
+        )
+        calls = [call for result in results for call in result.calls]
+        failures = [r.fallback_reason for r in results if r.fallback_reason]
+        if len(failures) == len(results):
+            return _Selection(ranges=[], calls=calls, fallback_reason="; ".join(failures)), set()
+        if failures:
+            # A window the retriever could not answer is shown whole; the others keep
+            # their selection (one bad window must not cost the whole page its filter).
+            notes["window_fallbacks"] = failures
+        ranges = merge_ranges(
+            r for window, result in zip(windows, results, strict=True)
+            for r in (ranges_of(n + 1 for n in window) if result.fallback_reason
+                      else result.ranges)
+        )
+        if not ranges and not reused:
+            reason = "the retriever kept no line in any window"
+            return _Selection(ranges=[], calls=calls, fallback_reason=reason), set()
+        notes["bid_aliases"] = sum(r.bid_aliases for r in results)
+        return _Selection(ranges=ranges, calls=calls), reused
+
+    # -- one retriever conversation
+
+    async def _ask(
+        self, observation: FilterInput, window: list[int], partial: bool, several: bool
+    ) -> _Selection:
+        """One retriever conversation about ``window`` (0-based lines); ``partial`` means the
+        window holds only the lines that changed since the last step, ``several`` that
+        other windows are asked too (so "nothing here", an empty list, is an answer)."""
+        total = len(observation.lines)
+        numbered = "\n".join(f"{i + 1}|{observation.lines[i]}" for i in window)
+        if partial:
+            scope = render_prompt("retriever_changed_scope.md")
+        elif len(window) < total:
+            scope = render_prompt(
+                "retriever_window_scope.md", first=window[0] + 1, last=window[-1] + 1, total=total
+            )
+        else:
+            scope = ""
+        allowed = set(window)
+        window_bids = {
+            bid: i + 1 for i in window if (bid := bid_of(observation.lines[i])) is not None
+        }
+        messages: list[dict[str, Any]] = []
+        calls: list[LLMCall] = []
+        error = ""
+        for attempt in range(self.config.max_retries + 1):
+            use_schema = self._schema_ok
+            if not messages:
+                messages = self._messages(observation, numbered, scope, use_schema)
+            params: dict[str, Any] = {"max_tokens": self.config.answer_tokens}
+            if use_schema:
+                params["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {"name": "line_ranges", "schema": RANGES_SCHEMA},
+                }
+            try:
+                call = await self.model.chat(
+                    messages, purpose="retriever", attempt=attempt, **params
+                )
+            except LLMError as exc:
+                if use_schema and self.config.json_schema == "auto" and exc.status == 400:
+                    log.info("retriever endpoint refuses json_schema; asking in tags")
+                    self._schema_ok = False
+                    messages = []
+                    continue
+                partial_call = getattr(exc, "call", None)
+                if partial_call is not None:
+                    calls.append(partial_call)
+                return _Selection(
+                    ranges=[], calls=calls, fallback_reason=f"retriever failed: {exc}"
+                )
+            calls.append(call)
+            answer = call.response or ""
+            if several and is_empty_answer(answer):
+                return _Selection(ranges=[], calls=calls)  # nothing needed in this window
+            try:
+                aliased = _bid_aliases(
+                    raw_ranges(answer), window_bids, range(window[0] + 1, window[-1] + 2)
+                )
+                try:
+                    ranges = parse_ranges(answer, total)
+                except RangeParseError:
+                    if not aliased:
+                        raise
+                    ranges = []
+                kept = {n for n in lines_of(ranges) if n - 1 in allowed} | aliased
+                if not kept:
+                    raise RangeParseError(
+                        "None of the chosen lines is among the lines shown to you."
+                    )
+                return _Selection(
+                    ranges=merge_ranges((n, n) for n in kept), calls=calls,
+                    bid_aliases=len(aliased),
+                )
+            except RangeParseError as exc:
+                error = str(exc)
+                messages = [
+                    *messages,
+                    {"role": "assistant", "content": answer},
+                    {"role": "user", "content": render_prompt(
+                        "retriever_retry.md", error=error, total=total)},
+                ]
+        return _Selection(
+            ranges=[], calls=calls,
+            fallback_reason=f"no usable ranges after {self.config.max_retries + 1} tries: {error}",
+        )
+
+    def _messages(
+        self, observation: FilterInput, numbered: str, scope: str, use_schema: bool
+    ) -> list[dict[str, Any]]:
+        history = "\n".join(observation.history) if observation.history else "(no action yet)"
+        answer_format = render_prompt(
+            "retriever_answer_json.md" if use_schema else "retriever_answer_tags.md"
+        )
+        user = render_prompt(
+            "retriever_user.md", scope=f"\n{scope}" if scope else "",
+            answer_format=answer_format.strip(), goal=observation.goal.strip(),
+            history=history, observation=numbered,
+        )
+        return [
+            {"role": "system", "content": render_prompt("retriever_system.md")},
+            {"role": "user", "content": user},
+        ]
+
+    def _overhead_tokens(self, observation: FilterInput) -> int:
+        """Retriever prompt tokens besides the observation itself."""
+        return count_message_tokens(self._messages(observation, "", "", self._schema_ok))
+
+
+def split_windows(lines: list[str], candidates: list[int], budget_tokens: int) -> list[list[int]]:
+    """Group candidate lines (0-based, in order) into windows of at most ``budget_tokens``
+    numbered-line tokens. A single line larger than the budget gets a window of its own."""
+    if not candidates:
+        return []
+    encoding = get_encoding()
+    sizes = encoding.encode_batch(
+        [f"{i + 1}|{lines[i]}\n" for i in candidates], disallowed_special=()
+    )
+    windows: list[list[int]] = [[]]
+    used = 0
+    for index, tokens in zip(candidates, (len(s) for s in sizes), strict=True):
+        if windows[-1] and used + tokens > budget_tokens:
+            windows.append([])
+            used = 0
+        windows[-1].append(index)
+        used += tokens
+    return windows
+
+
+def _bid_aliases(
+    pairs: list[Range], window_bids: dict[str, int], window: range
+) -> set[int]:
+    """Lines (1-based) of the bids named by range bounds that cannot be line numbers here.
+
+    Small retrievers often answer with the element id in brackets (``[142]``) instead of
+    the line number in front of it. A bound outside the lines shown is read as a bid
+    when one of the lines shown has that bid; a bound inside them stays a line number
+    (reading those as bids too would add a line for almost every number on pages whose
+    bids and line numbers overlap).
+    """
+    return {
+        window_bids[str(n)] for pair in pairs for n in set(pair)
+        if n not in window and str(n) in window_bids
+    }
+
+
+def _diff(previous: tuple[list[str], set[int]], lines: list[str]) -> tuple[list[int], set[int]]:
+    """Lines that changed since the previous step (0-based, new numbering), and the
+    previously kept lines that are unchanged, mapped to their new positions."""
+    old_lines, old_kept = previous
+    matcher = difflib.SequenceMatcher(None, old_lines, lines, autojunk=False)
+    changed: list[int] = []
+    reused: set[int] = set()
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            reused.update(j1 + k for k in range(i2 - i1) if i1 + k in old_kept)
+        elif tag in ("replace", "insert"):
+            changed.extend(range(j1, j2))
+    return changed, reused

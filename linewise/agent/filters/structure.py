@@ -1,0 +1,86 @@
+"""The structure-preserving view: kept lines inside the skeleton of their ancestors.
+
+Given the lines a retriever kept, the view shows each of them unchanged, every
+ancestor that gives it context (reduced to bid, role and a shortened name) at its
+original indentation, and, under each shown node, one counted marker per run of
+dropped siblings. The result is a valid, smaller tree: it cuts lines, not only text
+(the public implementation keeps one line per dropped node, which saves little).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pydantic import BaseModel
+
+from linewise.agent.filters.tree import LineTree
+
+MARKER = "… {n} {lines} omitted …"
+
+
+class StructuredView(BaseModel):
+    text: str
+    kept_lines: list[int]
+    """1-based numbers of the lines copied unchanged."""
+    context_lines: list[int]
+    """1-based numbers of the ancestor lines shown shortened."""
+    markers: int
+    omitted_lines: int
+
+
+def marker_line(depth: int, count: int) -> str:
+    return "\t" * depth + MARKER.format(n=count, lines="line" if count == 1 else "lines")
+
+
+def rebuild_with_structure(tree: LineTree, kept: Iterable[int]) -> StructuredView:
+    """Build the view for the kept lines (0-based indices into ``tree.lines``)."""
+    kept_set = {i for i in kept if 0 <= i < len(tree)}
+    context: set[int] = set()
+    for index in kept_set:
+        for ancestor in tree.ancestors(index):
+            if ancestor in kept_set or ancestor in context:
+                break  # the rest of the chain is already shown
+            context.add(ancestor)
+    shown = kept_set | context
+
+    out: list[str] = []
+    markers = omitted = 0
+    pending = 0  # lines of the current run of dropped siblings
+    pending_depth = 0
+    pending_parent = -2
+    i = 0
+    n = len(tree)
+    while i < n:
+        if i in shown:
+            if pending:
+                out.append(marker_line(pending_depth, pending))
+                markers += 1
+                omitted += pending
+                pending = 0
+            out.append(tree.lines[i] if i in kept_set else tree.short_head(i))
+            i += 1
+            continue
+        # i roots a dropped subtree (its parent is shown, or it is top-level)
+        parent = tree.parent[i]
+        if pending and parent != pending_parent:
+            out.append(marker_line(pending_depth, pending))
+            markers += 1
+            omitted += pending
+            pending = 0
+        if not pending:
+            pending_parent = parent
+            pending_depth = tree.depth[i]
+        size = tree.subtree_end[i] - i
+        pending += size
+        i += size
+    if pending:
+        out.append(marker_line(pending_depth, pending))
+        markers += 1
+        omitted += pending
+    return StructuredView(
+        text="\n".join(out),
+        kept_lines=sorted(k + 1 for k in kept_set),
+        context_lines=sorted(c + 1 for c in context),
+        markers=markers,
+        omitted_lines=omitted,
+    )

@@ -1,0 +1,175 @@
+"""The action policy: one LLM decision per step, re-asked when the answer is malformed
+or when it would repeat an action that just changed nothing."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+import structlog
+from pydantic import BaseModel, Field
+
+from linewise.agent.action_parser import ParsedAction
+from linewise.agent.prompt import (
+    PageView,
+    StepMemory,
+    build_action_messages,
+    futile_repeat_message,
+    retry_message,
+)
+from linewise.agent.response import parse_answer
+from linewise.records import LLMCall, RepeatEscape
+
+log = structlog.get_logger(__name__)
+
+
+class ChatModel(Protocol):
+    """What the policy needs from an LLM client (``runtime.llm.ChatClient`` is one)."""
+
+    model: str
+
+    async def chat(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        purpose: str = ...,
+        attempt: int = ...,
+        **params: Any,
+    ) -> LLMCall: ...
+
+
+def page_key(url: str, lines: Iterable[str]) -> str:
+    """A digest of the whole page (URL and every AXTree line): equal keys, same page."""
+    digest = hashlib.sha1(url.encode())
+    for line in lines:
+        digest.update(b"\n" + line.encode())
+    return digest.hexdigest()
+
+
+class Decision(BaseModel):
+    """The outcome of one step's deliberation."""
+
+    think: str | None = None
+    action: ParsedAction | None = None
+    action_text: str | None = None
+    error: str | None = Field(
+        default=None, description="Why no valid action came out, after all retries."
+    )
+    calls: list[LLMCall] = Field(default_factory=list)
+    page_key: str = Field(default="", description="The page the decision was made on.")
+    repeat_escape: RepeatEscape | None = Field(
+        default=None,
+        description="Set when the first answer repeated an action that had changed nothing: "
+        "'escaped' if a re-ask gave another action, 'kept' if every re-ask repeated it.",
+    )
+
+
+class ActionAgent:
+    """A GenericAgent-style policy: goal, page, history and action space in; one action out.
+
+    A malformed answer (no ``<action>`` block, a call that does not parse, a wrong
+    argument) is shown back to the model, which is asked again up to ``parse_retries``
+    times. The conversation of retries stays within the step. Every re-ask samples at
+    ``reask_temperature``: at temperature 0 a model given the same prompt plus an error
+    tends to write the same answer again (the embedded 1.5B model did, word for word, in
+    133 of the 143 bench steps whose retries all failed).
+
+    A *futile repeat* is an answer that repeats the previous action although that action
+    left the page exactly as it was (same URL, same AXTree: ``PageView.page_key``), whether
+    it ran or failed. Small models at temperature 0 fall into such loops and answer the
+    same thing until the step limit. The model is then told so and asked again, up to
+    ``repeat_escapes`` times; the first different valid action is taken. If every re-ask
+    repeats the action, it runs as first answered: some repeats are right (a button that
+    only reacts late, an element that was not visible yet).
+    """
+
+    def __init__(
+        self,
+        model: ChatModel,
+        *,
+        parse_retries: int = 2,
+        repeat_escapes: int = 2,
+        reask_temperature: float = 0.7,
+        action_names: list[str] | None = None,
+    ) -> None:
+        self.model = model
+        self.parse_retries = parse_retries
+        self.repeat_escapes = repeat_escapes
+        self.reask_temperature = reask_temperature
+        self.action_names = action_names
+        self.history: list[StepMemory] = []
+
+    def reset(self) -> None:
+        self.history = []
+
+    async def decide(self, goal: str, view: PageView) -> Decision:
+        messages = build_action_messages(goal, view, self.history, self.action_names)
+        decision = Decision(page_key=view.page_key)
+        await self._ask(decision, messages)
+        if decision.action is not None and self._repeats_futile_action(decision):
+            await self._escape_repeat(decision, messages)
+        return decision
+
+    def _repeats_futile_action(self, decision: Decision) -> bool:
+        if not self.repeat_escapes or not self.history or not decision.page_key:
+            return False
+        last = self.history[-1]
+        return last.action == str(decision.action) and last.page_key == decision.page_key
+
+    async def _escape_repeat(self, decision: Decision, messages: list[dict[str, str]]) -> None:
+        repeated = str(decision.action)
+        log.info("futile repeat", action=repeated)
+        messages = [
+            *messages,
+            {"role": "assistant", "content": decision.calls[-1].response or ""},
+            futile_repeat_message(repeated, self.history[-1].error),
+        ]
+        decision.repeat_escape = "kept"
+        for attempt in range(self.repeat_escapes):
+            call = await self.model.chat(
+                messages,
+                purpose="action",
+                attempt=len(decision.calls),
+                temperature=self.reask_temperature,
+            )
+            decision.calls.append(call)
+            answer = parse_answer(call.response or "")
+            if answer.action is not None and str(answer.action) != repeated:
+                decision.think, decision.action_text = answer.think, answer.action_text
+                decision.action = answer.action
+                decision.repeat_escape = "escaped"
+                return
+            log.info("repeat not escaped", attempt=attempt, answer=answer.action_text)
+
+    async def _ask(self, decision: Decision, messages: list[dict[str, str]]) -> None:
+        """Ask until the answer holds one valid action, or ``parse_retries`` run out."""
+        for attempt in range(self.parse_retries + 1):
+            sampling = {"temperature": self.reask_temperature} if attempt else {}
+            call = await self.model.chat(messages, purpose="action", attempt=attempt, **sampling)
+            decision.calls.append(call)
+            answer = parse_answer(call.response or "")
+            decision.think = answer.think
+            decision.action_text = answer.action_text
+            if answer.action is not None:
+                decision.action = answer.action
+                decision.error = None
+                return
+            decision.error = answer.error
+            log.info("malformed answer", attempt=attempt, error=answer.error)
+            messages = [
+                *messages,
+                {"role": "assistant", "content": call.response or ""},
+                retry_message(answer.error or "unreadable answer"),
+            ]
+
+    def remember(self, decision: Decision, action_error: str | None) -> None:
+        """Add the step to the history the next prompt shows."""
+        self.history.append(
+            StepMemory(
+                think=decision.think,
+                action=str(decision.action) if decision.action else decision.action_text,
+                error=action_error or decision.error,
+                page_key=decision.page_key,
+            )
+        )

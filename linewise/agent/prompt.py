@@ -1,0 +1,141 @@
+"""Assembling the action model's prompt from the templates in ``prompts/``."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from pydantic import BaseModel, Field
+
+from linewise.agent.actions import describe_action_space
+from linewise.prompts import render_prompt
+
+MAX_THOUGHT_CHARS = 400
+
+
+class PageView(BaseModel):
+    """The page as the action model is shown it (the AXTree possibly filtered)."""
+
+    url: str
+    tabs: list[tuple[int, str, str, bool]] = Field(
+        default_factory=list, description="(index, title, url, active) per open tab."
+    )
+    focused_bid: str = ""
+    text: str
+    last_action_error: str | None = None
+    page_key: str = Field(
+        default="", description="Digest of the whole page (``policy.page_key``), not shown."
+    )
+
+
+class StepMemory(BaseModel):
+    """What the agent remembers of one past step."""
+
+    think: str | None = None
+    action: str | None = None
+    error: str | None = None
+    page_key: str = Field(default="", description="The page the action was taken on.")
+
+
+def render_history(history: list[StepMemory], max_steps: int = 20) -> str:
+    if not history:
+        return "(none yet: this is the first step)\n"
+    shown = history[-max_steps:]
+    first = len(history) - len(shown) + 1
+    lines: list[str] = []
+    if first > 1:
+        lines.append(f"({first - 1} earlier step(s) not shown)")
+    for number, step in enumerate(shown, first):
+        thought = (step.think or "").strip().replace("\n", " ")
+        if len(thought) > MAX_THOUGHT_CHARS:
+            thought = thought[: MAX_THOUGHT_CHARS - 1] + "…"
+        lines.append(f"Step {number}:")
+        if thought:
+            lines.append(f"  thought: {thought}")
+        lines.append(f"  action: {step.action or '(none)'}")
+        if step.error:
+            lines.append(f"  error: {step.error}")
+    return "\n".join(lines) + "\n"
+
+
+def repeated_action_note(history: list[StepMemory], threshold: int = 2) -> str:
+    """A nudge when the same successful action was repeated ``threshold`` times or more.
+
+    Small models tend to loop on an action that already worked (filling a field again and
+    again instead of submitting); the note names the loop so the model can leave it.
+    """
+    if not history or not history[-1].action or history[-1].error:
+        return ""
+    last = history[-1].action
+    count = 0
+    for step in reversed(history):
+        if step.action != last or step.error:
+            break
+        count += 1
+    if count < threshold:
+        return ""
+    return "\n" + render_prompt("repeated_action.md", count=count, action=last)
+
+
+def render_tabs(view: PageView) -> str:
+    if not view.tabs:
+        return f"  Tab 0 (active): {view.url}"
+    return "\n".join(
+        f"  Tab {index}{' (active)' if active else ''}: {title!r} {url}"
+        for index, title, url, active in view.tabs
+    )
+
+
+def build_action_messages(
+    goal: str,
+    view: PageView,
+    history: list[StepMemory],
+    action_names: list[str] | None = None,
+) -> list[dict[str, str]]:
+    """The system and user messages for one action decision (static part first)."""
+    last_error = (
+        f"\n# Error from your last action\n{view.last_action_error}\n"
+        if view.last_action_error
+        else ""
+    )
+    user = render_prompt(
+        "action_user.md",
+        goal=goal.strip(),
+        url=view.url,
+        tabs=render_tabs(view),
+        focused=f"[{view.focused_bid}]" if view.focused_bid else "(none)",
+        observation=view.text,
+        history=render_history(history),
+        last_error=last_error + repeated_action_note(history),
+    )
+    return [
+        {"role": "system", "content": system_prompt(tuple(action_names or ()))},
+        {"role": "user", "content": user},
+    ]
+
+
+@cache
+def system_prompt(action_names: tuple[str, ...] = ()) -> str:
+    """The unchanging part of every action prompt: role, rules, action space, format.
+
+    It comes first so that servers with prefix caching (llama.cpp, vLLM) evaluate it
+    once for a whole run rather than at every step.
+    """
+    return render_prompt(
+        "action_system.md", action_space=describe_action_space(list(action_names) or None)
+    )
+
+
+def futile_repeat_message(action: str, error: str | None) -> dict[str, str]:
+    """Tells the model that ``action``, answered again, changed nothing (or failed) last time."""
+    outcome = "nothing on the page changed"
+    first_line = (error or "").strip().splitlines()[:1]
+    if first_line:
+        outcome = f"it failed ({first_line[0]}) and {outcome}"
+    return {
+        "role": "user",
+        "content": render_prompt("futile_repeat.md", action=action, outcome=outcome),
+    }
+
+
+def retry_message(error: str) -> dict[str, str]:
+    return {"role": "user", "content": render_prompt("action_retry.md", error=error)}

@@ -1,0 +1,200 @@
+"""The ``bench`` and ``report`` subcommands (hooked into ``linewise`` by runtime/cli.py).
+
+    linewise bench TASKS.yaml [--filter NAME]... [--seeds K] [--concurrency N] [--out DIR]
+                   [--resume] [--backend local|ray] [model, endpoint and browser flags]
+    linewise report DIR [--max-rounds N] [--price-… $/1M]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from linewise.errors import ConfigError
+from linewise.runtime.bench.metrics import Prices
+from linewise.runtime.log import configure_logging
+from linewise.settings import FILTER_NAMES, LinewiseSettings
+
+COMMANDS = ("bench", "report")
+DEFAULT_EPISODE_TIMEOUT_S = 600.0
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``bench`` and ``report`` to the ``linewise`` parser."""
+    from linewise.cli.main import _add_agent_flags, _add_browser_flags, _add_model_flags
+
+    bench = sub.add_parser(
+        "bench", help="run task lists × seeds × filters headless, resumably, with a report"
+    )
+    bench.add_argument("tasks", type=Path, help="a YAML task file (browsergym: entries allowed)")
+    bench.add_argument("--filter", dest="filters", action="append", choices=FILTER_NAMES,
+                       default=[], help="observation filter to compare (repeatable; "
+                       "default none)")
+    bench.add_argument("--seeds", type=int, default=1, metavar="K",
+                       help="seeds per task: MiniWoB seeds s..s+K-1, web tasks K runs")
+    bench.add_argument("--concurrency", type=int, default=4, metavar="N",
+                       help="episodes at once (default 4)")
+    bench.add_argument("--out", type=Path, help="bench folder (default runs/bench-<timestamp>); "
+                       "rerunning into it skips finished episodes")
+    bench.add_argument("--resume", action="store_true",
+                       help="continue the bench in --out (default: the latest runs/bench-*)")
+    bench.add_argument("--backend", choices=("local", "ray"), default="local",
+                       help="local: one process; ray: Ray tasks (RAY_ADDRESS or a local Ray)")
+    bench.add_argument("--task", action="append", default=[], metavar="ID",
+                       help="run only these task ids (repeatable)")
+    bench.add_argument("--max-steps", type=int, help="override every task's step limit")
+    bench.add_argument("--episode-timeout", type=float, metavar="S",
+                       help="wall-clock limit per episode "
+                       f"(default {DEFAULT_EPISODE_TIMEOUT_S:g} s)")
+    bench.add_argument("--max-in-flight", type=int, metavar="N",
+                       help="LLM requests in flight per endpoint (default 4)")
+    bench.add_argument("--rps", type=float, metavar="R",
+                       help="LLM requests per second per endpoint (default unlimited)")
+    _add_browser_flags(bench)
+    _add_model_flags(bench)
+    bench.add_argument("--max-obs-tokens", type=int, help="token budget of the truncate filter")
+    _add_agent_flags(bench)
+    bench.add_argument("--no-cost-gate", action="store_true",
+                       help="always run the retriever (the cost gate skips it on trees too "
+                       "small to pay for it, e.g. most MiniWoB++ pages)")
+    bench.add_argument("--no-screenshots", action="store_true", help="do not save screenshots")
+    bench.add_argument("--no-report", action="store_true", help="do not write the report")
+    _add_report_flags(bench)
+    bench.add_argument("--log-json", action="store_true",
+                       help="JSON log lines, no progress bar, even on a terminal")
+    bench.add_argument("--log-level", default="auto",
+                       help="default WARNING under the progress bar, else INFO")
+
+    report = sub.add_parser("report", help="write report.md/.html/.json for a bench folder")
+    report.add_argument("dir", type=Path, help="a bench folder (holding results.jsonl)")
+    _add_report_flags(report)
+    report.add_argument("--log-level", default="WARNING")
+
+
+def _add_report_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--max-rounds", type=float, metavar="N",
+                        help="F-AE's Max_Rounds (default: each group's largest max_steps)")
+    defaults = Prices()
+    for name, help_text in (
+        ("action-input", "action model input"),
+        ("action-output", "action model output"),
+        ("retriever-input", "retriever input"),
+        ("retriever-output", "retriever output"),
+    ):
+        default = getattr(defaults, name.replace("-", "_"))
+        parser.add_argument(f"--price-{name}", type=float, metavar="USD",
+                            help=f"$ per 1M {help_text} tokens (default {default:g})")
+
+
+def prices_from(args: argparse.Namespace, settings: LinewiseSettings | None = None) -> Prices:
+    """Flags first, then the filter settings' prices (the cost gate's), then defaults."""
+    values: dict[str, float] = {}
+    if settings is not None:
+        values = {
+            "action_input": settings.filter.price_action_input,
+            "retriever_input": settings.filter.price_retriever_input,
+            "retriever_output": settings.filter.price_retriever_output,
+        }
+    for field in Prices.model_fields:
+        flag = getattr(args, f"price_{field}", None)
+        if flag is not None:
+            values[field] = flag
+    return Prices(**values)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    if args.command == "report":
+        return cmd_report(args)
+    return cmd_bench(args)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from linewise.runtime.bench.report import write_report
+
+    _, written = write_report(args.dir, prices_from(args), args.max_rounds)
+    for path in written:
+        print(path)
+    return 0
+
+
+def _bench_settings(args: argparse.Namespace) -> LinewiseSettings:
+    from linewise.cli.main import settings_from_args
+
+    settings = settings_from_args(args)
+    updates: dict[str, object] = {}
+    if args.max_in_flight is not None:
+        if args.max_in_flight < 1:
+            raise ConfigError("--max-in-flight must be at least 1")
+        updates["max_in_flight"] = args.max_in_flight
+    if args.rps is not None:
+        if args.rps <= 0:
+            raise ConfigError("--rps must be positive")
+        updates["requests_per_second"] = args.rps
+    if args.no_cost_gate:
+        settings = settings.model_copy(update={
+            "filter": settings.filter.model_copy(update={"cost_gate": False})})
+    if updates:
+        settings = settings.model_copy(update={
+            "action": settings.action.model_copy(update=updates),
+            "retriever": settings.retriever.model_copy(update=updates),
+        })
+    return settings
+
+
+def _out_dir(args: argparse.Namespace) -> Path:
+    if args.out is not None:
+        return args.out
+    if args.resume:
+        from linewise.runtime.bench.driver import MANIFEST_FILE
+
+        found = sorted(Path("runs").glob(f"bench-*/{MANIFEST_FILE}"))
+        if not found:
+            raise ConfigError("--resume: no runs/bench-* folder to resume; give --out DIR")
+        return found[-1].parent
+    return Path("runs") / datetime.now().strftime("bench-%Y%m%d-%H%M%S")
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from linewise.cli.main import browser_config_from
+    from linewise.runtime.bench.driver import run_bench
+    from linewise.runtime.bench.local import BenchOptions
+    from linewise.runtime.bench.plan import expand
+    from linewise.runtime.bench.progress import make_progress
+    from linewise.runtime.bench.report import overall, success_text, write_report
+    from linewise.runtime.tasks.browsergym import load_bench_tasks, select_tasks
+
+    if args.seeds < 1:
+        raise ConfigError("--seeds must be at least 1")
+    if args.concurrency < 1:
+        raise ConfigError("--concurrency must be at least 1")
+    settings = _bench_settings(args)
+    tasks = select_tasks(load_bench_tasks(args.tasks), args.task, args.max_steps)
+    specs = expand(tasks, args.filters or ["none"], args.seeds)
+    out_dir = _out_dir(args)
+    timeout = args.episode_timeout or settings.episode_timeout_s or DEFAULT_EPISODE_TIMEOUT_S
+    options = BenchOptions(concurrency=args.concurrency, episode_timeout_s=timeout)
+
+    rich = sys.stderr.isatty() and not args.log_json
+    level = args.log_level if args.log_level != "auto" else ("WARNING" if rich else "INFO")
+    configure_logging(json_lines=True if args.log_json else None, level=level)
+    progress = make_progress(rich, level)
+
+    outcome = asyncio.run(run_bench(
+        specs, settings, browser_config_from(args, settings), out_dir, options,
+        backend=args.backend, progress=progress, resume=args.resume, argv=sys.argv,
+    ))
+    mine = {s.key for s in specs}
+    results = [r for r in outcome.results if r.key in mine]
+    summary = overall(results, prices_from(args, settings))
+    print(f"{len(results)}/{len(specs)} episodes in {out_dir} (ran {outcome.ran}, "
+          f"recovered {outcome.recovered}, already done {outcome.skipped}); "
+          f"success {success_text(summary)} %")
+    if summary.errors:
+        print("errors: " + ", ".join(f"{k} {v}" for k, v in summary.errors.items()))
+    if not args.no_report:
+        _, written = write_report(out_dir, prices_from(args, settings), args.max_rounds)
+        print("report: " + ", ".join(str(p) for p in written))
+    return 0

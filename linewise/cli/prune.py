@@ -1,0 +1,149 @@
+"""``linewise prune`` and ``linewise mine``: argument definitions and command functions.
+
+runtime/cli.py only hooks these in (``add_prune_parsers`` in ``build_parser``, the two
+commands in ``main``), so the pruner's flags live next to the pruner.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from linewise.errors import ConfigError, GraphError
+
+PRUNE_COMMANDS = ("prune", "mine")
+
+
+def add_prune_parsers(
+    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+    add_model_flags: Callable[[argparse.ArgumentParser], None],
+) -> None:
+    """Add ``prune`` and ``mine`` to the ``linewise`` subcommands."""
+    prune = sub.add_parser(
+        "prune",
+        help="turn recorded traces into pruned fine-tuning data (WebClipper)",
+        description="Build state graphs of successful episodes with an LLM, keep the "
+        "necessary steps (minimum necessary DAG, majority vote), rewrite the thoughts that "
+        "lost their predecessor, and export chat-messages JSONL.",
+    )
+    prune.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR",
+                       help="run folders of `linewise run` or `linewise bench` (searched "
+                       "recursively for episode folders)")
+    prune.add_argument("--out", type=Path, required=True, metavar="DATASET_DIR",
+                       help="where pruned.jsonl, hybrid.jsonl, graphs/ and stats.json go")
+    prune.add_argument("--repeats", type=int, default=3,
+                       help="graph builds per trajectory for the majority vote (default 3)")
+    prune.add_argument("--mode", choices=("efficiency", "hybrid"), default="hybrid",
+                       help="efficiency: write pruned.jsonl only; hybrid (default): also "
+                       "hybrid.jsonl with the trajectories that had nothing to prune")
+    prune.add_argument("--pass-rate", metavar="LOW:HIGH",
+                       help="rejection sampling: keep only tasks whose pass rate over their "
+                       "episodes is in (LOW, HIGH]; the paper uses 0:0.5 (default: off)")
+    prune.add_argument("--include-failed", action="store_true",
+                       help="also prune unsuccessful episodes (default: successful only)")
+    prune.add_argument("--limit", type=int, metavar="N",
+                       help="prune at most N trajectories (after filtering)")
+    prune.add_argument("--concurrency", type=int, default=2,
+                       help="trajectories processed at once (default 2)")
+    prune.add_argument("--extract-temperature", type=float, default=0.7,
+                       help="extractor sampling temperature; above 0 so that the repeats "
+                       "of the vote are independent (default 0.7)")
+    prune.add_argument("--max-obs-tokens", type=int, default=3000,
+                       help="observation tokens shown to the extractor per step "
+                       "(default 3000; the rest is cut with a marker)")
+    prune.add_argument("--build-retries", type=int, default=2,
+                       help="re-asks with the validation error after an invalid "
+                       "extractor answer (default 2)")
+    prune.add_argument("--candidates", type=int, default=3,
+                       help="rewrite candidates per rewritten thought (default 3)")
+    prune.add_argument("--extractor-base-url",
+                       help="endpoint for graph extraction and rewriting (default: the "
+                       "--base-url endpoint, which also scores perplexity as the base model)")
+    prune.add_argument("--extractor-model", help="model name at --extractor-base-url")
+    add_model_flags(prune)
+    prune.add_argument("--log-json", action="store_true")
+    prune.add_argument("--log-level", default="INFO")
+
+    mine = sub.add_parser(
+        "mine", help="print the necessary action ids of a state graph (Algorithm 1)",
+        description='GRAPH.json: {"nodes": [{"id": "I0", "kind": "info"}, {"id": "A1", '
+        '"kind": "action"}, ...], "edges": [["I0", "A1"], ...], "source": "I0", '
+        '"sink": "A7"}; extra fields are allowed.',
+    )
+    mine.add_argument("graph", type=Path, metavar="GRAPH.json")
+    mine.add_argument("--log-level", default="WARNING")
+
+
+def cmd_mine(args: argparse.Namespace) -> int:
+    """Print A*, one id per line. A broken graph is a usage error (exit 2)."""
+    from linewise.runtime.pruning.graph import load_graph
+    from linewise.runtime.pruning.miner import necessary_actions
+
+    try:
+        actions = necessary_actions(load_graph(args.graph))
+    except GraphError as exc:
+        message = str(exc)
+        if str(args.graph) not in message:
+            message = f"{args.graph}: {message}"
+        raise ConfigError(message) from exc
+    for action_id in actions:
+        print(action_id)
+    return 0
+
+
+def parse_pass_rate(text: str | None) -> tuple[float, float] | None:
+    if text is None:
+        return None
+    try:
+        low_text, high_text = text.split(":")
+        low, high = float(low_text), float(high_text)
+    except ValueError as exc:
+        raise ConfigError(f"--pass-rate must be LOW:HIGH, e.g. 0:0.5, got {text!r}") from exc
+    if not 0 <= low < high <= 1:
+        raise ConfigError(f"--pass-rate needs 0 <= LOW < HIGH <= 1, got {text!r}")
+    return low, high
+
+
+def cmd_prune(args: argparse.Namespace, settings_from_args: Callable) -> int:  # type: ignore[type-arg]
+    """Run the pipeline and print where the data went and the counts of stats.json."""
+    from linewise.runtime.pruning.pipeline import PruneOptions, run_prune
+
+    if args.repeats < 1:
+        raise ConfigError("--repeats must be at least 1")
+    if args.candidates < 1:
+        raise ConfigError("--candidates must be at least 1")
+    if args.concurrency < 1:
+        raise ConfigError("--concurrency must be at least 1")
+    for run_dir in args.runs:
+        if not run_dir.is_dir():
+            raise ConfigError(f"{run_dir}: no such run folder")
+    if bool(args.extractor_base_url) != bool(args.extractor_model):
+        raise ConfigError("--extractor-base-url and --extractor-model go together")
+    options = PruneOptions(
+        repeats=args.repeats,
+        mode=args.mode,
+        pass_rate=parse_pass_rate(args.pass_rate),
+        include_failed=args.include_failed,
+        limit=args.limit,
+        concurrency=args.concurrency,
+        extract_temperature=args.extract_temperature,
+        max_obs_tokens=args.max_obs_tokens,
+        build_retries=args.build_retries,
+        candidates=args.candidates,
+        extractor_base_url=args.extractor_base_url,
+        extractor_model=args.extractor_model,
+    )
+    settings = settings_from_args(args)
+    started = time.perf_counter()
+    stats = asyncio.run(run_prune(args.runs, args.out, settings, options))
+    elapsed = time.perf_counter() - started
+    print(f"trajectories in {stats.trajectories_in}, built {stats.built}, agreed "
+          f"{stats.agreed}, pruned {stats.pruned}, unpruned {stats.unpruned}, discarded "
+          f"{stats.discarded}")
+    print(f"rounds {stats.rounds_before} -> {stats.rounds_after}, tokens "
+          f"{stats.tokens_before} -> {stats.tokens_after}, {elapsed:.1f} s")
+    print(f"Dataset in {args.out}/ (stats.json, trajectories.jsonl, graphs/)")
+    return 0

@@ -1,0 +1,176 @@
+"""A whole bench: read what is done, run the rest on a backend, record every result.
+
+The driver is the only writer of ``results.jsonl`` (Ray workers hand their results
+back), so appends never interleave. Before anything runs it reconciles the folder with
+the file:
+
+1. episodes with a results line are done;
+2. an episode whose folder holds an ended summary but no line (killed between the two
+   writes) is recovered from its folder, not run again;
+3. every other episode that left a folder is set aside under ``_incomplete/`` and runs
+   from scratch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+import structlog
+
+from linewise.errors import ConfigError
+from linewise.runtime.bench.local import BenchOptions, run_local
+from linewise.runtime.bench.plan import EpisodeSpec, finished_summary, set_aside_unfinished
+from linewise.runtime.bench.progress import LogProgress, Progress
+from linewise.runtime.bench.results import (
+    RESULTS_FILE,
+    EpisodeResult,
+    ResultsWriter,
+    read_results,
+    result_from_summary,
+)
+from linewise.runtime.browser.chromium import BrowserConfig
+from linewise.runtime.run import environment_manifest
+from linewise.runtime.trace import read_steps, read_summary
+from linewise.settings import LinewiseSettings
+
+log = structlog.get_logger(__name__)
+
+MANIFEST_FILE = "bench.json"
+
+Backend = Literal["local", "ray"]
+
+
+@dataclass
+class BenchOutcome:
+    results: list[EpisodeResult]
+    """Every line of results.jsonl after the run (earlier runs' included)."""
+    ran: int
+    recovered: int
+    skipped: int
+    set_aside: list[Path] = field(default_factory=list)
+
+
+def check_manifest(out_dir: Path, settings: LinewiseSettings, resume: bool) -> None:
+    """Refuse to mix two agents' results in one folder; ``--resume`` needs a bench."""
+    path = out_dir / MANIFEST_FILE
+    if not path.exists():
+        if resume:
+            raise ConfigError(f"--resume: {out_dir} holds no bench ({MANIFEST_FILE} missing)")
+        return
+    previous = json.loads(path.read_text(encoding="utf-8"))
+    model = previous.get("action_model")
+    if model and settings.action.model and model != settings.action.model:
+        raise ConfigError(
+            f"{out_dir} holds results of action model {model!r}, not "
+            f"{settings.action.model!r}: use another --out"
+        )
+
+
+def write_manifest(
+    out_dir: Path,
+    settings: LinewiseSettings,
+    specs: list[EpisodeSpec],
+    *,
+    backend: str,
+    options: BenchOptions,
+    argv: list[str],
+) -> None:
+    """``bench.json``: the plan and every invocation that worked on this folder."""
+    path = out_dir / MANIFEST_FILE
+    previous = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    invocation = {
+        "argv": argv,
+        "started_at": datetime.now().isoformat(timespec="seconds"),
+        "backend": backend,
+        "concurrency": options.concurrency,
+        "episode_timeout_s": options.episode_timeout_s,
+    }
+    manifest = {
+        "action_model": settings.action.model or previous.get("action_model"),
+        "retriever_model": settings.retriever.model,
+        "filters": sorted({s.filter for s in specs}),
+        "episodes": len(specs),
+        **environment_manifest(settings),
+        "invocations": [*previous.get("invocations", []), invocation],
+    }
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    tmp.replace(path)
+
+
+def reconcile(
+    out_dir: Path, specs: list[EpisodeSpec], writer: ResultsWriter, backend: str
+) -> tuple[list[EpisodeSpec], int, int, list[Path]]:
+    """(specs still to run, how many were done, how many recovered, folders set aside)."""
+    done = {r.key for r in read_results(writer.path)}
+    skipped = sum(1 for s in specs if s.key in done)
+    recovered = 0
+    for spec in specs:
+        if spec.key in done or not finished_summary(out_dir, spec):
+            continue
+        folder = spec.folder(out_dir)
+        writer.append(result_from_summary(
+            spec, read_summary(folder), read_steps(folder), backend=backend, recovered=True
+        ))
+        done.add(spec.key)
+        recovered += 1
+        log.info("episode recovered from its folder", episode=str(spec.key))
+    pending = [s for s in specs if s.key not in done]
+    return pending, skipped, recovered, set_aside_unfinished(out_dir, pending)
+
+
+async def run_bench(
+    specs: list[EpisodeSpec],
+    settings: LinewiseSettings,
+    browser_config: BrowserConfig,
+    out_dir: Path,
+    options: BenchOptions,
+    *,
+    backend: Backend = "local",
+    progress: Progress | None = None,
+    resume: bool = False,
+    argv: list[str] | None = None,
+) -> BenchOutcome:
+    """Run every spec not already in ``out_dir/results.jsonl``; return all results."""
+    progress = progress or LogProgress()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    check_manifest(out_dir, settings, resume)
+    write_manifest(out_dir, settings, specs, backend=backend, options=options,
+                   argv=argv if argv is not None else sys.argv)
+    path = out_dir / RESULTS_FILE
+    with ResultsWriter(path) as writer:
+        pending, skipped, recovered, moved = reconcile(out_dir, specs, writer, backend)
+        progress.start(len(specs), len(specs) - len(pending))
+
+        def on_start(spec: EpisodeSpec) -> None:
+            progress.episode_started(str(spec.key))
+
+        def on_result(result: EpisodeResult) -> None:
+            writer.append(result)
+            progress.episode_finished(result)
+
+        try:
+            if backend == "ray":
+                from linewise.runtime.bench.ray_backend import run_ray
+
+                await run_ray(pending, settings, browser_config, out_dir, options,
+                              on_start, on_result)
+            else:
+                await run_local(pending, settings, browser_config, out_dir, options,
+                                on_start, on_result)
+        finally:
+            progress.close()
+    return BenchOutcome(
+        results=read_results(path), ran=len(pending), recovered=recovered, skipped=skipped,
+        set_aside=moved,
+    )
+
+
+def run_bench_sync(*args: object, **kwargs: object) -> BenchOutcome:
+    return asyncio.run(run_bench(*args, **kwargs))  # type: ignore[arg-type]

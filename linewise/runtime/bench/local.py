@@ -1,0 +1,196 @@
+"""The local backend: one Chromium, N episodes at once on one asyncio loop.
+
+Every episode opens its own browser context (``Browser.new_session``), so concurrent
+episodes share the Chromium process but nothing else. The model clients are shared too:
+their semaphore and throttle bound requests in flight and per second per endpoint,
+independently of how many episodes run (``--max-in-flight``, ``--rps``).
+
+Failure isolation: ``run_episode`` already turns page, model and task trouble into a
+recorded failure. ``EpisodeRunner`` adds the two things it cannot do for itself: a hard
+wall-clock guard (the episode's own timeout plus a grace period for closing its
+context) and a catch-all for bugs, so one bad episode is a results line, never a
+stopped bench.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from linewise.agent.filters.registry import FilterFactory
+from linewise.runtime.bench.plan import EpisodeSpec, set_aside_unfinished
+from linewise.runtime.bench.results import EpisodeResult, failed_result, result_from_summary
+from linewise.runtime.browser.chromium import BrowserConfig
+from linewise.runtime.episode import EpisodeConfig, EpisodeEnv, run_episode
+from linewise.runtime.run import RunResources, build_filter_factory, open_run_resources
+from linewise.runtime.tasks.browsergym import BrowserGymTask
+from linewise.runtime.tasks.miniwob import MiniWoBServer
+from linewise.runtime.trace import read_steps
+from linewise.settings import LinewiseSettings
+
+log = structlog.get_logger(__name__)
+
+StartHook = Callable[[EpisodeSpec], None]
+ResultHook = Callable[[EpisodeResult], None]
+
+
+@dataclass
+class BenchOptions:
+    """How the episodes run (not what they are)."""
+
+    concurrency: int = 1
+    episode_timeout_s: float = 600.0
+    close_grace_s: float = 30.0
+    """Beyond the episode's own timeout: time to close its context before it is
+    abandoned (a hung page can make even closing hang)."""
+
+
+def settings_for_filter(settings: LinewiseSettings, name: str) -> LinewiseSettings:
+    return settings.model_copy(
+        update={"filter": settings.filter.model_copy(update={"name": name})}
+    )
+
+
+class EpisodeRunner:
+    """Runs one spec on shared resources and always returns its results line."""
+
+    def __init__(
+        self,
+        settings: LinewiseSettings,
+        resources: RunResources,
+        out_dir: Path,
+        options: BenchOptions,
+        filters: list[str],
+        *,
+        backend: str = "local",
+    ) -> None:
+        self.settings = settings
+        self.resources = resources
+        self.out_dir = out_dir
+        self.options = options
+        self.backend = backend
+        self.env = EpisodeEnv(resources.browser, resources.action_client, resources.miniwob)
+        self.factories: dict[str, FilterFactory] = {
+            name: build_filter_factory(settings_for_filter(settings, name),
+                                       resources.retriever_client)
+            for name in filters
+        }
+
+    @property
+    def agent(self) -> str:
+        return self.resources.action_client.model
+
+    def episode_config(self, spec: EpisodeSpec) -> EpisodeConfig:
+        return EpisodeConfig.from_settings(
+            self.settings,
+            timeout_s=self.options.episode_timeout_s,
+            retriever_model=self.resources.retriever_client.model,
+            make_filter=self.factories[spec.filter],
+        )
+
+    async def run(self, spec: EpisodeSpec) -> EpisodeResult:
+        folder = spec.folder(self.out_dir)
+        if folder.exists():  # never mix two runs' traces in one folder
+            set_aside_unfinished(self.out_dir, [spec])
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        started = time.perf_counter()
+        limit = self.options.episode_timeout_s + self.options.close_grace_s
+        try:
+            async with asyncio.timeout(limit):
+                if isinstance(spec.task, BrowserGymTask):
+                    from linewise.runtime.envs.browsergym_backend import run_browsergym_episode
+
+                    summary = await run_browsergym_episode(
+                        spec.task, self.env, folder, self.episode_config(spec)
+                    )
+                else:
+                    summary = await run_episode(
+                        spec.task, self.env, folder.parent, self.episode_config(spec)
+                    )
+            steps = read_steps(folder) if (folder / "steps.jsonl").exists() else []
+            return result_from_summary(spec, summary, steps, backend=self.backend)
+        except TimeoutError:
+            message = f"episode did not end within {limit:.0f} s (timeout + close grace)"
+            log.warning("episode abandoned", episode=str(spec.key), error=message)
+            return failed_result(spec, "timeout", message, agent=self.agent,
+                                 backend=self.backend, wall_s=time.perf_counter() - started)
+        except Exception as exc:  # a bug in one episode must not stop the bench
+            log.exception("episode crashed", episode=str(spec.key))
+            return failed_result(spec, "crash", f"{type(exc).__name__}: {exc}",
+                                 agent=self.agent, backend=self.backend,
+                                 wall_s=time.perf_counter() - started)
+
+
+@contextlib.asynccontextmanager
+async def open_runner(
+    specs: list[EpisodeSpec],
+    settings: LinewiseSettings,
+    browser_config: BrowserConfig,
+    out_dir: Path,
+    options: BenchOptions,
+    *,
+    backend: str = "local",
+) -> AsyncIterator[EpisodeRunner]:
+    """The shared resources the specs need, and a runner on them."""
+    tasks = [s.task for s in specs if not isinstance(s.task, BrowserGymTask)]
+    gym_families = {s.task.family for s in specs if isinstance(s.task, BrowserGymTask)}
+    if gym_families:
+        from linewise.runtime.envs.browsergym_gym import check_family
+
+        for family in sorted(gym_families):
+            check_family(family)  # a missing package or server fails here, not per episode
+    filters = sorted({s.filter for s in specs})
+    async with contextlib.AsyncExitStack() as stack:
+        resources = await stack.enter_async_context(
+            open_run_resources(settings, tasks, browser_config)  # type: ignore[arg-type]
+        )
+        if "miniwob" in gym_families and resources.miniwob is None:
+            # BrowserGym's MiniWoB++ tasks read their pages from our server (base_url)
+            resources.miniwob = await stack.enter_async_context(MiniWoBServer())
+        yield EpisodeRunner(settings, resources, out_dir, options, filters, backend=backend)
+
+
+async def run_specs(
+    runner: EpisodeRunner,
+    specs: list[EpisodeSpec],
+    concurrency: int,
+    on_start: StartHook,
+    on_result: ResultHook,
+) -> None:
+    """Run ``specs`` with at most ``concurrency`` at once, in order of the list."""
+    queue: asyncio.Queue[EpisodeSpec] = asyncio.Queue()
+    for spec in specs:
+        queue.put_nowait(spec)
+
+    async def worker() -> None:
+        while True:
+            try:
+                spec = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            on_start(spec)
+            on_result(await runner.run(spec))
+
+    await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(specs))))))
+
+
+async def run_local(
+    specs: list[EpisodeSpec],
+    settings: LinewiseSettings,
+    browser_config: BrowserConfig,
+    out_dir: Path,
+    options: BenchOptions,
+    on_start: StartHook,
+    on_result: ResultHook,
+) -> None:
+    """The local backend: open the resources once, run every spec, close them."""
+    if not specs:
+        return
+    async with open_runner(specs, settings, browser_config, out_dir, options) as runner:
+        await run_specs(runner, specs, options.concurrency, on_start, on_result)

@@ -1,0 +1,163 @@
+"""``report.html``: the report's tables and three plots in one self-contained file.
+
+Plots (inline SVG, no scripts, no external files):
+
+- success rate (± SE) against mean observation reduction, one point per agent/filter;
+- token distributions per episode, action model and retriever, per filter;
+- step reduction against the original tree's size, binned (LineRetriever's Figure 3).
+"""
+
+from __future__ import annotations
+
+import html
+import itertools
+import math
+
+from linewise.runtime.bench.report import (
+    GROUP_HEADER,
+    TASK_HEADER,
+    Report,
+    group_columns,
+    preamble,
+    task_columns,
+)
+from linewise.runtime.bench.results import EpisodeResult
+from linewise.runtime.bench.svg import PALETTE, Box, Point, box_plot, scatter
+
+CSS = """
+body { font-family: -apple-system, system-ui, sans-serif; margin: 2rem; color: #222; }
+h1 { font-size: 1.4rem; } h2 { font-size: 1.15rem; margin-top: 2rem; }
+table { border-collapse: collapse; font-size: 0.85rem; margin: 0.5rem 0; }
+th, td { border: 1px solid #ccc; padding: 0.25rem 0.5rem; text-align: right; }
+th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
+.plots { display: flex; flex-wrap: wrap; gap: 1rem; }
+.plots figure { margin: 0; border: 1px solid #ddd; padding: 0.5rem; }
+.muted { color: #666; font-size: 0.9rem; }
+"""
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
+        for row in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def filter_colors(results: list[EpisodeResult]) -> dict[str, str]:
+    names = sorted({r.filter for r in results})
+    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
+
+
+def success_vs_reduction(report: Report, colors: dict[str, str]) -> str:
+    several_agents = len({g.label["agent"] for g in report.overall}) > 1
+    points = [
+        Point(
+            x=100 * (g.reduction or 0.0),
+            y=100 * g.success_rate,
+            y_err=100 * (g.success_se or 0.0),
+            label=(f"{g.label['agent']}/" if several_agents else "") + g.label["filter"],
+            color=colors.get(g.label["filter"], PALETTE[0]),
+        )
+        for g in report.overall
+        if g.success_rate is not None
+    ]
+    return scatter(
+        "success-vs-reduction", points, title="Success rate vs observation reduction",
+        x_label="mean observation reduction (%)", y_label="success rate (%) ± SE",
+        x_range=(0, 100), y_range=(0, 100),
+    )
+
+
+def token_distributions(results: list[EpisodeResult], colors: dict[str, str]) -> str:
+    categories = []
+    for title, attr in (("action model", "action_tokens"), ("retriever", "retriever_tokens")):
+        boxes = [
+            Box(name, [float(getattr(r, attr)) for r in results if r.filter == name], color)
+            for name, color in colors.items()
+        ]
+        categories.append((title, boxes))
+    return box_plot("token-distributions", categories, title="Tokens per episode",
+                    x_label="model", y_label="tokens per episode")
+
+
+def size_bins(sizes: list[int]) -> list[tuple[int, int]]:
+    """Power-of-two bins covering the sizes (at most eight, merged from the top)."""
+    if not sizes:
+        return []
+    low = max(1, min(sizes))
+    start = 2 ** math.floor(math.log2(low))
+    edges = [start]
+    while edges[-1] <= max(sizes):
+        edges.append(edges[-1] * 2)
+    while len(edges) > 9:
+        edges = edges[:1] + edges[2:]
+    return list(itertools.pairwise(edges))
+
+
+def _size_label(low: int, high: int) -> str:
+    def short(v: int) -> str:
+        return f"{v // 1000}k" if v >= 1000 else str(v)
+
+    return f"{short(low)}–{short(high)}"
+
+
+def reduction_vs_size(results: list[EpisodeResult], colors: dict[str, str]) -> str:
+    """Box plot of per-step reduction by original tree size (tokens), per filter.
+
+    Filters that never reduce (``none``) are left out unless nothing else ran.
+    """
+    steps = [
+        (r.filter, full, 1 - shown / full)
+        for r in results for full, shown in r.step_obs_tokens if full > 0
+    ]
+    reducing = {name for name, _, red in steps if red > 0}
+    shown_filters = [n for n in colors if n in reducing] or list(colors)
+    categories = []
+    for low, high in size_bins([full for _, full, _ in steps]):
+        boxes = [
+            Box(name, [100 * red for f, full, red in steps
+                       if f == name and low <= full < high], colors[name])
+            for name in shown_filters
+        ]
+        if any(b.values for b in boxes):
+            categories.append((_size_label(low, high), boxes))
+    return box_plot("reduction-vs-size", categories,
+                    title="Reduction vs original tree size (per step)",
+                    x_label="original AXTree tokens", y_label="reduction (%)",
+                    y_range=(0, 100))
+
+
+def render_html(report: Report, results: list[EpisodeResult]) -> str:
+    colors = filter_colors(results)
+    plots = [
+        success_vs_reduction(report, colors),
+        token_distributions(results, colors),
+        reduction_vs_size(results, colors),
+    ]
+    overall = _table(["agent", "filter", *GROUP_HEADER],
+                     [[g.label["agent"], g.label["filter"], *group_columns(g)]
+                      for g in report.overall])
+    by_benchmark = _table(["benchmark", "agent", "filter", *GROUP_HEADER],
+                          [[g.label["benchmark"], g.label["agent"], g.label["filter"],
+                            *group_columns(g)] for g in report.by_benchmark])
+    by_task = _table(TASK_HEADER, [task_columns(g) for g in report.by_task])
+    intro = "".join(f'<p class="muted">{html.escape(line)}</p>' for line in preamble(report))
+    figures = "".join(f"<figure>{svg}</figure>" for svg in plots)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>Bench report: {html.escape(report.bench)}</title>
+<style>{CSS}</style></head>
+<body>
+<h1>Bench report: {html.escape(report.bench)}</h1>
+{intro}
+<h2>Agents and filters</h2>
+{overall}
+<div class="plots">{figures}</div>
+<h2>Per benchmark</h2>
+{by_benchmark}
+<h2>Per task</h2>
+{by_task}
+</body></html>
+"""

@@ -1,0 +1,239 @@
+"""``results.jsonl``: one line per finished episode, the bench's single source of truth.
+
+Each line is written whole, flushed and fsynced before the next episode is counted as
+done, so a kill at any moment leaves at most a torn last line. The reader ignores such
+a line and the writer cuts it off before appending, so lines never run together; resume
+reads the keys of the complete lines and runs only the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+import structlog
+from pydantic import BaseModel, Field
+
+from linewise.records import EpisodeSummary, StepRecord, utcnow
+from linewise.runtime.bench.plan import EpisodeKey, EpisodeSpec
+
+log = structlog.get_logger(__name__)
+
+RESULTS_FILE = "results.jsonl"
+
+ErrorKind = Literal["crash", "timeout", "page", "model", "task"]
+ERROR_KINDS: tuple[ErrorKind, ...] = ("crash", "timeout", "page", "model", "task")
+
+_MODEL_ERRORS = ("LLMError", "EndpointUnreachable", "ResponseFormatError", "APIError",
+                 "APIConnectionError", "APITimeoutError", "RateLimitError")
+_PAGE_ERRORS = ("BrowserError", "ObservationError", "Error", "TargetClosedError",
+                "PlaywrightError")
+
+
+class EpisodeResult(BaseModel):
+    """One finished episode, as the report reads it."""
+
+    task_id: str
+    base_task: str
+    benchmark: str
+    seed: int
+    filter: str
+    agent: str = Field(description="The action model.")
+    retriever_model: str = ""
+    success: bool | None
+    reward: float = 0.0
+    n_steps: int = 0
+    max_steps: int = 0
+    termination: str = ""
+    error: str | None = None
+    error_kind: ErrorKind | None = None
+    action_prompt_tokens: int = 0
+    action_completion_tokens: int = 0
+    retriever_prompt_tokens: int = 0
+    retriever_completion_tokens: int = 0
+    llm_calls: int = 0
+    repeats_escaped: int = Field(default=0, description="Futile repeats a re-ask replaced.")
+    repeats_kept: int = Field(default=0, description="Futile repeats every re-ask kept.")
+    obs_tokens_full: int = 0
+    obs_tokens_shown: int = 0
+    reduction: float | None = Field(
+        default=None, description="Mean over steps of 1 - shown/full observation tokens."
+    )
+    step_obs_tokens: list[tuple[int, int]] = Field(
+        default_factory=list, description="(full tree tokens, tokens shown) per step."
+    )
+    wall_s: float = 0.0
+    llm_s: float = 0.0
+    filter_s: float = 0.0
+    episode_dir: str = Field(default="", description="Relative to the bench folder.")
+    backend: str = "local"
+    recovered: bool = Field(
+        default=False, description="Read back from the episode folder on resume."
+    )
+    finished_at: datetime = Field(default_factory=utcnow)
+
+    @property
+    def key(self) -> EpisodeKey:
+        return EpisodeKey(self.task_id, self.seed, self.filter)
+
+    @property
+    def action_tokens(self) -> int:
+        return self.action_prompt_tokens + self.action_completion_tokens
+
+    @property
+    def retriever_tokens(self) -> int:
+        return self.retriever_prompt_tokens + self.retriever_completion_tokens
+
+
+def classify_error(termination: str, error: str | None) -> ErrorKind | None:
+    """The report's error kinds, from the summary's termination and error text
+    (``"<ExceptionType>: message"``)."""
+    if termination == "timeout":
+        return "timeout"
+    if not error:
+        return None
+    kind = error.split(":", 1)[0].strip()
+    if kind in _MODEL_ERRORS:
+        return "model"
+    if kind in _PAGE_ERRORS:
+        return "page"
+    if kind in ("LinewiseError", "TaskFileError", "ConfigError", "TaskError"):
+        return "task"
+    return "crash"
+
+
+def result_from_summary(
+    spec: EpisodeSpec,
+    summary: EpisodeSummary,
+    steps: list[StepRecord],
+    *,
+    backend: str,
+    recovered: bool = False,
+) -> EpisodeResult:
+    """The results line of an episode that ran (its summary and steps)."""
+    pairs = [(s.obs_tokens_full, s.obs_tokens_shown) for s in steps]
+    reductions = [1 - shown / full for full, shown in pairs if full > 0]
+    return EpisodeResult(
+        task_id=spec.task.id,
+        base_task=spec.base_task,
+        benchmark=spec.benchmark,
+        seed=spec.seed,
+        filter=spec.filter,
+        agent=summary.action_model,
+        retriever_model=summary.retriever_model,
+        success=summary.success,
+        reward=summary.reward,
+        n_steps=summary.n_steps,
+        max_steps=spec.task.max_steps,
+        termination=summary.termination,
+        error=summary.error,
+        error_kind=classify_error(summary.termination, summary.error),
+        action_prompt_tokens=summary.tokens.action_prompt,
+        action_completion_tokens=summary.tokens.action_completion,
+        retriever_prompt_tokens=summary.tokens.retriever_prompt,
+        retriever_completion_tokens=summary.tokens.retriever_completion,
+        llm_calls=summary.tokens.llm_calls,
+        repeats_escaped=summary.repeats_escaped,
+        repeats_kept=summary.repeats_kept,
+        obs_tokens_full=summary.obs_tokens_full,
+        obs_tokens_shown=summary.obs_tokens_shown,
+        reduction=sum(reductions) / len(reductions) if reductions else None,
+        step_obs_tokens=pairs,
+        wall_s=summary.time.wall_s,
+        llm_s=summary.time.llm_s,
+        filter_s=summary.time.filter_s,
+        episode_dir=spec.relative_folder(),
+        backend=backend,
+        recovered=recovered,
+    )
+
+
+def failed_result(
+    spec: EpisodeSpec, kind: ErrorKind, error: str, *, agent: str, backend: str,
+    wall_s: float = 0.0,
+) -> EpisodeResult:
+    """The results line of an episode that could not produce a summary of its own."""
+    return EpisodeResult(
+        task_id=spec.task.id, base_task=spec.base_task, benchmark=spec.benchmark,
+        seed=spec.seed, filter=spec.filter, agent=agent, success=False,
+        max_steps=spec.task.max_steps, termination="timeout" if kind == "timeout" else "error",
+        error=error, error_kind=kind, wall_s=wall_s, episode_dir=spec.relative_folder(),
+        backend=backend,
+    )
+
+
+class ResultsWriter:
+    """Appends results lines; thread-safe (the BrowserGym backend writes from threads)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _cut_torn_tail(path)
+        self._handle = path.open("a", encoding="utf-8")
+        self._lock = threading.Lock()
+
+    def append(self, result: EpisodeResult) -> None:
+        line = result.model_dump_json() + "\n"
+        with self._lock:
+            self._handle.write(line)
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
+
+    def close(self) -> None:
+        with self._lock:
+            self._handle.close()
+
+    def __enter__(self) -> ResultsWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _cut_torn_tail(path: Path) -> None:
+    """Drop a last line without its newline: a write the previous run did not finish."""
+    if not path.exists():
+        return
+    data = path.read_bytes()
+    if not data or data.endswith(b"\n"):
+        return
+    keep = data.rfind(b"\n") + 1
+    log.warning("results.jsonl: dropping a torn last line", path=str(path),
+                bytes=len(data) - keep)
+    with path.open("r+b") as handle:
+        handle.truncate(keep)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def read_results(path: Path) -> list[EpisodeResult]:
+    """Every complete line of a results file, first occurrence of a key winning.
+
+    A torn or invalid line is skipped (with a warning unless it is the last one, which is
+    what a kill mid-write leaves); a missing file is an empty bench.
+    """
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8").split("\n")
+    results: list[EpisodeResult] = []
+    seen: set[EpisodeKey] = set()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            result = EpisodeResult.model_validate(json.loads(line))
+        except (json.JSONDecodeError, ValueError) as exc:
+            if number < len(lines):  # not the torn tail a kill mid-write leaves
+                log.warning("results.jsonl: skipping an invalid line", line=number,
+                            error=str(exc)[:200])
+            continue
+        if result.key in seen:
+            log.warning("results.jsonl: duplicate episode ignored", episode=str(result.key))
+            continue
+        seen.add(result.key)
+        results.append(result)
+    return results

@@ -1,0 +1,1 @@
+"""linewise/runtime/browser"""

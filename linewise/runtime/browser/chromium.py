@@ -1,0 +1,296 @@
+"""Chromium: finding it, launching it once per process, one fresh context per episode.
+
+``Browser`` owns the Playwright driver and the Chromium process. ``BrowserSession`` is
+one episode's isolated context: its open tabs, which one is active, and the CDP session
+of the active tab that observation extraction reuses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+from pathlib import Path
+from types import TracebackType
+
+import structlog
+from playwright.async_api import (
+    Browser as PlaywrightBrowser,
+)
+from playwright.async_api import (
+    BrowserContext,
+    CDPSession,
+    Page,
+    Playwright,
+    async_playwright,
+)
+from playwright.async_api import (
+    Error as PlaywrightError,
+)
+from pydantic import BaseModel, Field
+
+from linewise.errors import BrowserError
+from linewise.runtime.browser.cdp import CDPConnection, CDPSender
+
+log = structlog.get_logger(__name__)
+
+BID_ATTRIBUTE = "bid"
+"""The DOM attribute BrowserGym's marking script writes; Playwright's test-id attribute."""
+
+CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "chromium-browser", "chromium", "google-chrome")
+
+# Flags a sandboxed, offline machine needs: no background traffic to Google, no
+# /dev/shm exhaustion in containers, no sandbox when running as root.
+CHROMIUM_ARGS = (
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-features=OverlayScrollbars,ExtendedOverlayScrollbars,Translate",
+)
+
+
+class BrowserConfig(BaseModel):
+    """How Chromium is launched and how long it may take to do things."""
+
+    headless: bool = True
+    executable_path: str | None = Field(
+        default=None, description="Chromium binary; found automatically when unset."
+    )
+    viewport_width: int = 1280
+    viewport_height: int = 720
+    action_timeout_ms: int = Field(
+        default=5000, description="How long an action waits for its element to be actionable."
+    )
+    navigation_timeout_ms: int = 30000
+    slow_mo_ms: int = 0
+    locale: str = "en-US"
+    timezone_id: str = "UTC"
+    direct_cdp: bool = Field(
+        default=True,
+        description="Read AXTrees and DOM snapshots over a DevTools port on 127.0.0.1 "
+        "(several times faster on large pages than through Playwright's driver).",
+    )
+
+
+def find_chromium(explicit: str | None = None) -> str | None:
+    """Return the Chromium to launch, or None to let Playwright use its own build.
+
+    Order: the explicit path, ``LINEWISE_CHROMIUM``, /usr/bin/chromium, chromium-browser,
+    chromium, google-chrome on PATH.
+    """
+    for candidate in (explicit, os.environ.get("LINEWISE_CHROMIUM")):
+        if candidate:
+            path = Path(candidate)
+            if not (path.is_file() and os.access(path, os.X_OK)):
+                raise BrowserError(f"Chromium not found or not executable at {candidate!r}")
+            return str(path)
+    for candidate in CHROMIUM_CANDIDATES:
+        found = candidate if os.path.isabs(candidate) else shutil.which(candidate)
+        if found and os.path.isfile(found) and os.access(found, os.X_OK):
+            return found
+    return None
+
+
+class Browser:
+    """One Playwright driver and one Chromium process, shared by every episode.
+
+    Use as ``async with Browser(config) as browser:`` and open a ``BrowserSession``
+    per episode with ``await browser.new_session()``.
+    """
+
+    def __init__(self, config: BrowserConfig | None = None) -> None:
+        self.config = config or BrowserConfig()
+        self._playwright: Playwright | None = None
+        self._browser: PlaywrightBrowser | None = None
+        self.executable_path: str | None = None
+        self.devtools_port: int | None = None
+
+    async def start(self) -> Browser:
+        self.executable_path = find_chromium(self.config.executable_path)
+        self._playwright = await async_playwright().start()
+        # Elements are found by the bid attribute that the marking script sets.
+        self._playwright.selectors.set_test_id_attribute(BID_ATTRIBUTE)
+        args = list(CHROMIUM_ARGS)
+        if self.config.direct_cdp:
+            self.devtools_port = _free_port()
+            args += [
+                f"--remote-debugging-port={self.devtools_port}",
+                "--remote-debugging-address=127.0.0.1",
+            ]
+        try:
+            self._browser = await self._playwright.chromium.launch(
+                headless=self.config.headless,
+                executable_path=self.executable_path,
+                args=args,
+                slow_mo=self.config.slow_mo_ms or None,
+            )
+        except PlaywrightError as exc:
+            await self._playwright.stop()
+            self._playwright = None
+            where = self.executable_path or "Playwright's bundled Chromium"
+            raise BrowserError(
+                f"Could not launch Chromium ({where}): {exc.message.splitlines()[0]}. "
+                "Install it (apt-get install chromium) or set LINEWISE_CHROMIUM."
+            ) from exc
+        log.info(
+            "browser started",
+            chromium=self.executable_path or "playwright",
+            version=self._browser.version,
+            headless=self.config.headless,
+        )
+        return self
+
+    @property
+    def version(self) -> str:
+        return self._browser.version if self._browser else ""
+
+    async def new_session(self) -> BrowserSession:
+        """A fresh, isolated browser context with one blank tab."""
+        if self._browser is None:
+            raise BrowserError("Browser is not started")
+        context = await self._browser.new_context(
+            viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},
+            locale=self.config.locale,
+            timezone_id=self.config.timezone_id,
+        )
+        context.set_default_timeout(self.config.action_timeout_ms)
+        context.set_default_navigation_timeout(self.config.navigation_timeout_ms)
+        session = BrowserSession(context, self.config, self.devtools_port)
+        await session.open_tab()
+        return session
+
+    async def close(self) -> None:
+        if self._browser is not None:
+            try:
+                await self._browser.close()
+            except PlaywrightError:
+                pass
+            self._browser = None
+        if self._playwright is not None:
+            await self._playwright.stop()
+            self._playwright = None
+
+    async def __aenter__(self) -> Browser:
+        return await self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+class BrowserSession:
+    """One episode's browser context: its tabs and which one the agent is on.
+
+    Playwright has no notion of an active tab. The session keeps a most-recent-first
+    history: a tab opened by the page (a popup, ``target=_blank``) becomes active, and
+    when the active tab closes the previous one takes over.
+    """
+
+    def __init__(
+        self, context: BrowserContext, config: BrowserConfig, devtools_port: int | None = None
+    ) -> None:
+        self.context = context
+        self.config = config
+        self.devtools_port = devtools_port
+        self._history: list[Page] = []
+        self._cdp: dict[Page, CDPSender] = {}
+        context.on("page", self._on_new_page)
+
+    def _on_new_page(self, page: Page) -> None:
+        self.activate(page)
+        page.on("close", self._on_close)
+
+    def _on_close(self, page: Page) -> None:
+        sender = self._cdp.pop(page, None)
+        if isinstance(sender, CDPConnection):
+            asyncio.get_running_loop().create_task(sender.close())
+        if page in self._history:
+            self._history.remove(page)
+
+    def activate(self, page: Page) -> None:
+        if page in self._history:
+            self._history.remove(page)
+        self._history.append(page)
+
+    @property
+    def page(self) -> Page:
+        """The active tab."""
+        while self._history and self._history[-1].is_closed():
+            self._history.pop()
+        if not self._history:
+            raise BrowserError("No open tab in this browser context")
+        return self._history[-1]
+
+    @property
+    def pages(self) -> list[Page]:
+        return [p for p in self.context.pages if not p.is_closed()]
+
+    async def ensure_page(self) -> Page:
+        """The active tab, opening a blank one if the agent closed them all."""
+        if not self.pages:
+            return await self.open_tab()
+        return self.page
+
+    async def open_tab(self) -> Page:
+        page = await self.context.new_page()
+        self.activate(page)
+        return page
+
+    async def focus_tab(self, index: int) -> Page:
+        pages = self.pages
+        if not 0 <= index < len(pages):
+            raise IndexError(f"tab index {index} out of range: {len(pages)} tab(s) open")
+        page = pages[index]
+        await page.bring_to_front()
+        self.activate(page)
+        return page
+
+    async def cdp(self, page: Page | None = None) -> CDPSender:
+        """A CDP channel to the page (default: the active tab), reused across steps.
+
+        The direct DevTools websocket when the browser has a DevTools port, else (or if
+        it cannot be opened) a Playwright CDP session.
+        """
+        page = page or self.page
+        sender = self._cdp.get(page)
+        if isinstance(sender, CDPConnection) and sender.closed:
+            sender = None
+        if sender is None:
+            session: CDPSession = await self.context.new_cdp_session(page)
+            sender = session
+            if self.devtools_port is not None:
+                info = await session.send("Target.getTargetInfo")
+                try:
+                    sender = await CDPConnection.connect(
+                        self.devtools_port, info["targetInfo"]["targetId"]
+                    )
+                    await session.detach()
+                except BrowserError as exc:
+                    log.warning("direct CDP unavailable; using Playwright's", error=str(exc))
+            self._cdp[page] = sender
+        return sender
+
+    async def close(self) -> None:
+        for sender in self._cdp.values():
+            if isinstance(sender, CDPConnection):
+                await sender.close()
+        self._cdp.clear()
+        try:
+            await self.context.close()
+        except PlaywrightError:
+            pass
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

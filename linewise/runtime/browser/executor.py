@@ -1,0 +1,101 @@
+"""Running one parsed action against the browser, and turning failures into feedback.
+
+Nothing the model asks for can crash the episode: an unknown bid, a hidden or disabled
+element, a timeout or a dead page becomes ``ActionOutcome.error``, a short message the
+model reads as ``last_action_error`` on the next step.
+"""
+
+from __future__ import annotations
+
+import time
+
+import structlog
+from playwright.async_api import Error as PlaywrightError
+from playwright.async_api import Page
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
+from pydantic import BaseModel
+
+from linewise.agent.action_parser import ParsedAction
+from linewise.agent.actions import ACTIONS, ActionContext
+from linewise.errors import ActionError
+from linewise.runtime.browser.observation import own_js
+
+log = structlog.get_logger(__name__)
+
+
+class SettleConfig(BaseModel):
+    """How long to let the page react to an action before observing it."""
+
+    load_timeout_ms: int = 3000
+    quiet_ms: int = 60
+    max_quiet_wait_ms: int = 600
+
+
+class ActionOutcome(BaseModel):
+    error: str | None = None
+    duration_ms: float = 0.0
+    settle_ms: float = 0.0
+
+
+async def execute_action(
+    action: ParsedAction, ctx: ActionContext, settle: SettleConfig | None = None
+) -> ActionOutcome:
+    """Run the action, then wait for the page to settle. Never raises for page trouble."""
+    started = time.perf_counter()
+    error: str | None = None
+    try:
+        await ACTIONS[action.name](ctx, **action.arguments)
+    except ActionError as exc:
+        error = str(exc)
+    except PlaywrightTimeoutError as exc:
+        error = describe_playwright_error(exc, timeout=True)
+    except PlaywrightError as exc:
+        error = describe_playwright_error(exc)
+    except (ValueError, TypeError) as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    acted = time.perf_counter()
+    await settle_page(ctx, settle or SettleConfig())
+    done = time.perf_counter()
+    if error:
+        log.debug("action failed", action=str(action), error=error)
+    return ActionOutcome(
+        error=error, duration_ms=(acted - started) * 1000, settle_ms=(done - acted) * 1000
+    )
+
+
+def describe_playwright_error(exc: PlaywrightError, *, timeout: bool = False) -> str:
+    """Playwright's first line plus the last call-log lines, which say *why* it waited."""
+    message = exc.message if hasattr(exc, "message") else str(exc)
+    head, _, call_log = message.partition("Call log:")
+    first = head.strip().splitlines()[0] if head.strip() else "Playwright error"
+    reasons = [
+        line.strip().lstrip("-").strip()
+        for line in call_log.strip().splitlines()
+        if line.strip() and "waiting for" not in line and "attempting" not in line
+    ]
+    detail = "; ".join(dict.fromkeys(reasons[-3:]))
+    kind = "TimeoutError" if timeout else "Error"
+    return f"{kind}: {first}" + (f" ({detail})" if detail else "")
+
+
+async def settle_page(ctx: ActionContext, settle: SettleConfig) -> None:
+    """Wait for the active tab's DOM to load and then to stop changing (bounded)."""
+    try:
+        page = await ctx.session.ensure_page()
+    except PlaywrightError:
+        return
+    await _wait_loaded(page, settle.load_timeout_ms)
+    try:
+        await page.evaluate(
+            own_js("wait_dom_quiet.js"), [settle.quiet_ms, settle.max_quiet_wait_ms]
+        )
+    except PlaywrightError:
+        # The page navigated while we watched it: wait for the new document instead.
+        await _wait_loaded(page, settle.load_timeout_ms)
+
+
+async def _wait_loaded(page: Page, timeout_ms: int) -> None:
+    try:
+        await page.wait_for_load_state("domcontentloaded", timeout=timeout_ms)
+    except (TimeoutError, PlaywrightError):
+        pass  # a slow page is observed as it is; the model can wait with noop()

@@ -1,0 +1,186 @@
+"""BrowserGym's sync gym environment, made to run here and from many threads.
+
+BrowserGym's ``BrowserEnv`` is sync Playwright, and out of the box it cannot run next to
+an asyncio loop or on this machine:
+
+- it shares one global sync Playwright, created by whichever thread came first; sync
+  Playwright is bound to the thread (greenlet) that started it, so a second thread
+  fails. ``thread_playwright`` gives every thread its own instance.
+- it launches Chromium without ``executable_path`` (and its chat window launches a
+  second Chromium that nothing can configure): every launch here gets Debian's Chromium
+  and the flags an offline sandbox needs. ``MemoryChat`` replaces the chat window with
+  the in-memory message list the tasks actually read, so an episode starts one
+  Chromium, not two.
+- its high-level actions hard-code ``timeout=500`` ms: ``action_mapping`` rewrites the
+  generated code to use the configured action timeout.
+- tasks set ``slow_mo`` (MiniWoB++: 100 ms per Playwright call): ``make_env`` passes 0
+  unless asked otherwise.
+
+``benchmarks/step_overhead.py``, ``benchmarks/bench_throughput.py`` and the bench's
+BrowserGym backend all build their environments here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+from linewise.errors import ConfigError
+from linewise.runtime.browser.chromium import CHROMIUM_ARGS, find_chromium
+
+_local = threading.local()
+
+FAMILY_MODULES = {
+    "miniwob": "browsergym.miniwob",
+    "webarena": "browsergym.webarena",
+    "visualwebarena": "browsergym.visualwebarena",
+    "workarena": "browsergym.workarena",
+    "assistantbench": "browsergym.assistantbench",
+    "weblinx": "browsergym.weblinx",
+    "openended": "browsergym.core",
+}
+FAMILY_PACKAGES = {
+    family: module.replace(".", "-") for family, module in FAMILY_MODULES.items()
+}
+REQUIRED_ENVIRONMENT = {
+    "webarena": ("WA_SHOPPING", "WA_SHOPPING_ADMIN", "WA_REDDIT", "WA_GITLAB",
+                 "WA_WIKIPEDIA", "WA_MAP", "WA_HOMEPAGE"),
+    "visualwebarena": ("VWA_CLASSIFIEDS", "VWA_CLASSIFIEDS_RESET_TOKEN", "VWA_SHOPPING",
+                       "VWA_REDDIT", "VWA_WIKIPEDIA", "VWA_HOMEPAGE"),
+    "workarena": ("SNOW_INSTANCE_URL", "SNOW_INSTANCE_UNAME", "SNOW_INSTANCE_PWD"),
+}
+"""The servers a family's tasks need, as BrowserGym's packages read them."""
+
+
+def thread_playwright() -> Any:
+    """This thread's sync Playwright, started on first use, launching Debian's Chromium."""
+    playwright = getattr(_local, "playwright", None)
+    if playwright is None:
+        from playwright.sync_api import sync_playwright
+
+        playwright = sync_playwright().start()
+        original = playwright.chromium.launch
+        executable = find_chromium()
+
+        def launch(**kwargs: Any) -> Any:
+            if executable is not None:
+                kwargs.setdefault("executable_path", executable)
+            kwargs["args"] = [*kwargs.get("args", []), *CHROMIUM_ARGS]
+            return original(**kwargs)
+
+        playwright.chromium.launch = launch
+        _local.playwright = playwright
+    return playwright
+
+
+def stop_thread_playwright() -> None:
+    """Stop this thread's Playwright (its driver process) if it has one."""
+    playwright = getattr(_local, "playwright", None)
+    if playwright is not None:
+        _local.playwright = None
+        playwright.stop()
+
+
+class MemoryChat:
+    """BrowserGym's chat, without its Chromium window: tasks only read ``messages``."""
+
+    ROLES = ("user", "user_image", "assistant", "info", "infeasible")
+
+    def __init__(self, headless: bool = True, chat_size: Any = None,
+                 record_video_dir: Any = None, modern: bool = True) -> None:
+        self.messages: list[dict[str, Any]] = []
+        self.page = None
+        self.recording_start_time = None
+
+    def add_message(self, role: str, msg: str) -> None:
+        if role not in self.ROLES:
+            raise ValueError(f"Invalid role: {role}")
+        self.messages.append({"role": role, "timestamp": time.time(), "message": msg})
+
+    def wait_for_user_message(self) -> None:
+        raise RuntimeError("no chat window: this environment has no user to wait for")
+
+    def close(self) -> None:
+        pass
+
+
+_ORIGINAL_CHAT: Any = None
+
+
+def install(*, memory_chat: bool = True) -> None:
+    """Route BrowserGym's Playwright through ``thread_playwright``; choose its chat."""
+    global _ORIGINAL_CHAT
+    import browsergym.core.chat as chat_module
+    import browsergym.core.env as env_module
+
+    env_module._get_global_playwright = thread_playwright  # type: ignore[attr-defined]
+    chat_module._get_global_playwright = thread_playwright  # type: ignore[attr-defined]
+    if _ORIGINAL_CHAT is None:
+        _ORIGINAL_CHAT = env_module.Chat
+    env_module.Chat = MemoryChat if memory_chat else _ORIGINAL_CHAT  # type: ignore[misc]
+
+
+def action_mapping(timeout_ms: int) -> Callable[[str], str]:
+    """BrowserGym's default action set, with its 500 ms element timeout replaced."""
+    from browsergym.core.action.highlevel import HighLevelActionSet
+
+    to_code = HighLevelActionSet().to_python_code
+
+    def mapping(action: str) -> str:
+        return to_code(action).replace("timeout=500", f"timeout={timeout_ms}")
+
+    return mapping
+
+
+def check_family(family: str) -> None:
+    """Fail clearly when a family's package or servers are missing."""
+    module = FAMILY_MODULES.get(family)
+    if module is None:
+        raise ConfigError(f"unknown BrowserGym benchmark {family!r}")
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigError(
+            f"browsergym/{family}.* tasks need {FAMILY_PACKAGES[family]}: "
+            f"pip install {FAMILY_PACKAGES[family]} ({exc})"
+        ) from exc
+    missing = [name for name in REQUIRED_ENVIRONMENT.get(family, ()) if not os.environ.get(name)]
+    if missing:
+        raise ConfigError(
+            f"browsergym/{family}.* tasks need their servers: set {', '.join(missing)} "
+            "(see README, Benchmarks)"
+        )
+
+
+def make_env(
+    env_id: str,
+    *,
+    task_kwargs: dict[str, Any] | None = None,
+    headless: bool = True,
+    slow_mo_ms: int | None = 0,
+    timeout_ms: int | None = None,
+    action_timeout_ms: int | None = 5000,
+    chat: Literal["memory", "browsergym"] = "memory",
+) -> Any:
+    """A BrowserGym env for this thread. ``slow_mo_ms=None`` keeps the task's slow_mo,
+    ``action_timeout_ms=None`` BrowserGym's 500 ms and ``chat="browsergym"`` its chat
+    window (for a baseline of BrowserGym as it ships)."""
+    import gymnasium as gym
+
+    family = env_id.removeprefix("browsergym/").split(".", 1)[0]
+    check_family(family)
+    install(memory_chat=chat == "memory")
+    kwargs: dict[str, Any] = {
+        "task_kwargs": task_kwargs or {},
+        "headless": headless,
+        "slow_mo": slow_mo_ms,
+        "timeout": timeout_ms,  # None: the task's own
+        "wait_for_user_message": False,
+    }
+    if action_timeout_ms is not None:
+        kwargs["action_mapping"] = action_mapping(action_timeout_ms)
+    return gym.make(env_id, **kwargs)

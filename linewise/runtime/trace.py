@@ -1,0 +1,76 @@
+"""Trace records and the writer that puts them on disk as the episode runs.
+
+One folder per episode::
+
+    <episode>/steps.jsonl          one StepRecord per line, appended and flushed each step
+    <episode>/screenshots/step-NNN.png
+    <episode>/summary.json         EpisodeSummary; status "running" until the episode ends
+
+A kill at any moment loses at most the step in flight: every finished step is already
+on disk, and summary.json says the episode never finished.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from linewise.records import EpisodeSummary, StepRecord
+
+
+def safe_name(text: str) -> str:
+    """A folder name made from a task id."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._")
+    return name[:120] or "episode"
+
+
+class EpisodeTraceWriter:
+    """Writes one episode's folder. Steps are appended, flushed and fsynced as they end."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.screenshots = directory / "screenshots"
+        self.steps_path = directory / "steps.jsonl"
+        self.summary_path = directory / "summary.json"
+
+    def start(self, summary: EpisodeSummary) -> None:
+        self.screenshots.mkdir(parents=True, exist_ok=True)
+        self.steps_path.touch()
+        self.write_summary(summary)
+
+    def write_screenshot(self, index: int, png: bytes) -> str:
+        name = f"step-{index:03d}.png"
+        (self.screenshots / name).write_bytes(png)
+        return f"screenshots/{name}"
+
+    def write_step(self, record: StepRecord) -> None:
+        line = record.model_dump_json() + "\n"
+        with self.steps_path.open("a", encoding="utf-8") as handle:
+            handle.write(line)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def write_summary(self, summary: EpisodeSummary) -> None:
+        tmp = self.summary_path.with_suffix(".json.tmp")
+        tmp.write_text(summary.model_dump_json(indent=2), encoding="utf-8")
+        os.replace(tmp, self.summary_path)
+
+
+def read_steps(directory: Path) -> list[StepRecord]:
+    """The steps of an episode folder; a torn last line (a kill mid-write) is ignored."""
+    steps: list[StepRecord] = []
+    path = directory / "steps.jsonl"
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        try:
+            steps.append(StepRecord.model_validate(json.loads(line)))
+        except (json.JSONDecodeError, ValueError):
+            break
+    return steps
+
+
+def read_summary(directory: Path) -> EpisodeSummary:
+    return EpisodeSummary.model_validate_json((directory / "summary.json").read_text("utf-8"))
