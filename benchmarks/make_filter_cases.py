@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from linewise.runtime.browser.chromium import Browser
-from linewise.runtime.browser.observation import observe
+from linewise.runtime.browser.extraction import observe
 from linewise.runtime.filter_eval import FilterCase
 from linewise.runtime.tasks.miniwob import MiniWoBServer, start_miniwob_episode
 

@@ -95,7 +95,7 @@ async def linewise_steps(
     from linewise.agent.actions import ActionContext
     from linewise.runtime.browser.chromium import Browser
     from linewise.runtime.browser.executor import execute_action
-    from linewise.runtime.browser.observation import observe
+    from linewise.runtime.browser.extraction import observe
 
     results: dict[str, tuple[list[float], int]] = {}
     noop = parse_action("noop(0)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 TRACE_VERSION = 1
 
@@ -44,7 +44,11 @@ class StepTimings(BaseModel):
     total_ms: float = 0.0
 
 
-class TabRecord(BaseModel):
+class Tab(BaseModel):
+    """One open tab of the episode's browser context."""
+
+    model_config = ConfigDict(frozen=True)
+
     index: int
     url: str
     title: str
@@ -86,7 +90,7 @@ class StepRecord(BaseModel):
     started_at: datetime = Field(default_factory=utcnow)
     url: str
     title: str = ""
-    tabs: list[TabRecord] = Field(default_factory=list)
+    tabs: list[Tab] = Field(default_factory=list)
     focused_bid: str = ""
     last_action_error: str | None = Field(
         default=None, description="The error of the previous step's action, as the model saw it."
@@ -115,6 +119,9 @@ class StepRecord(BaseModel):
     done: bool = False
     screenshot: str | None = Field(default=None, description="Path relative to the episode folder.")
     timings: StepTimings = Field(default_factory=StepTimings)
+    hook_notes: dict[str, Any] = Field(
+        default_factory=dict, description="What the step's hooks recorded (StepHooks)."
+    )
 
 
 class TokenTotals(BaseModel):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from linewise.runtime.browser.chromium import Browser
-from linewise.runtime.episode import EpisodeEnv, run_episode
+from linewise.runtime.episode import EpisodeResources, run_episode
 from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.models.files import ensure_embedded_model
 from linewise.runtime.models.local_server import LocalModelServer
@@ -25,7 +25,7 @@ async def test_one_real_step_with_the_embedded_model(
     async with LocalModelServer(model, ctx_size=8192) as server:
         client = ChatClient(EndpointSettings(
             base_url=server.base_url, model=server.model_name, max_tokens=128))
-        env = EpisodeEnv(browser, client, miniwob_server)
+        env = EpisodeResources(browser, client, miniwob_server)
         task = MiniWoBTask(miniwob="click-test", seed=1, max_steps=1)
         summary = await run_episode(task, env, tmp_path)
         await client.close()

@@ -11,7 +11,7 @@ import structlog.testing
 
 from linewise.records import EpisodeSummary, StepRecord
 from linewise.runtime.browser.chromium import Browser
-from linewise.runtime.episode import EpisodeConfig, EpisodeEnv, run_episode
+from linewise.runtime.episode import EpisodeConfig, EpisodeResources, run_episode
 from linewise.runtime.log import configure_logging
 from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.tasks.miniwob import MiniWoBServer
@@ -85,7 +85,7 @@ async def test_scripted_model_solves_two_miniwob_tasks(
     browser: Browser, miniwob_server: MiniWoBServer, tmp_path: Path
 ) -> None:
     with ScriptedChatServer(miniwob_solver) as llm:
-        env = EpisodeEnv(browser, _client(llm), miniwob_server)
+        env = EpisodeResources(browser, _client(llm), miniwob_server)
         for name, seed, n_steps in (("click-button", 3, 1), ("enter-text", 1, 2)):
             task = MiniWoBTask(miniwob=name, seed=seed, max_steps=5)
             summary = await run_episode(task, env, tmp_path)
@@ -113,7 +113,7 @@ async def test_a_loop_on_an_unchanged_page_is_broken(
     task = MiniWoBTask(miniwob="enter-text", seed=2, max_steps=4)
     outcomes = {}
     with ScriptedChatServer(looping_typist) as llm:
-        env = EpisodeEnv(browser, _client(llm), miniwob_server)
+        env = EpisodeResources(browser, _client(llm), miniwob_server)
         for escapes in (2, 0):
             out = tmp_path / f"escapes{escapes}"
             summary = await run_episode(task, env, out, EpisodeConfig(repeat_escapes=escapes))
@@ -145,7 +145,7 @@ async def test_malformed_answers_are_retried_then_fed_back(
         "<think>Done.</think><action>send_msg_to_user('all done')</action>",
     ])
     with ScriptedChatServer(lambda _messages: next(answers)) as llm:
-        env = EpisodeEnv(browser, _client(llm), None)
+        env = EpisodeResources(browser, _client(llm), None)
         task = WebTask(id="form", url=pages.url("form.html"), goal="Say done.", max_steps=5)
         configure_logging(json_lines=False, level="INFO")  # step lines are info
         try:
@@ -174,7 +174,7 @@ async def test_unreachable_url_is_recorded_and_run_goes_on(
     browser: Browser, miniwob_server: MiniWoBServer, tmp_path: Path
 ) -> None:
     with ScriptedChatServer(miniwob_solver) as llm:
-        env = EpisodeEnv(browser, _client(llm), miniwob_server)
+        env = EpisodeResources(browser, _client(llm), miniwob_server)
         dead = WebTask(id="dead", url="http://127.0.0.1:9/nothing", goal="x", max_steps=2)
         summary = await run_episode(dead, env, tmp_path)
         assert summary.status == "failed" and summary.termination == "error"
@@ -194,7 +194,7 @@ async def test_success_check_on_a_web_task(
         return f"<action>click('{_bid(tree, 'link .Go to page two')}')</action>"
 
     with ScriptedChatServer(script) as llm:
-        env = EpisodeEnv(browser, _client(llm), None)
+        env = EpisodeResources(browser, _client(llm), None)
         task = WebTask.model_validate({
             "id": "nav", "url": pages.url("form.html"), "goal": "Go to page two.",
             "max_steps": 4, "success": {"url_contains": "page2", "answer_contains": "page two"},

@@ -11,7 +11,7 @@ import pytest
 from linewise.agent.filters.embedders import make_embedder
 from linewise.agent.filters.registry import filter_factory
 from linewise.runtime.browser.chromium import Browser
-from linewise.runtime.episode import EpisodeConfig, EpisodeEnv, run_episode
+from linewise.runtime.episode import EpisodeConfig, EpisodeResources, run_episode
 from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.tasks.miniwob import MiniWoBServer
 from linewise.runtime.tasks.schema import MiniWoBTask
@@ -41,7 +41,7 @@ async def test_episode_with_filter(
         settings = FilterSettings(name=name, cost_gate=False, json_schema="off")
         embedder = make_embedder(None, None, api_key=None) if name == "embedding" else None
         config = EpisodeConfig(make_filter=filter_factory(settings, chat, embedder=embedder))
-        env = EpisodeEnv(browser, chat, miniwob_server)
+        env = EpisodeResources(browser, chat, miniwob_server)
         task = MiniWoBTask(miniwob="click-button", seed=3, max_steps=3)
         summary = await run_episode(task, env, tmp_path, config)
         await chat.close()
@@ -81,7 +81,7 @@ async def test_a_filter_miss_is_resolved_and_recorded(
 
     async def find_button_bid() -> None:
         session = await browser.new_session()
-        from linewise.runtime.browser.observation import observe
+        from linewise.runtime.browser.extraction import observe
         from linewise.runtime.tasks.miniwob import start_miniwob_episode
 
         await start_miniwob_episode(session.page, "click-test", 0, miniwob_server)
@@ -96,7 +96,7 @@ async def test_a_filter_miss_is_resolved_and_recorded(
         config = EpisodeConfig(make_filter=filter_factory(settings, chat))
         summary = await run_episode(
             MiniWoBTask(miniwob="click-test", seed=0, max_steps=2),
-            EpisodeEnv(browser, chat, miniwob_server), tmp_path, config)
+            EpisodeResources(browser, chat, miniwob_server), tmp_path, config)
         await chat.close()
     [step] = read_steps(tmp_path / "miniwob.click-test.seed0")
     assert summary.success is True

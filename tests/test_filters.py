@@ -197,9 +197,11 @@ async def test_truncate_keeps_the_top_within_budget() -> None:
 def test_recall_guard_keeps_focus_actions_and_error_elements() -> None:
     lines = tree_lines("miniwob-book-flight.txt")
     tree = LineTree(lines)
+    # The loop passes the element the last action failed on as a bid, never as text to
+    # be parsed: the error's wording is not read.
     observation = FilterInput(
-        goal="g", lines=lines, focused_bid="24", must_keep_bids=["32"],
-        last_action_error="Element with bid '30': not visible",
+        goal="g", lines=lines, focused_bid="24", must_keep_bids=["32", "30"],
+        last_action_error="Element with bid '31': not visible",
     )
     assert guarded_bids(observation) == ["24", "32", "30"]
     kept = guard_lines(tree, observation)

@@ -14,11 +14,13 @@ from linewise.agent.prompt import (
     repeated_action_note,
 )
 from linewise.prompts import load_prompt, render_prompt
+from linewise.records import Tab
 
 
 def test_action_prompt_has_every_part() -> None:
     view = PageView(
-        url="http://x/form", tabs=[(0, "Form", "http://x/form", True)], focused_bid="7",
+        url="http://x/form", focused_bid="7",
+        tabs=[Tab(index=0, title="Form", url="http://x/form", active=True)],
         text="RootWebArea 'Form'\n\t[7] textbox 'Name {with braces}'",
         last_action_error="Element with bid '99': not in the current page observation.",
     )

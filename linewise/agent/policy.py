@@ -115,7 +115,7 @@ class ActionAgent:
         if not self.repeat_escapes or not self.history or not decision.page_key:
             return False
         last = self.history[-1]
-        return last.action == str(decision.action) and last.page_key == decision.page_key
+        return last.parsed == decision.action and last.page_key == decision.page_key
 
     async def _escape_repeat(self, decision: Decision, messages: list[dict[str, str]]) -> None:
         repeated = str(decision.action)
@@ -169,6 +169,7 @@ class ActionAgent:
             StepMemory(
                 think=decision.think,
                 action=str(decision.action) if decision.action else decision.action_text,
+                parsed=decision.action,
                 error=action_error or decision.error,
                 page_key=decision.page_key,
             )

@@ -6,8 +6,10 @@ from functools import cache
 
 from pydantic import BaseModel, Field
 
+from linewise.agent.action_parser import ParsedAction
 from linewise.agent.actions import describe_action_space
 from linewise.prompts import render_prompt
+from linewise.records import Tab
 
 MAX_THOUGHT_CHARS = 400
 
@@ -16,9 +18,7 @@ class PageView(BaseModel):
     """The page as the action model is shown it (the AXTree possibly filtered)."""
 
     url: str
-    tabs: list[tuple[int, str, str, bool]] = Field(
-        default_factory=list, description="(index, title, url, active) per open tab."
-    )
+    tabs: list[Tab] = Field(default_factory=list)
     focused_bid: str = ""
     text: str
     last_action_error: str | None = None
@@ -31,7 +31,11 @@ class StepMemory(BaseModel):
     """What the agent remembers of one past step."""
 
     think: str | None = None
-    action: str | None = None
+    action: str | None = Field(
+        default=None, description="The action as shown in the prompt: canonical when it "
+        "parsed, else the text the model wrote."
+    )
+    parsed: ParsedAction | None = Field(default=None, description="The action, when it parsed.")
     error: str | None = None
     page_key: str = Field(default="", description="The page the action was taken on.")
 
@@ -80,8 +84,8 @@ def render_tabs(view: PageView) -> str:
     if not view.tabs:
         return f"  Tab 0 (active): {view.url}"
     return "\n".join(
-        f"  Tab {index}{' (active)' if active else ''}: {title!r} {url}"
-        for index, title, url, active in view.tabs
+        f"  Tab {tab.index}{' (active)' if tab.active else ''}: {tab.title!r} {tab.url}"
+        for tab in view.tabs
     )
 
 

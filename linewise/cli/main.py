@@ -318,7 +318,7 @@ def _cmd_filter_eval(args: argparse.Namespace) -> int:
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:
     from linewise.runtime.browser.chromium import Browser
-    from linewise.runtime.browser.observation import observe
+    from linewise.runtime.browser.extraction import observe
     from linewise.runtime.filter_eval import snapshot_case
     from linewise.runtime.trace import safe_name
 

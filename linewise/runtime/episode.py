@@ -1,40 +1,54 @@
-"""The episode loop: observe, decide, act, record — until the task is done or steps run out."""
+"""The step loop: observe, filter, decide, act, record — one loop for every environment.
+
+``run_episode`` runs one task to the end on the environment its kind needs (linewise's
+Chromium or BrowserGym's gym env) and writes its trace as it goes. Each step passes
+structured values from stage to stage (the parsed action, the failed element's bid, the
+bids the filtered view showed) and builds its ``StepRecord`` in one place.
+
+Hooks see every step at four fixed points — before the page is observed, after the
+filter built the view, before the action runs (a hook may replace or drop it), and after
+it ran — so features such as a step-through debugger or a navigation policy attach
+without touching the loop.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 import traceback
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import structlog
 from playwright.async_api import Error as PlaywrightError
 
-from linewise.agent.action_parser import parse_action
-from linewise.agent.actions import ActionContext
+from linewise.agent.action_parser import ParsedAction
 from linewise.agent.filters.base import FilterInput, FilterResult, ObservationFilter
 from linewise.agent.filters.truncate import NoFilter
 from linewise.agent.policy import ActionAgent, ChatModel, Decision, page_key
 from linewise.agent.prompt import PageView
-from linewise.errors import ActionParseError, BrowserError, LinewiseError, LLMError
-from linewise.records import EpisodeSummary, StepRecord, StepTimings, TabRecord, Termination
-from linewise.runtime.browser.chromium import Browser, BrowserSession
-from linewise.runtime.browser.executor import SettleConfig, execute_action
-from linewise.runtime.browser.observation import Observation, observe
-from linewise.runtime.tasks.miniwob import MiniWoBServer, read_miniwob_status, start_miniwob_episode
-from linewise.runtime.tasks.schema import MiniWoBTask, Task, WebTask
+from linewise.errors import LinewiseError, LLMError
+from linewise.records import EpisodeSummary, StepRecord, StepTimings, Termination
+from linewise.runtime.browser.chromium import Browser
+from linewise.runtime.browser.executor import ActionOutcome, SettleConfig
+from linewise.runtime.browser.observation import Observation
+from linewise.runtime.envs.base import Environment
+from linewise.runtime.envs.factory import AnyTask, environment_for
+from linewise.runtime.tasks.miniwob import MiniWoBServer
 from linewise.runtime.trace import EpisodeTraceWriter, safe_name
 from linewise.settings import LinewiseSettings
+from linewise.tokens import count_tokens
 
 log = structlog.get_logger(__name__)
 
+RECALL_HISTORY = 2
+"""How many past actions' elements the recall guard keeps visible."""
 
-@dataclass
+
+@dataclass(frozen=True)
 class EpisodeConfig:
     """Per-episode knobs that are not part of the task."""
 
@@ -68,32 +82,76 @@ class EpisodeConfig:
 
 
 @dataclass
-class EpisodeEnv:
-    """The shared resources an episode runs on."""
+class EpisodeResources:
+    """What episodes share: the browser, the action model, the MiniWoB++ server."""
 
     browser: Browser
     action_model: ChatModel
     miniwob: MiniWoBServer | None = None
 
 
-class _Episode:
-    """The state of one running episode; ``run_episode`` is its only entry point."""
+@dataclass
+class StepContext:
+    """One step as the hooks see it; fields fill in as the step goes."""
 
-    def __init__(self, task: Task, env: EpisodeEnv, directory: Path, config: EpisodeConfig):
-        self.task = task
+    task_id: str
+    index: int
+    goal: str
+    observation: Observation | None = None
+    filter_input: FilterInput | None = None
+    filtered: FilterResult | None = None
+    decision: Decision | None = None
+    action: ParsedAction | None = None
+    """The action that will run (or ran): the model's, unless a hook replaced it."""
+    outcome: ActionOutcome | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
+    """What hooks want recorded with the step (``StepRecord.hook_notes``)."""
+
+
+class StepHooks:
+    """Points of the step where other features attach. Override what you need."""
+
+    async def before_observe(self, step: StepContext) -> None:
+        """Before the page is read."""
+
+    async def after_filter(self, step: StepContext) -> None:
+        """The observation and the filtered view are known; the model has not been asked."""
+
+    async def before_act(self, step: StepContext) -> None:
+        """The model decided; set ``step.action`` to another action, or to None to skip."""
+
+    async def after_act(self, step: StepContext) -> None:
+        """The action ran (``step.outcome``), or was skipped (``step.outcome`` is None)."""
+
+
+class _Episode:
+    """The state of one running episode; ``run_in_environment`` is its only entry point."""
+
+    def __init__(
+        self,
+        task_id: str,
+        max_steps: int,
+        env: Environment,
+        action_model: ChatModel,
+        directory: Path,
+        config: EpisodeConfig,
+        hooks: Sequence[StepHooks],
+    ) -> None:
+        self.task_id = task_id
+        self.max_steps = max_steps
         self.env = env
         self.config = config
+        self.hooks = list(hooks)
         self.writer = EpisodeTraceWriter(directory)
-        self.agent = config.make_agent(env.action_model)
+        self.agent = config.make_agent(action_model)
         self.filter = config.make_filter()
         self.summary = EpisodeSummary(
             episode_id=uuid.uuid4().hex[:12],
-            task_id=task.id,
-            action_model=env.action_model.model,
+            task_id=task_id,
+            action_model=action_model.model,
             retriever_model=config.retriever_model,
             filter=self.filter.name,
         )
-        self.session: BrowserSession | None = None
         self.messages_to_user: list[str] = []
         self.infeasible_reason: str | None = None
 
@@ -102,9 +160,12 @@ class _Episode:
         self.writer.start(self.summary)
         try:
             async with asyncio.timeout(self.config.timeout_s):
-                self.session = await self.env.browser.new_session()
-                goal = await self._set_up()
-                await self._loop(goal)
+                start = await self.env.reset()
+                self.summary.goal, self.summary.start_url = start.goal, start.start_url
+                self.writer.write_summary(self.summary)
+                log.info("episode started", task_id=self.task_id, goal=start.goal)
+                await self._loop(start.goal)
+                await self._judge()
             self.summary.status = "finished"
         except TimeoutError:
             self._fail("timeout", f"episode exceeded its {self.config.timeout_s:.0f} s timeout")
@@ -112,52 +173,27 @@ class _Episode:
             self._fail("error", f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # a bug must still leave a readable trace behind
             self._fail("error", f"{type(exc).__name__}: {exc}")
-            log.exception("episode crashed", task_id=self.task.id)
+            log.exception("episode crashed", task_id=self.task_id)
         finally:
-            if self.session is not None:
-                await self.session.close()
+            await self.env.close()
             self.summary.mark_ended(time.perf_counter() - started)
             self.writer.write_summary(self.summary)
         return self.summary
 
     def _fail(self, termination: Termination, message: str) -> None:
         self.summary.mark_failed(termination, message, traceback.format_exc())
-        log.warning("episode failed", task_id=self.task.id, error=message)
-
-    async def _set_up(self) -> str:
-        assert self.session is not None
-        page = self.session.page
-        if isinstance(self.task, MiniWoBTask):
-            if self.env.miniwob is None:
-                raise LinewiseError("MiniWoB task given but no MiniWoB server is running")
-            goal = await start_miniwob_episode(
-                page, self.task.miniwob, self.task.seed, self.env.miniwob
-            )
-            self.summary.start_url = self.env.miniwob.url_for(self.task.miniwob)
-        else:
-            goal = self.task.goal
-            self.summary.start_url = self.task.url
-            try:
-                await page.goto(self.task.url)
-            except PlaywrightError as exc:
-                raise BrowserError(
-                    f"Could not open {self.task.url}: {exc.message.splitlines()[0]}"
-                ) from exc
-        self.summary.goal = goal
-        self.writer.write_summary(self.summary)
-        log.info("episode started", task_id=self.task.id, goal=goal)
-        return goal
+        log.warning("episode failed", task_id=self.task_id, error=message)
 
     async def _loop(self, goal: str) -> None:
-        assert self.session is not None
+        outcome: ActionOutcome | None = None
         last_error: str | None = None
-        for index in range(self.task.max_steps):
-            record, last_error = await self._step(index, goal, last_error)
+        for index in range(self.max_steps):
+            record, outcome, last_error = await self._step(index, goal, outcome, last_error)
             self.writer.write_step(record)
             self.summary.add_step(record)
             log.info(
                 "step",
-                task_id=self.task.id,
+                task_id=self.task_id,
                 step=index,
                 action=record.action or record.action_raw,
                 error=record.action_error or record.parse_error,
@@ -165,96 +201,134 @@ class _Episode:
                 reward=record.reward,
             )
             if record.done:
-                break
-        else:
-            self.summary.termination = "max_steps"
-        await self._judge()
+                return
+        self.summary.termination = "max_steps"
 
     async def _step(
-        self, index: int, goal: str, last_error: str | None
-    ) -> tuple[StepRecord, str | None]:
-        assert self.session is not None
-        step_started = time.perf_counter()
-        obs = await observe(self.session, screenshot=self.config.screenshots)
-        filtered = await self.filter.apply(self._filter_input(goal, obs, last_error))
+        self, index: int, goal: str, previous: ActionOutcome | None, last_error: str | None
+    ) -> tuple[StepRecord, ActionOutcome | None, str | None]:
+        step = StepContext(task_id=self.task_id, index=index, goal=goal)
+        started = time.perf_counter()
+        for hook in self.hooks:
+            await hook.before_observe(step)
+        obs = await self.env.observe(screenshot=self.config.screenshots)
+        step.observation = obs
+        step.filter_input = self._filter_input(goal, obs, previous, last_error)
+        step.filtered = await self.filter.apply(step.filter_input)
+        for hook in self.hooks:
+            await hook.after_filter(step)
         observed = time.perf_counter()
-        view = _page_view(obs, last_error, filtered.text)
+        view = PageView(
+            url=obs.url,
+            tabs=obs.tabs,
+            focused_bid=obs.focused_bid,
+            text=step.filtered.text,
+            last_action_error=last_error,
+            page_key=page_key(obs.url, obs.lines),
+        )
+        timings = StepTimings(observe_ms=(observed - started) * 1000)
         try:
-            decision = await self.agent.decide(goal, view)
+            step.decision = await self.agent.decide(goal, view)
         except LLMError as exc:
             partial = getattr(exc, "call", None)
-            decision = Decision(error=str(exc), calls=[partial] if partial else [])
-            record = self._record(index, obs, view, decision, None, step_started, filtered)
-            self.writer.write_step(record)
+            step.decision = Decision(error=str(exc), calls=[partial] if partial else [])
+            self.writer.write_step(self._record(step, view, timings, started))
             raise
         decided = time.perf_counter()
-        action_error: str | None = None
-        timings = StepTimings(observe_ms=(observed - step_started) * 1000)
         timings.agent_ms = (decided - observed) * 1000
-        if decision.action is not None:
-            ctx = ActionContext(
-                self.session,
-                timeout_ms=self.env.browser.config.action_timeout_ms,
-                known_bids=frozenset(obs.elements),
-                interactive_hint=obs.interactive_hint(),
-            )
-            outcome = await execute_action(decision.action, ctx, self.config.settle)
-            action_error = outcome.error
-            timings.act_ms, timings.settle_ms = outcome.duration_ms, outcome.settle_ms
-            self.messages_to_user.extend(ctx.messages_to_user)
-            self.infeasible_reason = ctx.infeasible_reason or self.infeasible_reason
-        self.agent.remember(decision, action_error)
-        record = self._record(index, obs, view, decision, action_error, step_started, filtered)
-        record.timings = timings
-        record.reward, record.done = await self._progress(decision)
-        timings.total_ms = (time.perf_counter() - step_started) * 1000
+        step.action = step.decision.action
+        for hook in self.hooks:
+            await hook.before_act(step)
+        if step.action is not None:
+            step.outcome = await self.env.act(step.action)
+            timings.act_ms, timings.settle_ms = step.outcome.duration_ms, step.outcome.settle_ms
+            self._note_agent_messages(step.action)
+        for hook in self.hooks:
+            await hook.after_act(step)
+        error = step.outcome.error if step.outcome else None
+        self.agent.remember(step.decision, error)
+        status = await self.env.status()
+        done = self._ended(status.done, step.action)
+        record = self._record(step, view, timings, started, reward=status.reward, done=done)
         self.summary.time.observe_s += timings.observe_ms / 1000
         self.summary.time.act_s += (timings.act_ms + timings.settle_ms) / 1000
-        return record, action_error or (decision.error if decision.action is None else None)
+        next_error = error or (step.decision.error if step.decision.action is None else None)
+        return record, step.outcome, next_error
 
-    def _filter_input(self, goal: str, obs: Observation, last_error: str | None) -> FilterInput:
-        recent = self.agent.history[-2:]
+    def _filter_input(
+        self, goal: str, obs: Observation, previous: ActionOutcome | None, last_error: str | None
+    ) -> FilterInput:
+        history = self.agent.history
         must_keep = [
-            bid for step in recent if step.action for bid in _bids_in(step.action)
+            bid for memory in history[-RECALL_HISTORY:] if memory.parsed
+            for bid in memory.parsed.bids
         ]
+        if previous is not None and previous.failed_bid:
+            must_keep.append(previous.failed_bid)
         return FilterInput(
             goal=goal,
             lines=obs.lines,
-            history=[step.action or "" for step in self.agent.history],
-            thoughts=[step.think or "" for step in self.agent.history],
+            history=[memory.action or "" for memory in history],
+            thoughts=[memory.think or "" for memory in history],
             focused_bid=obs.focused_bid,
             last_action_error=last_error,
-            must_keep_bids=must_keep,
+            must_keep_bids=list(dict.fromkeys(must_keep)),
+            tokens_full=count_tokens(obs.text),
         )
+
+    def _note_agent_messages(self, action: ParsedAction) -> None:
+        """The agent's words to the user, kept structured from its action's arguments."""
+        if action.name == "send_msg_to_user":
+            self.messages_to_user.append(str(action.arguments.get("text", "")))
+        elif action.name == "report_infeasible":
+            self.infeasible_reason = str(action.arguments.get("reason", ""))
+
+    def _ended(self, task_done: bool, action: ParsedAction | None) -> bool:
+        if task_done:
+            self.summary.termination = "task_done"
+            return True
+        if not self.env.agent_can_end:
+            return False
+        if self.infeasible_reason is not None:
+            self.summary.termination = "infeasible"
+            return True
+        if action is not None and action.name == "send_msg_to_user":
+            self.summary.termination = "agent_done"
+            return True
+        return False
 
     def _record(
         self,
-        index: int,
-        obs: Observation,
+        step: StepContext,
         view: PageView,
-        decision: Decision,
-        action_error: str | None,
+        timings: StepTimings,
         started: float,
-        filtered: FilterResult,
+        *,
+        reward: float = 0.0,
+        done: bool = False,
     ) -> StepRecord:
+        """The step's trace record: built here and nowhere else."""
+        obs, filtered, decision = step.observation, step.filtered, step.decision
+        assert obs is not None and filtered is not None and decision is not None
         screenshot = (
-            self.writer.write_screenshot(index, obs.screenshot_png) if obs.screenshot_png else None
+            self.writer.write_screenshot(step.index, obs.screenshot_png)
+            if obs.screenshot_png
+            else None
         )
-        retriever_calls = filtered.calls
-        misses = []
-        if decision.action is not None and filtered.text != obs.text:
-            shown = set(_SHOWN_BID.findall(filtered.text))
-            misses = [bid for bid in decision.action.bids if bid not in shown]
+        misses: list[str] = []
+        if step.action is not None and len(filtered.kept_lines) < len(obs.lines):
+            shown = set(filtered.shown_bids)
+            misses = [bid for bid in step.action.bids if bid not in shown]
             if misses:
-                log.info("filter miss", task_id=self.task.id, bids=misses)
-        filter_record = filtered.record(len(obs.lines), misses)
+                log.info("filter miss", task_id=self.task_id, bids=misses)
+        timings.total_ms = (time.perf_counter() - started) * 1000
         return StepRecord(
             episode_id=self.summary.episode_id,
-            task_id=self.task.id,
-            index=index,
+            task_id=self.task_id,
+            index=step.index,
             url=obs.url,
             title=obs.title,
-            tabs=[TabRecord(**tab.model_dump()) for tab in obs.tabs],
+            tabs=obs.tabs,
             focused_bid=obs.focused_bid,
             last_action_error=view.last_action_error,
             axtree=obs.numbered,
@@ -263,80 +337,34 @@ class _Episode:
             filter=filtered.name,
             obs_tokens_full=filtered.tokens_full,
             obs_tokens_shown=filtered.tokens_shown,
-            filter_result=filter_record,
-            llm_calls=[*retriever_calls, *decision.calls],
+            filter_result=filtered.record(len(obs.lines), misses),
+            llm_calls=[*filtered.calls, *decision.calls],
             think=decision.think,
-            action=str(decision.action) if decision.action else None,
+            action=str(step.action) if step.action else None,
             action_raw=decision.action_text,
             parse_error=decision.error if decision.action is None else None,
             repeat_escape=decision.repeat_escape,
-            action_error=action_error,
+            action_error=step.outcome.error if step.outcome else None,
+            reward=reward,
+            done=done,
             screenshot=screenshot,
-            timings=StepTimings(total_ms=(time.perf_counter() - started) * 1000),
+            timings=timings,
+            hook_notes=step.notes,
         )
-
-    async def _progress(self, decision: Decision) -> tuple[float, bool]:
-        """The reward so far and whether the episode is over."""
-        assert self.session is not None
-        if isinstance(self.task, MiniWoBTask):
-            status = await read_miniwob_status(self.session.page)
-            if status.done:
-                self.summary.termination = "task_done"
-            return status.reward, status.done
-        if self.infeasible_reason is not None:
-            self.summary.termination = "infeasible"
-            return 0.0, True
-        if decision.action is not None and decision.action.name == "send_msg_to_user":
-            self.summary.termination = "agent_done"
-            return 0.0, True
-        return 0.0, False
 
     async def _judge(self) -> None:
         """Decide success once the loop is over."""
-        assert self.session is not None
         self.summary.answer = self.messages_to_user[-1] if self.messages_to_user else None
         self.summary.infeasible_reason = self.infeasible_reason
-        if isinstance(self.task, MiniWoBTask):
-            self.summary.success = self.summary.reward > 0
-            return
-        assert isinstance(self.task, WebTask)
-        if self.task.success is None:
-            self.summary.success = None
-            return
-        page = await self.session.ensure_page()
-        try:
-            page_text = await page.inner_text("body", timeout=5000)
-        except PlaywrightError:
-            page_text = ""
-        ok = self.task.success.evaluate(page.url, page_text, self.summary.answer)
-        self.summary.success = ok
-        self.summary.reward = 1.0 if ok else 0.0
+        success = await self.env.judge(self.summary.answer, self.summary.reward)
+        self.summary.success = success
+        if success is not None and self.env.agent_can_end:
+            self.summary.reward = 1.0 if success else 0.0
 
 
-_SHOWN_BID = re.compile(r"^\t*\[([A-Za-z0-9]+)\] ", re.MULTILINE)
-
-
-def _bids_in(action_text: str) -> list[str]:
-    try:
-        return parse_action(action_text).bids
-    except ActionParseError:
-        return []
-
-
-def _page_view(obs: Observation, last_error: str | None, text: str) -> PageView:
-    return PageView(
-        url=obs.url,
-        tabs=[(t.index, t.title, t.url, t.active) for t in obs.tabs],
-        focused_bid=obs.focused_bid,
-        text=text,
-        last_action_error=last_error,
-        page_key=page_key(obs.url, obs.lines),
-    )
-
-
-def episode_directory(out_dir: Path, task: Task) -> Path:
+def episode_directory(out_dir: Path, task_id: str) -> Path:
     """A fresh folder for the task's episode under the run folder."""
-    base = out_dir / safe_name(task.id)
+    base = out_dir / safe_name(task_id)
     candidate, n = base, 1
     while candidate.exists():
         n += 1
@@ -344,10 +372,34 @@ def episode_directory(out_dir: Path, task: Task) -> Path:
     return candidate
 
 
+async def run_in_environment(
+    env: Environment,
+    task_id: str,
+    max_steps: int,
+    action_model: ChatModel,
+    directory: Path,
+    config: EpisodeConfig | None = None,
+    hooks: Sequence[StepHooks] = (),
+) -> EpisodeSummary:
+    """The step loop on any environment, writing the trace into ``directory``."""
+    episode = _Episode(
+        task_id, max_steps, env, action_model, directory, config or EpisodeConfig(), hooks
+    )
+    return await episode.run()
+
+
 async def run_episode(
-    task: Task, env: EpisodeEnv, out_dir: Path, config: EpisodeConfig | None = None
+    task: AnyTask,
+    resources: EpisodeResources,
+    out_dir: Path,
+    config: EpisodeConfig | None = None,
+    hooks: Sequence[StepHooks] = (),
 ) -> EpisodeSummary:
     """Run one task to the end and write its trace under ``out_dir``. Never raises for
     page, model or task trouble: the summary says what went wrong."""
-    directory = episode_directory(out_dir, task)
-    return await _Episode(task, env, directory, config or EpisodeConfig()).run()
+    config = config or EpisodeConfig()
+    env = environment_for(task, resources.browser, resources.miniwob, config.settle)
+    return await run_in_environment(
+        env, task.id, task.max_steps, resources.action_model,
+        episode_directory(out_dir, task.id), config, hooks,
+    )

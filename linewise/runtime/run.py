@@ -24,7 +24,7 @@ from linewise.agent.filters.registry import FilterFactory, filter_factory
 from linewise.errors import EndpointUnreachable, LLMError
 from linewise.records import EpisodeSummary
 from linewise.runtime.browser.chromium import Browser, BrowserConfig
-from linewise.runtime.episode import EpisodeConfig, EpisodeEnv, run_episode
+from linewise.runtime.episode import EpisodeConfig, EpisodeResources, run_episode
 from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.models.files import resolve_model_path
 from linewise.runtime.models.local_server import LocalModelServer
@@ -214,13 +214,13 @@ async def run_tasks(
     write_run_manifest(out_dir, settings, argv or sys.argv)
     summaries: list[EpisodeSummary] = []
     async with open_run_resources(settings, tasks, browser_config) as resources:
-        env = EpisodeEnv(resources.browser, resources.action_client, resources.miniwob)
+        env = EpisodeResources(resources.browser, resources.action_client, resources.miniwob)
         config = EpisodeConfig.from_settings(
             settings,
             timeout_s=settings.episode_timeout_s,
             retriever_model=resources.retriever_client.model,
+            make_filter=build_filter_factory(settings, resources.retriever_client),
         )
-        config.make_filter = build_filter_factory(settings, resources.retriever_client)
         for task in tasks:
             summary = await run_episode(task, env, out_dir, config)
             summaries.append(summary)

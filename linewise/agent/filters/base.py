@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Protocol
 
 from pydantic import BaseModel, Field
 
+from linewise.axtree import line_bid
 from linewise.records import FilterRecord, LLMCall
+from linewise.tokens import count_tokens
 
 
 class FilterInput(BaseModel):
@@ -23,12 +26,34 @@ class FilterInput(BaseModel):
     must_keep_bids: list[str] = Field(
         default_factory=list,
         description="Bids the recall guard keeps whatever the filter says "
-        "(named by the last actions or the last error).",
+        "(named by the last actions, or the element the last action failed on).",
+    )
+    tokens_full: int | None = Field(
+        default=None,
+        description="Tokens of the whole tree, counted once per step by the loop; "
+        "counted on first use when not given.",
     )
 
     @property
     def text(self) -> str:
         return "\n".join(self.lines)
+
+    @property
+    def full_tokens(self) -> int:
+        """Tokens of the whole tree (``tokens_full``, or counted now)."""
+        if self.tokens_full is None:
+            self.tokens_full = count_tokens(self.text)
+        return self.tokens_full
+
+    def bids_on(self, line_numbers: Iterable[int]) -> list[str]:
+        """The bids of these 1-based lines, in page order (lines without a bid skipped)."""
+        found: list[str] = []
+        for number in sorted(set(line_numbers)):
+            if 1 <= number <= len(self.lines):
+                bid = line_bid(self.lines[number - 1])
+                if bid:
+                    found.append(bid)
+        return found
 
 
 class FilterResult(BaseModel):
@@ -38,6 +63,15 @@ class FilterResult(BaseModel):
     text: str = Field(description="The observation shown to the action model.")
     kept_lines: list[int] = Field(
         default_factory=list, description="1-based numbers of the original lines kept."
+    )
+    context_lines: list[int] = Field(
+        default_factory=list,
+        description="1-based numbers of lines shown shortened, as context of kept lines "
+        "(their ancestors).",
+    )
+    shown_bids: list[str] = Field(
+        default_factory=list,
+        description="Every bid the view shows, on kept or context lines.",
     )
     ranges: list[tuple[int, int]] = Field(
         default_factory=list, description="Inclusive line ranges chosen (before any guard)."

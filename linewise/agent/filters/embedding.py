@@ -88,7 +88,11 @@ class EmbeddingFilter:
         """Score the chunks against the query and render the kept lines with markers."""
         started = time.perf_counter()
         lines = observation.lines
-        tokens_full = count_tokens(observation.text, self.encoding)
+        tokens_full = (
+            observation.full_tokens
+            if self.encoding == DEFAULT_ENCODING
+            else count_tokens(observation.text, self.encoding)
+        )
         chunks = chunk_lines(lines, self.chunk_tokens, self.overlap_tokens, self.encoding)
         notes: dict[str, object] = {
             "embedder": self.embedder.name,
@@ -111,6 +115,7 @@ class EmbeddingFilter:
                     name=self.name,
                     text=observation.text,
                     kept_lines=list(range(1, len(lines) + 1)),
+                    shown_bids=observation.bids_on(range(1, len(lines) + 1)),
                     ranges=[(1, len(lines))],
                     tokens_full=tokens_full,
                     tokens_shown=tokens_full,
@@ -130,6 +135,7 @@ class EmbeddingFilter:
             name=self.name,
             text=text,
             kept_lines=kept,
+            shown_bids=observation.bids_on(kept),
             ranges=line_ranges(kept),
             tokens_full=tokens_full,
             tokens_shown=count_tokens(text, self.encoding),

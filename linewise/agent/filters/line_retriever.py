@@ -115,7 +115,7 @@ class LineRetrieverFilter:
         started = time.perf_counter()
         lines = observation.lines
         tree = LineTree(lines)
-        tokens_full = count_tokens(observation.text)
+        tokens_full = observation.full_tokens
         overhead = self._overhead_tokens(observation)
         decision = self.gate.decide(tokens_full, overhead, self.config.answer_tokens)
         notes: dict[str, object] = {"cost_gate": decision.model_dump()}
@@ -123,6 +123,7 @@ class LineRetrieverFilter:
             self._previous = None
             return FilterResult(
                 name=self.name, text=observation.text, kept_lines=list(range(1, len(lines) + 1)),
+                shown_bids=observation.bids_on(range(1, len(lines) + 1)),
                 tokens_full=tokens_full, tokens_shown=tokens_full,
                 latency_ms=(time.perf_counter() - started) * 1000, notes=notes,
             )
@@ -132,6 +133,7 @@ class LineRetrieverFilter:
             self._previous = None
             return FilterResult(
                 name=self.name, text=observation.text, kept_lines=list(range(1, len(lines) + 1)),
+                shown_bids=observation.bids_on(range(1, len(lines) + 1)),
                 calls=selection.calls, tokens_full=tokens_full, tokens_shown=tokens_full,
                 fallback_reason=selection.fallback_reason,
                 latency_ms=(time.perf_counter() - started) * 1000, notes=notes,
@@ -145,9 +147,11 @@ class LineRetrieverFilter:
         kept = chosen | guarded
         notes["guard_added_lines"] = sorted(i + 1 for i in guarded)
         notes["guarded_bids"] = guarded_bids(observation)
+        context_lines: list[int] = []
         if self.config.structure:
             view = rebuild_with_structure(tree, kept)
             text = view.text
+            context_lines = view.context_lines
             notes["context_lines"] = len(view.context_lines)
             notes["markers"] = view.markers
         else:
@@ -157,6 +161,8 @@ class LineRetrieverFilter:
         self._previous = (list(lines), kept)
         return FilterResult(
             name=self.name, text=text, kept_lines=sorted(k + 1 for k in kept),
+            context_lines=context_lines,
+            shown_bids=observation.bids_on([*(k + 1 for k in kept), *context_lines]),
             ranges=selection.ranges, tokens_full=tokens_full, tokens_shown=tokens_shown,
             calls=selection.calls, latency_ms=(time.perf_counter() - started) * 1000,
             notes=notes,

@@ -1,27 +1,20 @@
 """The recall guard: lines kept whatever the retriever says.
 
 The focused element, the elements the last actions named and the element the last
-error names are always shown, with a few lines of their subtree (the label or the
-options that say what they are). A retriever that drops them would leave the action
-model unable to see what it just did.
+action failed on (``FilterInput.must_keep_bids``, given by the loop) are always shown,
+with a few lines of their subtree (the label or the options that say what they are).
+A retriever that drops them would leave the action model unable to see what it just did.
 """
 
 from __future__ import annotations
 
-import re
-
 from linewise.agent.filters.base import FilterInput
 from linewise.agent.filters.tree import LineTree
-
-_ERROR_BIDS = re.compile(r"bid '([A-Za-z0-9]+)'|\[([A-Za-z0-9]+)\]")
 
 
 def guarded_bids(observation: FilterInput) -> list[str]:
     """The bids the guard protects for this step, in a stable order."""
     bids = [observation.focused_bid, *observation.must_keep_bids]
-    if observation.last_action_error:
-        for match in _ERROR_BIDS.finditer(observation.last_action_error):
-            bids.append(match.group(1) or match.group(2))
     return list(dict.fromkeys(b for b in bids if b))
 
 

@@ -16,13 +16,14 @@ class NoFilter:
     name = "none"
 
     async def apply(self, observation: FilterInput) -> FilterResult:
-        tokens = count_tokens(observation.text)
+        every_line = range(1, len(observation.lines) + 1)
         return FilterResult(
             name=self.name,
             text=observation.text,
-            kept_lines=list(range(1, len(observation.lines) + 1)),
-            tokens_full=tokens,
-            tokens_shown=tokens,
+            kept_lines=list(every_line),
+            shown_bids=observation.bids_on(every_line),
+            tokens_full=observation.full_tokens,
+            tokens_shown=observation.full_tokens,
         )
 
 
@@ -44,7 +45,7 @@ class TruncateFilter:
         started = time.perf_counter()
         encoding = get_encoding()
         lines = observation.lines
-        total = count_tokens(observation.text)
+        total = observation.full_tokens
         if total <= self.max_tokens:
             kept = len(lines)
         else:
@@ -65,6 +66,7 @@ class TruncateFilter:
             name=self.name,
             text=text,
             kept_lines=list(range(1, kept + 1)),
+            shown_bids=observation.bids_on(range(1, kept + 1)),
             ranges=[(1, kept)] if kept else [],
             tokens_full=total,
             tokens_shown=count_tokens(text) if kept < len(lines) else total,

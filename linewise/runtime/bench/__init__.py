@@ -6,7 +6,6 @@ Modules, one job each:
 - ``results``: ``results.jsonl``, the bench's only source of truth (append, flush, fsync).
 - ``local``: the asyncio backend (one browser, N episodes at once, per-episode timeout).
 - ``ray_backend``: the same episodes as Ray tasks.
-- ``browsergym_backend``: BrowserGym's registered tasks, its sync env in a thread each.
 - ``progress``: a rich progress bar on a terminal, log lines otherwise.
 - ``metrics``, ``report``, ``report_html``, ``svg``: the paper's metrics and the reports.
 - ``cli``: the ``bench`` and ``report`` subcommands.

@@ -5,7 +5,7 @@ episodes share the Chromium process but nothing else. The model clients are shar
 their semaphore and throttle bound requests in flight and per second per endpoint,
 independently of how many episodes run (``--max-in-flight``, ``--rps``).
 
-Failure isolation: ``run_episode`` already turns page, model and task trouble into a
+Failure isolation: the step loop already turns page, model and task trouble into a
 recorded failure. ``EpisodeRunner`` adds the two things it cannot do for itself: a hard
 wall-clock guard (the episode's own timeout plus a grace period for closing its
 context) and a catch-all for bugs, so one bad episode is a results line, never a
@@ -27,7 +27,8 @@ from linewise.agent.filters.registry import FilterFactory
 from linewise.runtime.bench.plan import EpisodeSpec, set_aside_unfinished
 from linewise.runtime.bench.results import EpisodeResult, failed_result, result_from_summary
 from linewise.runtime.browser.chromium import BrowserConfig
-from linewise.runtime.episode import EpisodeConfig, EpisodeEnv, run_episode
+from linewise.runtime.envs.factory import environment_for
+from linewise.runtime.episode import EpisodeConfig, run_in_environment
 from linewise.runtime.run import RunResources, build_filter_factory, open_run_resources
 from linewise.runtime.tasks.browsergym import BrowserGymTask
 from linewise.runtime.tasks.miniwob import MiniWoBServer
@@ -75,7 +76,6 @@ class EpisodeRunner:
         self.out_dir = out_dir
         self.options = options
         self.backend = backend
-        self.env = EpisodeEnv(resources.browser, resources.action_client, resources.miniwob)
         self.factories: dict[str, FilterFactory] = {
             name: build_filter_factory(settings_for_filter(settings, name),
                                        resources.retriever_client)
@@ -103,16 +103,14 @@ class EpisodeRunner:
         limit = self.options.episode_timeout_s + self.options.close_grace_s
         try:
             async with asyncio.timeout(limit):
-                if isinstance(spec.task, BrowserGymTask):
-                    from linewise.runtime.envs.browsergym_backend import run_browsergym_episode
-
-                    summary = await run_browsergym_episode(
-                        spec.task, self.env, folder, self.episode_config(spec)
-                    )
-                else:
-                    summary = await run_episode(
-                        spec.task, self.env, folder.parent, self.episode_config(spec)
-                    )
+                config = self.episode_config(spec)
+                env = environment_for(
+                    spec.task, self.resources.browser, self.resources.miniwob, config.settle
+                )
+                summary = await run_in_environment(
+                    env, spec.task.id, spec.task.max_steps, self.resources.action_client,
+                    folder, config,
+                )
             steps = read_steps(folder) if (folder / "steps.jsonl").exists() else []
             return result_from_summary(spec, summary, steps, backend=self.backend)
         except TimeoutError:

@@ -13,12 +13,12 @@ import structlog
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Page
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from linewise.agent.action_parser import ParsedAction
 from linewise.agent.actions import ACTIONS, ActionContext
-from linewise.errors import ActionError
-from linewise.runtime.browser.observation import own_js
+from linewise.errors import ActionError, ElementNotFound
+from linewise.runtime.browser.scripts import own_js
 
 log = structlog.get_logger(__name__)
 
@@ -32,7 +32,12 @@ class SettleConfig(BaseModel):
 
 
 class ActionOutcome(BaseModel):
+    """What running one action did: its error for the model, and its timings."""
+
     error: str | None = None
+    failed_bid: str | None = Field(
+        default=None, description="The element the action could not find or use, if any."
+    )
     duration_ms: float = 0.0
     settle_ms: float = 0.0
 
@@ -43,8 +48,11 @@ async def execute_action(
     """Run the action, then wait for the page to settle. Never raises for page trouble."""
     started = time.perf_counter()
     error: str | None = None
+    failed_bid: str | None = None
     try:
         await ACTIONS[action.name](ctx, **action.arguments)
+    except ElementNotFound as exc:
+        error, failed_bid = str(exc), exc.bid
     except ActionError as exc:
         error = str(exc)
     except PlaywrightTimeoutError as exc:
@@ -59,7 +67,10 @@ async def execute_action(
     if error:
         log.debug("action failed", action=str(action), error=error)
     return ActionOutcome(
-        error=error, duration_ms=(acted - started) * 1000, settle_ms=(done - acted) * 1000
+        error=error,
+        failed_bid=failed_bid,
+        duration_ms=(acted - started) * 1000,
+        settle_ms=(done - acted) * 1000,
     )
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import structlog
 from pydantic import BaseModel, Field
 
+from linewise.records import Tab
 from linewise.runtime.trace import read_steps, read_summary, safe_name
 
 log = structlog.get_logger(__name__)
@@ -33,7 +34,7 @@ class TrajectoryStep(BaseModel):
 
     index: int = Field(description="The step's index in the episode (0-based).")
     url: str
-    tabs: list[tuple[int, str, str, bool]] = Field(default_factory=list)
+    tabs: list[Tab] = Field(default_factory=list)
     focused_bid: str = ""
     observation: str = Field(description="The AXTree text shown to the agent.")
     last_action_error: str | None = None
@@ -104,7 +105,7 @@ def read_trajectory(run_dir: Path, episode_dir: Path) -> Trajectory | str:
         TrajectoryStep(
             index=r.index,
             url=r.url,
-            tabs=[(t.index, t.title, t.url, t.active) for t in r.tabs],
+            tabs=r.tabs,
             focused_bid=r.focused_bid,
             observation=r.observation,
             last_action_error=r.last_action_error,

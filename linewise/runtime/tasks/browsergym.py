@@ -3,7 +3,7 @@
 A ``browsergym:`` entry names a task registered with gymnasium by a BrowserGym package
 (``browsergym/miniwob.click-test``, ``browsergym/webarena.310``,
 ``browsergym/workarena.servicenow.order-standard-laptop``, ``browsergym/openended``); it
-runs with that package's own set-up and validation (``browsergym_backend``)::
+runs with that package's own set-up and validation (``runtime/envs/browsergym.py``)::
 
     tasks:
       - browsergym: miniwob.click-test     # the "browsergym/" prefix is optional

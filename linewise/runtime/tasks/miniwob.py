@@ -90,6 +90,9 @@ _SETUP_JS = """
   core.startEpisodeReal();
   // The countdown only repaints the hidden HUD once a second; stop it so the DOM stays still.
   window.clearInterval(core.CD_TIMER);
+  // The click tracker only draws on the hidden canvas; its listener would make the whole
+  // body read as a clickable element (BrowserGym removes it too).
+  document.body.removeEventListener('click', core.canvasDrawClick);
   window[marker] = {name: name, seed: seed};
   return null;
 }

@@ -1,0 +1,156 @@
+"""BrowserGym's registered tasks as an environment of the one step loop.
+
+The task's own set-up, validation and reward are BrowserGym's (``env.reset``,
+``env.step``); the observation is built from the AXTree and element properties BrowserGym
+extracted, flattened by the same ``flatten_axtree`` as linewise's own environment, so a
+page reads the same to the model whichever environment produced it.
+
+BrowserGym's env is sync Playwright, which is bound to the thread that started it: every
+call into it runs on one worker thread owned by this environment (``runtime/envs/
+browsergym_gym.py`` gives each thread its own Playwright), while the loop, the model and
+the filter stay on the asyncio loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import structlog
+
+from linewise.agent.action_parser import ParsedAction
+from linewise.errors import BrowserError
+from linewise.records import Tab
+from linewise.runtime.browser.chromium import BrowserConfig
+from linewise.runtime.browser.executor import ActionOutcome
+from linewise.runtime.browser.observation import ElementProperties, Observation, flatten_axtree
+from linewise.runtime.envs.browsergym_gym import make_env, stop_thread_playwright
+from linewise.runtime.tasks.browser_task import TaskStart, TaskStatus
+from linewise.runtime.tasks.browsergym import BrowserGymTask
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+CLOSE_TIMEOUT_S = 30.0
+"""How long closing may wait for the worker thread (a hung page can block it)."""
+
+
+class BrowserGymEnv:
+    """One BrowserGym task, its gym env confined to a worker thread of its own."""
+
+    agent_can_end = False
+
+    def __init__(
+        self, task: BrowserGymTask, browser: BrowserConfig, task_kwargs: dict[str, Any]
+    ) -> None:
+        self.task = task
+        self.browser = browser
+        self.task_kwargs = task_kwargs
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"bgym-{task.id}")
+        self._gym: Any = None
+        self._obs: dict[str, Any] = {}
+        self._status = TaskStatus()
+
+    async def _in_thread(self, fn: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._thread, fn)
+
+    async def reset(self) -> TaskStart:
+        def start() -> dict[str, Any]:
+            self._gym = make_env(
+                self.task.env_id, task_kwargs=self.task_kwargs, headless=self.browser.headless,
+                slow_mo_ms=self.browser.slow_mo_ms, timeout_ms=self.browser.action_timeout_ms,
+                action_timeout_ms=self.browser.action_timeout_ms,
+            )
+            obs, _ = self._gym.reset(seed=self.task.seed)
+            return dict(obs)
+
+        self._obs = await self._in_thread(start)
+        return TaskStart(goal=self._obs.get("goal") or "", start_url=self._obs.get("url", ""))
+
+    async def observe(self, *, screenshot: bool) -> Observation:
+        return observation_from_gym(self._obs, screenshot=screenshot)
+
+    async def act(self, action: ParsedAction) -> ActionOutcome:
+        if self._gym is None:
+            raise BrowserError("the environment is not reset")
+        gym = self._gym
+
+        def step() -> tuple[dict[str, Any], float, bool]:
+            obs, reward, terminated, truncated, _ = gym.step(str(action))
+            return dict(obs), float(reward), bool(terminated or truncated)
+
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        self._obs, reward, done = await self._in_thread(step)
+        self._status = TaskStatus(reward=reward, done=done)
+        return ActionOutcome(
+            error=self._obs.get("last_action_error") or None,
+            duration_ms=(loop.time() - started) * 1000,
+        )
+
+    async def status(self) -> TaskStatus:
+        return self._status
+
+    async def judge(self, answer: str | None, reward: float) -> bool | None:
+        return reward > 0
+
+    async def close(self) -> None:
+        gym = self._gym
+        self._gym = None
+
+        def stop() -> None:
+            try:
+                if gym is not None:
+                    gym.close()
+            except Exception as exc:  # closing must never mask the episode's outcome
+                log.warning("browsergym env did not close", error=str(exc))
+            finally:
+                stop_thread_playwright()
+
+        try:
+            await asyncio.wait_for(self._in_thread(stop), CLOSE_TIMEOUT_S)
+        except TimeoutError:
+            log.warning("browsergym env still busy; its thread is left to finish",
+                        task_id=self.task.id)
+        finally:
+            self._thread.shutdown(wait=False)
+
+
+def observation_from_gym(obs: dict[str, Any], *, screenshot: bool) -> Observation:
+    """An ``Observation`` from a BrowserGym observation dict, flattened as linewise does."""
+    extra = obs.get("extra_element_properties") or {}
+    elements = {
+        bid: ElementProperties(props.get("visibility"), bool(props.get("clickable")))
+        for bid, props in extra.items()
+    }
+    lines = flatten_axtree(obs["axtree_object"], elements)
+    urls = list(obs.get("open_pages_urls") or [obs.get("url", "")])
+    titles = list(obs.get("open_pages_titles") or [""] * len(urls))
+    active = int(obs["active_page_index"][0]) if "active_page_index" in obs else 0
+    tabs = [
+        Tab(index=i, url=url, title=title, active=i == active)
+        for i, (url, title) in enumerate(zip(urls, titles, strict=False))
+    ]
+    return Observation(
+        url=obs.get("url", ""),
+        title=tabs[active].title if 0 <= active < len(tabs) else "",
+        tabs=tabs,
+        lines=lines,
+        focused_bid=obs.get("focused_element_bid") or "",
+        elements=elements,
+        screenshot_png=_png(obs.get("screenshot")) if screenshot else None,
+    )
+
+
+def _png(pixels: Any) -> bytes | None:
+    if pixels is None:
+        return None
+    from PIL import Image  # BrowserGym's own dependency; only needed with screenshots
+
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, format="PNG")
+    return buffer.getvalue()
