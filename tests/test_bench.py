@@ -138,14 +138,14 @@ async def test_a_raising_a_hanging_and_a_refused_episode_do_not_stop_the_bench(
             raise ScriptedHTTPError(400, "model refuses")
         return miniwob_solver(messages)
 
-    original = bench_local.run_episode
+    original = bench_local.run_in_environment
 
-    async def flaky(task: Any, *args: Any, **kwargs: Any) -> Any:
-        if task.id.startswith("miniwob.click-test"):
+    async def flaky(env: Any, task_id: str, *args: Any, **kwargs: Any) -> Any:
+        if task_id.startswith("miniwob.click-test"):
             raise RuntimeError("a bug in one episode")
-        return await original(task, *args, **kwargs)
+        return await original(env, task_id, *args, **kwargs)
 
-    monkeypatch.setattr(bench_local, "run_episode", flaky)
+    monkeypatch.setattr(bench_local, "run_in_environment", flaky)
     tasks = [MiniWoBTask(miniwob=name, seed=seed, max_steps=3) for name, seed in
              (("click-test", 1), ("click-button", 2), ("focus-text", 3), ("enter-text", 0))]
     specs = expand(tasks, ["none"], 1)

@@ -69,13 +69,13 @@ async def test_episode_with_filter(
 async def test_a_filter_miss_is_resolved_and_recorded(
     browser: Browser, miniwob_server: MiniWoBServer, tmp_path: Path
 ) -> None:
-    """The retriever hides the button; the model names it anyway: it works, and is a miss."""
+    """The retriever hides the target button; the model names it anyway: it works, and is
+    a miss."""
 
     def script(messages: list[dict[str, Any]]) -> str:
         if "extract the relevant information" in messages[0]["content"]:
-            return "<answer>[(1, 1)]</answer>"
-        return miniwob_solver(messages) if "] button" in messages[1]["content"] else (
-            f"<action>click('{hidden_bid[0]}')</action>")
+            return "<answer>[(7, 7)]</answer>"
+        return f"<action>click('{hidden_bid[0]}')</action>"
 
     hidden_bid: list[str] = []
 
@@ -84,9 +84,10 @@ async def test_a_filter_miss_is_resolved_and_recorded(
         from linewise.runtime.browser.extraction import observe
         from linewise.runtime.tasks.miniwob import start_miniwob_episode
 
-        await start_miniwob_episode(session.page, "click-test", 0, miniwob_server)
+        await start_miniwob_episode(session.page, "click-button", 0, miniwob_server)
         obs = await observe(session, screenshot=False)
-        hidden_bid.append(re.search(r"\[(\w+)\] button", obs.text).group(1))  # type: ignore[union-attr]
+        # the goal's button ('no'), the first of five buttons and text fields
+        hidden_bid.append(re.search(r"\[(\w+)\] button 'no'", obs.text).group(1))  # type: ignore[union-attr]
         await session.close()
 
     await find_button_bid()
@@ -95,9 +96,10 @@ async def test_a_filter_miss_is_resolved_and_recorded(
         settings = FilterSettings(name="lines+structure", cost_gate=False, json_schema="off")
         config = EpisodeConfig(make_filter=filter_factory(settings, chat))
         summary = await run_episode(
-            MiniWoBTask(miniwob="click-test", seed=0, max_steps=2),
+            MiniWoBTask(miniwob="click-button", seed=0, max_steps=2),
             EpisodeResources(browser, chat, miniwob_server), tmp_path, config)
         await chat.close()
-    [step] = read_steps(tmp_path / "miniwob.click-test.seed0")
+    [step] = read_steps(tmp_path / "miniwob.click-button.seed0")
+    assert f"[{hidden_bid[0]}]" not in step.observation
     assert summary.success is True
     assert step.filter_result.misses == hidden_bid and summary.filter_misses == 1
