@@ -7,8 +7,8 @@ from linewise.agent.actions import ACTIONS, ActionContext, describe_action_space
 from linewise.runtime.browser.chromium import BrowserSession
 from linewise.runtime.browser.executor import ActionOutcome, execute_action
 from linewise.runtime.browser.observation import Observation, observe
+from linewise.testing import StaticServer
 
-from .support.static_server import StaticServer
 from .test_observation import bid_of
 
 EXPECTED_ACTIONS = {

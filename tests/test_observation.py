@@ -9,8 +9,7 @@ from linewise.agent.actions import ActionContext
 from linewise.runtime.browser.chromium import BrowserSession
 from linewise.runtime.browser.executor import execute_action
 from linewise.runtime.browser.observation import number_lines, observe
-
-from .support.static_server import StaticServer
+from linewise.testing import StaticServer
 
 
 def bid_of(lines: list[str], pattern: str) -> str:

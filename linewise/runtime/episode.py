@@ -182,7 +182,7 @@ class _Episode:
         try:
             decision = await self.agent.decide(goal, view)
         except LLMError as exc:
-            partial = getattr(exc, "call", None)
+            partial = exc.call
             decision = Decision(error=str(exc), calls=[partial] if partial else [])
             record = self._record(index, obs, view, decision, None, step_started, filtered)
             self.writer.write_step(record)
