@@ -25,14 +25,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).parents[1]))
 
 TASKS = [("click-test", 1), ("click-button", 2), ("enter-text", 0), ("click-button", 50)]
 """(task, first seed); the bench adds 0, 1, 2 … to the seed, so the two click-button
@@ -173,8 +170,7 @@ def browsergym_run(base_url: str, episodes: int, concurrency: int) -> dict[str, 
 
 def main() -> None:
     from linewise.runtime.log import configure_logging
-    from tests.support.openai_server import ScriptedChatServer
-    from tests.test_episode import miniwob_solver
+    from linewise.testing import ScriptedChatServer, miniwob_solver
 
     configure_logging(json_lines=False, level="WARNING")
 

@@ -22,14 +22,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parents[1]))
-
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.run import run_tasks
 from linewise.runtime.tasks.schema import adhoc_task
 from linewise.settings import EndpointSettings, LinewiseSettings
-from tests.support.openai_server import ScriptedChatServer
-from tests.support.static_server import StaticServer
+from linewise.testing import ScriptedChatServer, StaticServer
 
 DOCS = Path("/usr/share/doc/python3-doc/html")
 GOAL = (

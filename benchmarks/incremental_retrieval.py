@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import re
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +29,7 @@ from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.run import open_models
 from linewise.runtime.trace import read_steps, read_summary
 from linewise.settings import EndpointSettings, LinewiseSettings
-
-sys.path.insert(0, str(Path(__file__).parents[1]))
+from linewise.testing import ScriptedChatServer
 
 
 def keyword_retriever(messages: list[dict[str, Any]]) -> str:
@@ -86,8 +84,6 @@ async def main() -> None:
     episodes = sorted(p.parent for run in args.runs for p in run.glob("*/steps.jsonl"))
     async with contextlib.AsyncExitStack() as stack:
         if args.heuristic:
-            from tests.support.openai_server import ScriptedChatServer
-
             server = stack.enter_context(ScriptedChatServer(keyword_retriever))
             client = ChatClient(EndpointSettings(base_url=server.base_url, model="keywords"))
         elif args.base_url:

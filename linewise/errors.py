@@ -26,6 +26,10 @@ and ``TaskFileError``) with a recorded error.
 
 from __future__ import annotations
 
+from typing import Self
+
+from linewise.records import LLMCall
+
 
 class LinewiseError(Exception):
     """Base class of every error linewise raises on purpose."""
@@ -68,21 +72,36 @@ class ElementNotFound(ActionError):
 
 
 class LLMError(LinewiseError):
-    """A call to a model endpoint failed. ``status`` is the HTTP status the endpoint
-    answered with, when it answered at all (400: it refused the request's parameters)."""
+    """A call to a model failed.
 
-    def __init__(self, message: str, status: int | None = None) -> None:
+    ``status`` is the HTTP status the endpoint answered with, when it answered at all
+    (400: it refused the request's parameters). ``call`` is the trace record of the failed
+    call (messages, latency, the error), when the failure happened in a recorded call.
+    """
+
+    def __init__(
+        self, message: str, *, status: int | None = None, call: LLMCall | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
+        self.call = call
+
+    def recorded(self, call: LLMCall) -> Self:
+        """The same error, of the same class, carrying the record of the call it ended."""
+        return type(self)(str(self), status=self.status, call=call)
 
 
 class EndpointUnreachable(LLMError):
     """Nothing answers at the configured base URL."""
 
-    def __init__(self, base_url: str, detail: str = "") -> None:
+    def __init__(self, base_url: str, detail: str = "", *, call: LLMCall | None = None) -> None:
         msg = f"LLM endpoint {base_url} is unreachable"
-        super().__init__(f"{msg}: {detail}" if detail else msg)
+        super().__init__(f"{msg}: {detail}" if detail else msg, call=call)
         self.base_url = base_url
+        self.detail = detail
+
+    def recorded(self, call: LLMCall) -> Self:
+        return type(self)(self.base_url, self.detail, call=call)
 
 
 class ResponseFormatError(LLMError):

@@ -12,8 +12,7 @@ from hypothesis import settings
 from linewise.runtime.browser.chromium import Browser, BrowserSession
 from linewise.runtime.log import configure_logging
 from linewise.runtime.tasks.miniwob import MiniWoBServer
-
-from .support.static_server import StaticServer
+from linewise.testing import StaticServer
 
 DATA = Path(__file__).parent / "data"
 

@@ -8,8 +8,8 @@ from linewise.runtime.browser.chromium import BrowserSession
 from linewise.runtime.browser.executor import ActionOutcome, execute_action
 from linewise.runtime.browser.extraction import observe
 from linewise.runtime.browser.observation import Observation
+from linewise.testing import StaticServer
 
-from .support.static_server import StaticServer
 from .test_observation import bid_of
 
 EXPECTED_ACTIONS = {

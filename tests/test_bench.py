@@ -31,9 +31,7 @@ from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.tasks.browsergym import BrowserGymTask, load_bench_tasks
 from linewise.runtime.tasks.schema import MiniWoBTask, WebTask
 from linewise.settings import EndpointSettings, LinewiseSettings
-
-from .support.openai_server import ScriptedChatServer, ScriptedHTTPError
-from .test_episode import miniwob_solver
+from linewise.testing import ScriptedChatServer, ScriptedHTTPError, miniwob_solver
 
 TASKS_YAML = """\
 defaults:

@@ -17,9 +17,7 @@ from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.envs.browsergym_gym import check_family
 from linewise.runtime.tasks.browsergym import BrowserGymTask
 from linewise.settings import EndpointSettings, LinewiseSettings
-
-from .support.openai_server import ScriptedChatServer
-from .test_episode import miniwob_solver
+from linewise.testing import ScriptedChatServer, miniwob_solver
 
 pytest.importorskip("browsergym.miniwob", reason="pip install browsergym-miniwob")
 

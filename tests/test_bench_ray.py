@@ -12,9 +12,7 @@ from linewise.runtime.bench.plan import expand
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.tasks.schema import MiniWoBTask
 from linewise.settings import EndpointSettings, LinewiseSettings
-
-from .support.openai_server import ScriptedChatServer
-from .test_episode import miniwob_solver
+from linewise.testing import ScriptedChatServer, miniwob_solver
 
 pytest.importorskip("ray", reason="Ray is not installed: pip install 'linewise[ray]'")
 

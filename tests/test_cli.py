@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from .support.openai_server import ScriptedChatServer
-from .support.static_server import StaticServer
+from linewise.testing import ScriptedChatServer, StaticServer
 
 DATA = Path(__file__).parent / "data"
 

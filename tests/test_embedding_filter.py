@@ -35,9 +35,8 @@ from linewise.agent.filters.render import (
     render_with_markers,
 )
 from linewise.errors import ConfigError, EndpointUnreachable, LLMError, ModelError
+from linewise.testing import JSONServer, Reply
 from linewise.tokens import count_tokens, get_encoding
-
-from .support.json_server import JSONServer, Reply
 
 TREES = Path(__file__).parent / "data" / "trees"
 

@@ -24,8 +24,7 @@ from linewise.runtime.tasks.browsergym import BrowserGymTask
 from linewise.runtime.tasks.miniwob import MiniWoBServer
 from linewise.runtime.tasks.schema import MiniWoBTask
 from linewise.settings import EndpointSettings
-
-from .support.openai_server import ScriptedChatServer
+from linewise.testing import ScriptedChatServer
 
 _BID = re.compile(r"\[[A-Za-z0-9]+\] ")
 

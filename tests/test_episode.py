@@ -18,43 +18,13 @@ from linewise.runtime.tasks.miniwob import MiniWoBServer
 from linewise.runtime.tasks.schema import MiniWoBTask, WebTask
 from linewise.runtime.trace import read_steps, read_summary
 from linewise.settings import EndpointSettings
-
-from .support.openai_server import ScriptedChatServer
-from .support.static_server import StaticServer
-
-
-def _section(prompt: str, title: str) -> str:
-    match = re.search(rf"# {title}\n(.*?)(?:\n# |\nAnswer with|\Z)", prompt, re.DOTALL)
-    assert match, f"prompt has no '# {title}' section"
-    return match.group(1)
-
-
-def _bid(tree: str, pattern: str) -> str:
-    for line in tree.splitlines():
-        if re.search(pattern, line):
-            found = re.search(r"\[([a-zA-Z0-9]+)\]", line)
-            if found:
-                return found.group(1)
-    raise AssertionError(f"no element matching {pattern!r} in:\n{tree}")
-
-
-def miniwob_solver(messages: list[dict[str, Any]]) -> str:
-    """Solves click-test, click-button and enter-text the way a good model would."""
-    prompt = messages[1]["content"]
-    goal = _section(prompt, "Goal").strip()
-    tree = _section(prompt, "Current page")
-    history = _section(prompt, "History of your previous steps")
-    if goal.startswith("Click the button."):
-        return f"<think>One button.</think><action>click('{_bid(tree, r'button')}')</action>"
-    if m := re.match(r'Click on the "(.+)" button', goal):
-        target = _bid(tree, rf"button '{re.escape(m.group(1))}'")
-        return f"<think>Click {m.group(1)}.</think><action>click('{target}')</action>"
-    if m := re.match(r'Enter "(.+)" into the text field and press Submit', goal):
-        if "fill(" not in history:
-            box = _bid(tree, r"textbox")
-            return f"<think>Type it.</think>\n<action>fill('{box}', '{m.group(1)}')</action>"
-        return f"<think>Submit.</think><action>click('{_bid(tree, 'button .Submit')}')</action>"
-    return "<think>Unknown task.</think><action>noop()</action>"
+from linewise.testing import (
+    ScriptedChatServer,
+    StaticServer,
+    bid_matching,
+    miniwob_solver,
+    prompt_section,
+)
 
 
 def _client(server: ScriptedChatServer) -> ChatClient:
@@ -100,11 +70,13 @@ async def test_scripted_model_solves_two_miniwob_tasks(
 def looping_typist(messages: list[dict[str, Any]]) -> str:
     """Fills the field again and again, as small models do, until told that it is futile."""
     prompt = messages[1]["content"]
-    value = re.search(r'Enter "(.+)" into', _section(prompt, "Goal")).group(1)  # type: ignore[union-attr]
-    tree = _section(prompt, "Current page")
+    value = re.search(r'Enter "(.+)" into', prompt_section(prompt, "Goal")).group(1)  # type: ignore[union-attr]
+    tree = prompt_section(prompt, "Current page")
     if "nothing on the page changed" in messages[-1]["content"]:
-        return f"<think>Submit.</think><action>click('{_bid(tree, 'button .Submit')}')</action>"
-    return f"<think>Type it.</think><action>fill('{_bid(tree, 'textbox')}', '{value}')</action>"
+        submit = bid_matching(tree, "button .Submit")
+        return f"<think>Submit.</think><action>click('{submit}')</action>"
+    box = bid_matching(tree, "textbox")
+    return f"<think>Type it.</think><action>fill('{box}', '{value}')</action>"
 
 
 async def test_a_loop_on_an_unchanged_page_is_broken(
@@ -188,10 +160,10 @@ async def test_success_check_on_a_web_task(
     browser: Browser, pages: StaticServer, tmp_path: Path
 ) -> None:
     def script(messages: list[dict[str, Any]]) -> str:
-        tree = _section(messages[1]["content"], "Current page")
+        tree = prompt_section(messages[1]["content"], "Current page")
         if "Page two" in tree:
             return "<action>send_msg_to_user('I am on page two')</action>"
-        return f"<action>click('{_bid(tree, 'link .Go to page two')}')</action>"
+        return f"<action>click('{bid_matching(tree, 'link .Go to page two')}')</action>"
 
     with ScriptedChatServer(script) as llm:
         env = EpisodeResources(browser, _client(llm), None)

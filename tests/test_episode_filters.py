@@ -17,9 +17,7 @@ from linewise.runtime.tasks.miniwob import MiniWoBServer
 from linewise.runtime.tasks.schema import MiniWoBTask
 from linewise.runtime.trace import read_steps
 from linewise.settings import EndpointSettings, FilterSettings
-
-from .support.openai_server import ScriptedChatServer
-from .test_episode import miniwob_solver
+from linewise.testing import ScriptedChatServer, miniwob_solver
 
 
 def retriever_or_actor(messages: list[dict[str, Any]]) -> str:

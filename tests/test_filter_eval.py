@@ -12,9 +12,8 @@ import pytest
 from linewise.agent.filters.truncate import NoFilter, TruncateFilter
 from linewise.errors import ConfigError
 from linewise.runtime.filter_eval import evaluate, load_cases, summarize
+from linewise.testing import ScriptedChatServer, StaticServer
 
-from .support.openai_server import ScriptedChatServer
-from .support.static_server import StaticServer
 from .test_cli import linewise
 
 CASES = Path(__file__).parents[1] / "tasks" / "filter-cases"

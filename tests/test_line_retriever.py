@@ -11,9 +11,9 @@ from linewise.agent.filters.base import FilterInput
 from linewise.agent.filters.line_retriever import LineRetrieverConfig, LineRetrieverFilter
 from linewise.runtime.models.chat import ChatClient
 from linewise.settings import EndpointSettings
+from linewise.testing import ScriptedChatServer, ScriptedHTTPError
 
 from .support.concurrency import InFlight
-from .support.openai_server import ScriptedChatServer, ScriptedHTTPError
 
 TREES = Path(__file__).parent / "data" / "trees"
 NO_GATE = {"cost_gate": False, "json_schema": "off", "pad_lines": 0}

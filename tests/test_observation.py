@@ -10,8 +10,7 @@ from linewise.axtree import number_lines
 from linewise.runtime.browser.chromium import BrowserSession
 from linewise.runtime.browser.executor import execute_action
 from linewise.runtime.browser.extraction import observe
-
-from .support.static_server import StaticServer
+from linewise.testing import StaticServer
 
 
 def bid_of(lines: list[str], pattern: str) -> str:

@@ -1,15 +1,18 @@
-"""The action policy against a scripted model behind real HTTP: re-asks and futile repeats."""
+"""The action policy against scripted models, behind real HTTP and in-process: re-asks
+and futile repeats."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from linewise.agent.policy import ActionAgent, page_key
 from linewise.agent.prompt import PageView
+from linewise.errors import LLMError
 from linewise.runtime.models.chat import ChatClient
 from linewise.settings import EndpointSettings
-
-from .support.openai_server import ScriptedChatServer
+from linewise.testing import CallInfo, FunctionModel, ScriptedChatServer
 
 FILL = "<think>Type the name.</think><action>fill('16', 'Alice')</action>"
 SUBMIT = "<think>The name is in; submit.</think><action>click('17')</action>"
@@ -100,3 +103,44 @@ async def test_a_malformed_answer_is_asked_again_at_the_reask_temperature() -> N
     assert str(decision.action) == "click('17')" and len(decision.calls) == 2
     assert [r["temperature"] for r in llm.requests] == [0.0, 0.8]
     assert "found 2 statements" in llm.requests[1]["messages"][-1]["content"]
+
+
+# -- the same policy over an in-process model: no server, no network
+
+
+async def test_an_in_process_model_drives_the_policy() -> None:
+    model = FunctionModel(lambda messages, info: stubborn(messages), model="stubborn")
+    agent = ActionAgent(model, reask_temperature=0.6)
+    first = await agent.decide("Enter Alice and submit.", _view(PAGE))
+    agent.remember(first, None)
+    second = await agent.decide("Enter Alice and submit.", _view(PAGE))
+    assert str(first.action) == "fill('16', 'Alice')"
+    assert str(second.action) == "click('17')" and second.repeat_escape == "escaped"
+    assert [request.params for request in model.requests] == [{}, {}, {"temperature": 0.6}]
+    for call in [*first.calls, *second.calls]:
+        assert call.model == "stubborn" and call.purpose == "action" and call.usage is None
+        assert call.prompt_tokens > 50 and call.completion_tokens > 5
+
+
+async def test_a_malformed_in_process_answer_is_asked_again() -> None:
+    model = FunctionModel.answering(["<action>click(</action>", "no tags at all", SUBMIT])
+    decision = await ActionAgent(model).decide("Submit the form.", _view(PAGE))
+    assert str(decision.action) == "click('17')" and decision.error is None
+    assert [call.attempt for call in decision.calls] == [0, 1, 2]
+    assert [call.response for call in decision.calls][:2] == ["<action>click(</action>",
+                                                             "no tags at all"]
+    assert model.requests[2].messages[-2] == {"role": "assistant", "content": "no tags at all"}
+
+
+async def test_a_failing_model_ends_the_decision_with_the_failed_call() -> None:
+    def overloaded(messages: list[dict[str, Any]], info: CallInfo) -> str:
+        if info.index:
+            raise LLMError("model overloaded", status=503)
+        return "<action>click(</action>"
+
+    with pytest.raises(LLMError) as failure:
+        await ActionAgent(FunctionModel(overloaded)).decide("Submit the form.", _view(PAGE))
+    assert failure.value.status == 503
+    call = failure.value.call
+    assert call is not None and call.attempt == 1 and call.error == "model overloaded"
+    assert call.messages[-2] == {"role": "assistant", "content": "<action>click(</action>"}

@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 
+from linewise.agent.models import TokenLogprob, call_model, call_model_with_logprobs
 from linewise.agent.response import parse_answer
 from linewise.cli.main import main
 from linewise.records import EpisodeSummary, StepRecord
 from linewise.runtime.log import configure_logging
-from linewise.runtime.models.chat import ChatClient, TokenLogprob
+from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.pruning.extractor import GraphExtractor
 from linewise.runtime.pruning.graph import StateGraph, load_graph
 from linewise.runtime.pruning.miner import mine
@@ -28,8 +29,7 @@ from linewise.runtime.pruning.vote import required_agreement, tally
 from linewise.runtime.pruning.workspace import Intentions, PageHistory, Workspace
 from linewise.runtime.trace import EpisodeTraceWriter
 from linewise.settings import EndpointSettings
-
-from .support.openai_server import ScriptedChatServer, literal_of_grammar, word_tokens
+from linewise.testing import ScriptedChatServer, literal_of_grammar, word_tokens
 
 START = "[1] RootWebArea 'Sign up'\n  [5] link 'News'\n  [7] textbox 'Name'\n  [8] button 'Sign up'"
 NEWS = "[1] RootWebArea 'News'\n  heading 'Weather today: sunny'\n  [3] link 'Back'"
@@ -618,12 +618,12 @@ def test_a_literal_grammar_round_trips(text: str) -> None:
     assert re.match(r'^root ::= ".*"$', gbnf_literal(text), re.DOTALL)
 
 
-async def test_chat_with_logprobs_returns_the_tokens() -> None:
+async def test_a_call_with_logprobs_returns_the_tokens() -> None:
     with ScriptedChatServer(lambda m: "Hello there",
                             logprobs=lambda m, t: [(w, -0.5) for w in word_tokens(t)]) as llm:
         client = ChatClient(EndpointSettings(base_url=llm.base_url, model="m"))
-        call, logprobs = await client.chat_with_logprobs([{"role": "user", "content": "Hi"}])
-        plain = await client.chat([{"role": "user", "content": "Hi"}])
+        call, logprobs = await call_model_with_logprobs(client, [{"role": "user", "content": "Hi"}])
+        plain = await call_model(client, [{"role": "user", "content": "Hi"}])
         await client.close()
     assert call.response == "Hello there" and plain.response == "Hello there"
     assert logprobs == [TokenLogprob("Hello", -0.5), TokenLogprob(" there", -0.5)]

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from typing import Any, Protocol
 
 import structlog
 from pydantic import BaseModel, Field
 
 from linewise.agent.action_parser import ParsedAction
+from linewise.agent.models import ChatModel, call_model
 from linewise.agent.prompt import (
     PageView,
     StepMemory,
@@ -22,21 +22,6 @@ from linewise.agent.response import parse_answer
 from linewise.records import LLMCall, RepeatEscape
 
 log = structlog.get_logger(__name__)
-
-
-class ChatModel(Protocol):
-    """What the policy needs from an LLM client (``runtime.llm.ChatClient`` is one)."""
-
-    model: str
-
-    async def chat(
-        self,
-        messages: list[dict[str, str]],
-        *,
-        purpose: str = ...,
-        attempt: int = ...,
-        **params: Any,
-    ) -> LLMCall: ...
 
 
 def page_key(url: str, lines: Iterable[str]) -> str:
@@ -127,7 +112,8 @@ class ActionAgent:
         ]
         decision.repeat_escape = "kept"
         for attempt in range(self.repeat_escapes):
-            call = await self.model.chat(
+            call = await call_model(
+                self.model,
                 messages,
                 purpose="action",
                 attempt=len(decision.calls),
@@ -146,7 +132,9 @@ class ActionAgent:
         """Ask until the answer holds one valid action, or ``parse_retries`` run out."""
         for attempt in range(self.parse_retries + 1):
             sampling = {"temperature": self.reask_temperature} if attempt else {}
-            call = await self.model.chat(messages, purpose="action", attempt=attempt, **sampling)
+            call = await call_model(
+                self.model, messages, purpose="action", attempt=attempt, **sampling
+            )
             decision.calls.append(call)
             answer = parse_answer(call.response or "")
             decision.think = answer.think

@@ -28,7 +28,8 @@ from playwright.async_api import Error as PlaywrightError
 from linewise.agent.action_parser import ParsedAction
 from linewise.agent.filters.base import FilterInput, FilterResult, ObservationFilter
 from linewise.agent.filters.truncate import NoFilter
-from linewise.agent.policy import ActionAgent, ChatModel, Decision, page_key
+from linewise.agent.models import ChatModel
+from linewise.agent.policy import ActionAgent, Decision, page_key
 from linewise.agent.prompt import PageView
 from linewise.errors import LinewiseError, LLMError
 from linewise.records import EpisodeSummary, StepRecord, StepTimings, Termination
@@ -230,8 +231,7 @@ class _Episode:
         try:
             step.decision = await self.agent.decide(goal, view)
         except LLMError as exc:
-            partial = getattr(exc, "call", None)
-            step.decision = Decision(error=str(exc), calls=[partial] if partial else [])
+            step.decision = Decision(error=str(exc), calls=[exc.call] if exc.call else [])
             self.writer.write_step(self._record(step, view, timings, started))
             raise
         decided = time.perf_counter()

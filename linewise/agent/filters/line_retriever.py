@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import time
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import structlog
 from pydantic import BaseModel, Field
@@ -35,6 +35,7 @@ from linewise.agent.filters.recall_guard import guard_lines, guarded_bids
 from linewise.agent.filters.render import render_with_markers
 from linewise.agent.filters.structure import rebuild_with_structure
 from linewise.agent.filters.tree import LineTree, bid_of
+from linewise.agent.models import ChatModel, call_model
 from linewise.errors import LLMError
 from linewise.prompts import render_prompt
 from linewise.records import LLMCall
@@ -58,15 +59,6 @@ RANGES_SCHEMA: dict[str, Any] = {
     "required": ["think", "ranges"],
     "additionalProperties": False,
 }
-
-
-class RetrieverModel(Protocol):
-    model: str
-
-    async def chat(
-        self, messages: list[dict[str, Any]], *, purpose: str = ..., attempt: int = ...,
-        **params: Any,
-    ) -> LLMCall: ...
 
 
 class LineRetrieverConfig(BaseModel):
@@ -103,7 +95,7 @@ class LineRetrieverFilter:
     """The ``lines`` and ``lines+structure`` filters. One instance per episode: it keeps
     the previous step's selection for incremental retrieval and the cost gate's memory."""
 
-    def __init__(self, model: RetrieverModel, config: LineRetrieverConfig | None = None) -> None:
+    def __init__(self, model: ChatModel, config: LineRetrieverConfig | None = None) -> None:
         self.model = model
         self.config = config or LineRetrieverConfig()
         self.name = "lines+structure" if self.config.structure else "lines"
@@ -256,8 +248,8 @@ class LineRetrieverFilter:
                     "json_schema": {"name": "line_ranges", "schema": RANGES_SCHEMA},
                 }
             try:
-                call = await self.model.chat(
-                    messages, purpose="retriever", attempt=attempt, **params
+                call = await call_model(
+                    self.model, messages, purpose="retriever", attempt=attempt, **params
                 )
             except LLMError as exc:
                 if use_schema and self.config.json_schema == "auto" and exc.status == 400:
@@ -265,9 +257,8 @@ class LineRetrieverFilter:
                     self._schema_ok = False
                     messages = []
                     continue
-                partial_call = getattr(exc, "call", None)
-                if partial_call is not None:
-                    calls.append(partial_call)
+                if exc.call is not None:
+                    calls.append(exc.call)
                 return _Selection(
                     ranges=[], calls=calls, fallback_reason=f"retriever failed: {exc}"
                 )

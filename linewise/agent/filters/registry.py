@@ -7,12 +7,9 @@ from typing import Any
 
 from linewise.agent.filters.base import ObservationFilter
 from linewise.agent.filters.cost_gate import Prices
-from linewise.agent.filters.line_retriever import (
-    LineRetrieverConfig,
-    LineRetrieverFilter,
-    RetrieverModel,
-)
+from linewise.agent.filters.line_retriever import LineRetrieverConfig, LineRetrieverFilter
 from linewise.agent.filters.truncate import NoFilter, TruncateFilter
+from linewise.agent.models import ChatModel
 from linewise.settings import FilterSettings
 
 FilterFactory = Callable[[], ObservationFilter]
@@ -20,7 +17,7 @@ FilterFactory = Callable[[], ObservationFilter]
 
 def filter_factory(
     settings: FilterSettings,
-    retriever: RetrieverModel | None = None,
+    retriever: ChatModel | None = None,
     *,
     retriever_context_tokens: int = 32768,
     retriever_window_tokens: int | None = None,

@@ -42,9 +42,9 @@ from pydantic import (
 
 from linewise.agent.action_parser import parse_action
 from linewise.agent.actions import ACTIONS
+from linewise.agent.models import ChatModel, call_model
 from linewise.errors import ActionParseError, EndpointUnreachable, GraphBuildError, LLMError
 from linewise.prompts import load_prompt, render_prompt
-from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.pruning.graph import GraphNode, StateGraph
 from linewise.runtime.pruning.trajectory import Trajectory, TrajectoryStep
 from linewise.runtime.pruning.workspace import Intentions, PageHistory, Workspace, clip, normal
@@ -185,7 +185,7 @@ class ExtractorUsage:
 class GraphExtractor:
     """Builds one state graph per call of ``build``; safe to use concurrently."""
 
-    def __init__(self, client: ChatClient, config: ExtractorConfig | None = None) -> None:
+    def __init__(self, client: ChatModel, config: ExtractorConfig | None = None) -> None:
         self.client = client
         self.config = config or ExtractorConfig()
         self.usage = ExtractorUsage()
@@ -345,8 +345,8 @@ class GraphExtractor:
                 params["response_format"] = {"type": "json_schema", "json_schema": {
                     "name": schema_name, "schema": schema}}
             try:
-                call = await self.client.chat(messages, purpose="other", attempt=attempt,
-                                              **params)
+                call = await call_model(self.client, messages, purpose="other",
+                                        attempt=attempt, **params)
             except EndpointUnreachable:
                 raise
             except LLMError as exc:

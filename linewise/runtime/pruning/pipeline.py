@@ -20,6 +20,7 @@ from pathlib import Path
 
 import structlog
 
+from linewise.agent.models import ChatModel
 from linewise.errors import GraphBuildError, GraphError
 from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.pruning.dialogue import PrunedStep
@@ -91,8 +92,8 @@ async def run_prune(
 async def prune_trajectories(
     trajectories: list[Trajectory],
     out_dir: Path,
-    extractor_client: ChatClient | None,
-    base_client: ChatClient | None,
+    extractor_client: ChatModel | None,
+    base_client: ChatModel | None,
     options: PruneOptions,
     skipped: list[tuple[str, str]] | None = None,
 ) -> PruneStats:

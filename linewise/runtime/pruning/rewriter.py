@@ -28,10 +28,10 @@ from dataclasses import dataclass
 
 import structlog
 
+from linewise.agent.models import ChatModel, TokenLogprob, call_model, call_model_with_logprobs
 from linewise.agent.prompt import StepMemory, render_history
 from linewise.errors import EndpointUnreachable, LLMError
 from linewise.prompts import render_prompt
-from linewise.runtime.models.chat import ChatClient, TokenLogprob
 from linewise.runtime.pruning.dialogue import PrunedStep, step_messages
 from linewise.runtime.pruning.trajectory import Trajectory, TrajectoryStep
 from linewise.runtime.pruning.workspace import content_words
@@ -58,8 +58,8 @@ class ThoughtRewriter:
 
     def __init__(
         self,
-        rewriter: ChatClient,
-        scorer: ChatClient | None,
+        rewriter: ChatModel,
+        scorer: ChatModel | None,
         *,
         candidates: int = 3,
         temperature: float = 0.8,
@@ -138,8 +138,8 @@ class ThoughtRewriter:
 
     async def _candidate(self, prompt: str) -> str | None:
         try:
-            call = await self.rewriter.chat(
-                [{"role": "user", "content": prompt}], purpose="other",
+            call = await call_model(
+                self.rewriter, [{"role": "user", "content": prompt}], purpose="other",
                 temperature=self.temperature, max_tokens=self.max_tokens)
         except EndpointUnreachable:
             raise
@@ -157,8 +157,8 @@ class ThoughtRewriter:
             return None
         forced = f"{THINK_OPEN}{candidate}{THINK_CLOSE}"
         try:
-            call, logprobs = await self.scorer.chat_with_logprobs(
-                messages, temperature=0.0, max_tokens=min(4 * len(forced) + 16, 8192),
+            call, logprobs = await call_model_with_logprobs(
+                self.scorer, messages, temperature=0.0, max_tokens=min(4 * len(forced) + 16, 8192),
                 extra_body={"grammar": gbnf_literal(forced)})
         except EndpointUnreachable:
             raise

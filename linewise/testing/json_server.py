@@ -25,8 +25,7 @@ class JSONServer:
 
     @property
     def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://127.0.0.1:{self._server.server_port}/v1"
 
     def handle(self, method: str, path: str, body: dict[str, Any]) -> Reply:
         raise NotImplementedError

@@ -22,8 +22,7 @@ class StaticServer:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     def url(self, path: str = "") -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/{path}"
+        return f"http://127.0.0.1:{self._server.server_port}/{path}"
 
     def __enter__(self) -> StaticServer:
         self._thread.start()

@@ -1,7 +1,8 @@
 """A real HTTP server that speaks the OpenAI chat-completions protocol, answering from a script.
 
-Tests use it where a model's answers must be known in advance: the runtime talks to
-it through the same ``openai.AsyncOpenAI`` client it uses for any endpoint.
+Tests and benchmarks use it where a model's answers must be known in advance: the
+runtime talks to it through the same ``openai.AsyncOpenAI`` client it uses for any
+endpoint.
 
 Two llama.cpp behaviours can be switched on: ``logprobs`` (a function giving each answer
 token its log-probability, sent when a request asks for ``logprobs``) and
@@ -17,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .json_server import JSONServer, Reply
+from linewise.testing.json_server import JSONServer, Reply
 
 Script = Callable[[list[dict[str, Any]]], str]
 LogprobScript = Callable[[list[dict[str, Any]], str], list[tuple[str, float]]]

@@ -1,0 +1,41 @@
+"""Scripted models and local servers for testing code built on linewise.
+
+- ``FunctionModel``: an in-process ``ChatModel`` whose answers come from a function.
+- ``ScriptedChatServer``: a real HTTP server on localhost speaking the OpenAI
+  chat-completions protocol, answering from a script, for code that talks to an
+  endpoint (``ChatClient``, the ``linewise`` command).
+- ``StaticServer``: test pages on localhost; ``JSONServer``: the base of JSON APIs.
+- ``miniwob_solver``: a script that solves click-test, click-button and enter-text.
+"""
+
+from linewise.testing.function_model import CallInfo, FunctionModel, ModelFunction, ModelRequest
+from linewise.testing.json_server import JSONServer, Reply
+from linewise.testing.miniwob_solver import bid_matching, miniwob_solver, prompt_section
+from linewise.testing.openai_server import (
+    LogprobScript,
+    Script,
+    ScriptedChatServer,
+    ScriptedHTTPError,
+    literal_of_grammar,
+    word_tokens,
+)
+from linewise.testing.static_server import StaticServer
+
+__all__ = [
+    "CallInfo",
+    "FunctionModel",
+    "JSONServer",
+    "LogprobScript",
+    "ModelFunction",
+    "ModelRequest",
+    "Reply",
+    "Script",
+    "ScriptedChatServer",
+    "ScriptedHTTPError",
+    "StaticServer",
+    "bid_matching",
+    "literal_of_grammar",
+    "miniwob_solver",
+    "prompt_section",
+    "word_tokens",
+]
