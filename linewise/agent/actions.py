@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from playwright.async_api import Locator, Page
+from playwright.async_api import FrameLocator, Locator, Page
 
 from linewise.errors import ActionError, ElementNotFound
 
@@ -72,18 +72,18 @@ class ActionContext:
             if self.interactive_hint:
                 reason += f"; elements you can use include {self.interactive_hint}"
             raise ElementNotFound(bid, reason)
-        scope: Page | object = self.page
+        scope: Page | FrameLocator = self.page
         frame_prefix_end = 0
         while frame_prefix_end < len(bid) and bid[frame_prefix_end].isalpha():
             frame_prefix_end += 1
             while frame_prefix_end < len(bid) and bid[frame_prefix_end].isupper():
                 frame_prefix_end += 1
             frame_bid = bid[:frame_prefix_end]
-            frame_element = scope.get_by_test_id(frame_bid)  # type: ignore[attr-defined]
+            frame_element = scope.get_by_test_id(frame_bid)
             if await frame_element.count() == 0:
                 raise ElementNotFound(bid, f"its frame {frame_bid!r} is not on the page")
             scope = frame_element.frame_locator(":scope")
-        element = scope.get_by_test_id(bid)  # type: ignore[attr-defined]
+        element = scope.get_by_test_id(bid)
         count = await element.count()
         if count == 0:
             raise ElementNotFound(bid)

@@ -72,7 +72,7 @@ def thread_playwright() -> Any:
             kwargs["args"] = [*kwargs.get("args", []), *CHROMIUM_ARGS]
             return original(**kwargs)
 
-        playwright.chromium.launch = launch
+        playwright.chromium.launch = launch  # type: ignore[method-assign]
         _local.playwright = playwright
     return playwright
 
@@ -117,11 +117,11 @@ def install(*, memory_chat: bool = True) -> None:
     import browsergym.core.chat as chat_module
     import browsergym.core.env as env_module
 
-    env_module._get_global_playwright = thread_playwright  # type: ignore[attr-defined]
-    chat_module._get_global_playwright = thread_playwright  # type: ignore[attr-defined]
+    env_module._get_global_playwright = thread_playwright
+    chat_module._get_global_playwright = thread_playwright
     if _ORIGINAL_CHAT is None:
         _ORIGINAL_CHAT = env_module.Chat
-    env_module.Chat = MemoryChat if memory_chat else _ORIGINAL_CHAT  # type: ignore[misc]
+    env_module.Chat = MemoryChat if memory_chat else _ORIGINAL_CHAT
 
 
 def action_mapping(timeout_ms: int) -> Callable[[str], str]:
@@ -131,7 +131,8 @@ def action_mapping(timeout_ms: int) -> Callable[[str], str]:
     to_code = HighLevelActionSet().to_python_code
 
     def mapping(action: str) -> str:
-        return to_code(action).replace("timeout=500", f"timeout={timeout_ms}")
+        code: str = to_code(action)
+        return code.replace("timeout=500", f"timeout={timeout_ms}")
 
     return mapping
 

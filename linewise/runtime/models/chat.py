@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import openai
-from asyncio_throttle import Throttler
+from asyncio_throttle.throttler import Throttler
 
 from linewise.agent.models import Completion, TokenLogprob, Usage
 from linewise.errors import EndpointUnreachable, LLMError
