@@ -23,7 +23,6 @@ from linewise.agent.filters.base import FilterInput, FilterResult
 from linewise.agent.filters.cost_gate import CostGate, Prices
 from linewise.agent.filters.ranges import (
     Range,
-    RangeParseError,
     is_empty_answer,
     lines_of,
     merge_ranges,
@@ -35,7 +34,7 @@ from linewise.agent.filters.recall_guard import guard_lines, guarded_bids
 from linewise.agent.filters.render import render_with_markers
 from linewise.agent.filters.structure import rebuild_with_structure
 from linewise.agent.filters.tree import LineTree, bid_of
-from linewise.errors import LLMError
+from linewise.errors import LLMError, RangeParseError
 from linewise.prompts import render_prompt
 from linewise.records import LLMCall
 from linewise.tokens import count_message_tokens, count_tokens, get_encoding
