@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from linewise.errors import ConfigError, TaskFileError
-from linewise.runtime.tasks.miniwob import available_tasks
+from linewise.runtime.tasks.miniwob_server import available_tasks
 from linewise.runtime.tasks.schema import (
     DEFAULT_MAX_STEPS,
     MiniWoBTask,

@@ -46,7 +46,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from linewise.errors import ConfigError, TaskFileError
-from linewise.runtime.tasks.miniwob import check_task_name
+from linewise.runtime.tasks.miniwob_server import check_task_name
 
 log = structlog.get_logger(__name__)
 
