@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.run import run_tasks
-from linewise.runtime.tasks.schema import adhoc_task
+from linewise.runtime.tasks.loader import adhoc_task
 from linewise.settings import EndpointSettings, LinewiseSettings
 from tests.support.openai_server import ScriptedChatServer
 from tests.support.static_server import StaticServer

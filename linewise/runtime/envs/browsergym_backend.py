@@ -33,7 +33,7 @@ from linewise.records import EpisodeSummary, StepRecord, StepTimings, Terminatio
 from linewise.runtime.browser.observation import number_lines
 from linewise.runtime.envs.browsergym_gym import make_env, stop_thread_playwright
 from linewise.runtime.episode import EpisodeConfig, EpisodeEnv
-from linewise.runtime.tasks.browsergym import BrowserGymTask
+from linewise.runtime.tasks.schema import BrowserGymTask
 from linewise.runtime.trace import EpisodeTraceWriter
 
 log = structlog.get_logger(__name__)
