@@ -163,7 +163,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from linewise.runtime.bench.local import BenchOptions
     from linewise.runtime.bench.plan import expand
     from linewise.runtime.bench.progress import make_progress
-    from linewise.runtime.bench.report import overall, success_text, write_report
+    from linewise.runtime.bench.report import write_report
+    from linewise.runtime.bench.report_data import overall, success_text
     from linewise.runtime.tasks.loader import load_task_file, select_tasks
 
     if args.seeds < 1:
