@@ -6,9 +6,10 @@ import re
 
 from linewise.agent.action_parser import parse_action
 from linewise.agent.actions import ActionContext
+from linewise.axtree import number_lines
 from linewise.runtime.browser.chromium import BrowserSession
 from linewise.runtime.browser.executor import execute_action
-from linewise.runtime.browser.observation import number_lines, observe
+from linewise.runtime.browser.observation import observe
 
 from .support.static_server import StaticServer
 

@@ -33,7 +33,8 @@ from linewise.agent.filters.ranges import (
 from linewise.agent.filters.recall_guard import guard_lines, guarded_bids
 from linewise.agent.filters.render import render_with_markers
 from linewise.agent.filters.structure import rebuild_with_structure
-from linewise.agent.filters.tree import LineTree, bid_of
+from linewise.agent.filters.tree import LineTree
+from linewise.axtree import bid_of
 from linewise.errors import LLMError, RangeParseError
 from linewise.prompts import render_prompt
 from linewise.records import LLMCall

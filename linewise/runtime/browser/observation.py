@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import pkgutil
-import re
 import time
 from dataclasses import dataclass, field
 from functools import cache
@@ -35,6 +34,7 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Frame, Page
 from pydantic import BaseModel
 
+from linewise.axtree import INTERACTIVE_ROLES, number_lines, parse_line
 from linewise.errors import BrowserError, ObservationError
 from linewise.runtime.browser.cdp import CDPSender
 from linewise.runtime.browser.chromium import BID_ATTRIBUTE, BrowserSession
@@ -42,10 +42,6 @@ from linewise.runtime.browser.chromium import BID_ATTRIBUTE, BrowserSession
 log = structlog.get_logger(__name__)
 
 IGNORED_ROLES = ("LineBreak", "InlineTextBox")
-_INTERACTIVE = re.compile(
-    r"^\[\w+\] (button|link|textbox|searchbox|checkbox|radio|combobox|listbox|option|menuitem"
-    r"|tab|switch|slider|spinbutton|generic)\b"
-)
 _SKIPPED_ROLE = "__linewise_skipped__"
 _MAX_TRIES = 4
 _TRANSIENT_ERRORS = (
@@ -128,16 +124,12 @@ class Observation:
         """A few interactive lines, e.g. ``[14] button 'Submit'; [12] textbox ''``."""
         found: list[str] = []
         for line in self.lines:
-            text = line.strip()
-            if text.startswith("[") and _INTERACTIVE.search(text):
-                found.append(text.split(",")[0])
+            parsed = parse_line(line)
+            if parsed.bid is not None and parsed.role in INTERACTIVE_ROLES:
+                found.append(parsed.head())
                 if len(found) == limit:
                     break
         return "; ".join(found)
-
-
-def number_lines(lines: list[str], start: int = 1) -> str:
-    return "\n".join(f"{i}|{line}" for i, line in enumerate(lines, start))
 
 
 async def observe(session: BrowserSession, *, screenshot: bool = True) -> Observation:

@@ -28,9 +28,9 @@ import structlog
 from linewise.agent.filters.base import FilterInput
 from linewise.agent.policy import Decision, page_key
 from linewise.agent.prompt import PageView
+from linewise.axtree import number_lines
 from linewise.errors import LLMError
 from linewise.records import EpisodeSummary, StepRecord, StepTimings, Termination
-from linewise.runtime.browser.observation import number_lines
 from linewise.runtime.envs.browsergym_gym import make_env, stop_thread_playwright
 from linewise.runtime.episode import EpisodeConfig, EpisodeEnv
 from linewise.runtime.tasks.schema import BrowserGymTask
