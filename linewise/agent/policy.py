@@ -100,9 +100,6 @@ class ActionAgent:
         self.action_names = action_names
         self.history: list[StepMemory] = []
 
-    def reset(self) -> None:
-        self.history = []
-
     async def decide(self, goal: str, view: PageView) -> Decision:
         messages = build_action_messages(goal, view, self.history, self.action_names)
         decision = Decision(page_key=view.page_key)

@@ -117,9 +117,6 @@ class Observation:
         """Every line prefixed with its 1-based number: ``12|\\t[34] button 'OK'``."""
         return number_lines(self.lines)
 
-    def has_bid(self, bid: str) -> bool:
-        return bid in self.elements
-
     def interactive_hint(self, limit: int = 6) -> str:
         """A few interactive lines, e.g. ``[14] button 'Submit'; [12] textbox ''``."""
         found: list[str] = []
