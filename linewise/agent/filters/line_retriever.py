@@ -43,8 +43,8 @@ from linewise.tokens import count_message_tokens, count_tokens, get_encoding
 log = structlog.get_logger(__name__)
 
 # No maxLength on "think": llama.cpp compiles bounded repetition into a grammar that
-# made constrained decoding ~8x slower (1.7 instead of 13 tokens/s on the 1.5B model).
-# The prompt asks for one or two sentences instead.
+# makes constrained decoding several times slower (benchmarks/NOTES.md). The prompt
+# asks for one or two sentences instead.
 RANGES_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
