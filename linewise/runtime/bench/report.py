@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from linewise.runtime.bench.metrics import Prices
+from linewise.agent.filters.cost_gate import Prices
 from linewise.runtime.bench.report_data import Report, build_report, load_results
 from linewise.runtime.bench.report_html import render_html
 from linewise.runtime.bench.report_markdown import render_markdown

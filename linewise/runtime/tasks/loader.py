@@ -16,7 +16,7 @@ import difflib
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, Self, TypeVar
 
 import structlog
 import yaml
@@ -41,7 +41,18 @@ log = structlog.get_logger(__name__)
 
 __all__ = ["adhoc_task", "load_task_file", "runnable_tasks", "select_tasks"]
 
-TaskT = TypeVar("TaskT", bound=AnyTask)
+
+class _Selectable(Protocol):
+    """What ``select_tasks`` needs of a task (every task model has it)."""
+
+    @property
+    def id(self) -> str: ...
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        ...
+
+
+TaskT = TypeVar("TaskT", bound=_Selectable)
 
 
 def load_task_file(path: str | os.PathLike[str]) -> list[AnyTask]:
