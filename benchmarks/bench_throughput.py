@@ -127,7 +127,7 @@ def browsergym_episode(name: str, seed: int, base_url: str, miniwob_url: str,
 
 def browsergym_run(base_url: str, episodes: int, concurrency: int) -> dict[str, float]:
     from linewise.runtime.envs.browsergym_gym import stop_thread_playwright
-    from linewise.runtime.tasks.miniwob import MiniWoBServer
+    from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 
     work = [(s.task.miniwob, s.seed) for s in specs_for(episodes)]  # type: ignore[union-attr]
     stats: list[tuple[bool, float, float, int]] = []

@@ -24,7 +24,7 @@ from typing import Any
 
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.run import run_tasks
-from linewise.runtime.tasks.schema import adhoc_task
+from linewise.runtime.tasks.loader import adhoc_task
 from linewise.settings import EndpointSettings, LinewiseSettings
 from linewise.testing import ScriptedChatServer, StaticServer
 

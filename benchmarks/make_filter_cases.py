@@ -23,7 +23,8 @@ from typing import Any
 from linewise.runtime.browser.chromium import Browser
 from linewise.runtime.browser.extraction import observe
 from linewise.runtime.filter_eval import FilterCase
-from linewise.runtime.tasks.miniwob import MiniWoBServer, start_miniwob_episode
+from linewise.runtime.tasks.miniwob import start_miniwob_episode
+from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 
 DOCS = Path("/usr/share/doc/python3-doc/html")
 BID = re.compile(r"\[([A-Za-z0-9]+)\] ")

@@ -41,7 +41,7 @@ def serve(root: Path) -> tuple[ThreadingHTTPServer, str]:
 
 
 def page_urls() -> list[tuple[str, str]]:
-    from linewise.runtime.tasks.miniwob import miniwob_html_dir
+    from linewise.runtime.tasks.miniwob_server import miniwob_html_dir
 
     _, miniwob_base = serve(miniwob_html_dir())
     urls = [(f"miniwob/{n}", f"{miniwob_base}miniwob/{n}.html") for n in MINIWOB_PAGES]

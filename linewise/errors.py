@@ -6,13 +6,15 @@ The hierarchy (httpx style: catch the base class to catch them all)::
     ├── ConfigError            bad settings or flags (missing file, bad value)
     ├── TaskFileError          a task file that does not parse or validate
     ├── BrowserError           Chromium cannot be found, launched or driven
-    │   └── ObservationError   the page could not be marked or its AXTree read
+    │   ├── ObservationError   the page could not be marked or its AXTree read
+    │   └── CDPError           a DevTools command failed, or its websocket closed
     ├── ActionError            an action the model asked for cannot be run
     │   ├── ActionParseError   the text is not an allowed call with literal arguments
     │   └── ElementNotFound    an unknown, hidden or detached bid
     ├── LLMError               the model endpoint failed
     │   ├── EndpointUnreachable  nothing answers at the configured base URL
     │   └── ResponseFormatError  the answer is not in the asked-for format
+    │       └── RangeParseError  a retriever answer holds no usable line ranges
     ├── ModelError             the embedded model cannot be assembled, verified or served
     └── PruneError             the trace pruner cannot use a trace or a state graph
         ├── GraphError         a state graph that is malformed, or whose sink the source
@@ -53,6 +55,19 @@ class BrowserError(LinewiseError):
 
 class ObservationError(BrowserError):
     """The page could not be marked or its accessibility tree could not be read."""
+
+
+class CDPError(BrowserError):
+    """Chromium answered a DevTools command with an error, or the DevTools websocket closed.
+
+    ``code`` is the DevTools error code when Chromium answered with one; ``url`` is the
+    websocket the command went to.
+    """
+
+    def __init__(self, message: str, *, url: str, code: int | None = None) -> None:
+        super().__init__(f"{message} ({code})" if code is not None else f"{message} ({url})")
+        self.url = url
+        self.code = code
 
 
 class ActionError(LinewiseError):
@@ -106,6 +121,11 @@ class EndpointUnreachable(LLMError):
 
 class ResponseFormatError(LLMError):
     """The model answered, but not in the format that was asked for (after retries)."""
+
+
+class RangeParseError(ResponseFormatError):
+    """A retriever's answer holds no usable line ranges; the message is meant for the model,
+    which is asked again with it."""
 
 
 class ModelError(LinewiseError):

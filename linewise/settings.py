@@ -71,8 +71,9 @@ class FilterSettings(BaseModel):
     retriever_window_tokens: int | None = Field(
         default=None,
         description="Observation tokens per retriever call. Default: 8192 for the local "
-        "model (prefill slows with context on a CPU: 50 t/s at 5k, 30 t/s at 14k), else as "
-        "much as the context holds.",
+        "model (on a CPU prefill slows as the context grows, so several short windows "
+        "cost less time than one long one; see benchmarks/NOTES.md), else as much as the "
+        "context holds.",
     )
     embedding_base_url: str | None = None
     embedding_model: str | None = None

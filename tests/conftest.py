@@ -11,7 +11,7 @@ from hypothesis import settings
 
 from linewise.runtime.browser.chromium import Browser, BrowserSession
 from linewise.runtime.log import configure_logging
-from linewise.runtime.tasks.miniwob import MiniWoBServer
+from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 from linewise.testing import StaticServer
 
 DATA = Path(__file__).parent / "data"

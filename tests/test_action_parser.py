@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from linewise.agent.action_parser import parse_action
+from linewise.agent.prompt import system_prompt
 from linewise.agent.response import parse_answer
 from linewise.errors import ActionParseError
 
@@ -79,3 +80,32 @@ def test_answer_parsing() -> None:
     assert missing.action is None and "no <action>" in (missing.error or "")
     bad = parse_answer("<action>click(bid)</action>")
     assert bad.action is None and bad.action_text == "click(bid)" and bad.error
+
+
+def test_actions_the_prompt_left_out_are_refused() -> None:
+    allowed = ["click", "fill", "send_msg_to_user"]
+
+    assert str(parse_action("click('3')", allowed)) == "click('3')"
+    with pytest.raises(ActionParseError) as info:
+        parse_action("goto('http://x')", allowed)
+    assert str(info.value) == (
+        "Action 'goto' is not available here. "
+        "Available actions: click, fill, send_msg_to_user."
+    )
+    with pytest.raises(ActionParseError, match=r"Unknown action 'eval'\. Available actions: c"):
+        parse_action("eval('1')", allowed)
+    assert str(parse_action("goto('http://x')")) == "goto('http://x')"  # default: every action
+    with pytest.raises(ValueError, match="unknown action"):
+        parse_action("click('3')", ["click", "teleport"])
+
+
+def test_parse_answer_and_the_prompt_take_the_same_action_names() -> None:
+    allowed = ("click", "noop")
+    answer = parse_answer("<think>x</think><action>scroll(0, 100)</action>", allowed)
+    assert answer.action is None and answer.action_text == "scroll(0, 100)"
+    assert answer.error is not None and "'scroll' is not available here" in answer.error
+    assert parse_answer("<action>noop()</action>", allowed).action is not None
+
+    prompt = system_prompt(allowed)
+    assert "click(" in prompt and "noop(" in prompt and "scroll(" not in prompt
+    assert "scroll(" in system_prompt()

@@ -28,8 +28,8 @@ from linewise.runtime.bench.results import (
     read_results,
 )
 from linewise.runtime.browser.chromium import BrowserConfig
-from linewise.runtime.tasks.browsergym import BrowserGymTask, load_bench_tasks
-from linewise.runtime.tasks.schema import MiniWoBTask, WebTask
+from linewise.runtime.tasks.loader import load_task_file
+from linewise.runtime.tasks.schema import BrowserGymTask, MiniWoBTask, WebTask
 from linewise.settings import EndpointSettings, LinewiseSettings
 from linewise.testing import ScriptedChatServer, ScriptedHTTPError, miniwob_solver
 
@@ -261,7 +261,7 @@ def test_task_file_with_browsergym_entries(tmp_path: Path) -> None:
         "defaults:\n  max_steps: 4\ntasks:\n  - miniwob: click-test\n    seed: 1\n"
         "  - browsergym: browsergym/miniwob.click-button\n    seed: 2\n"
     )
-    first, second = load_bench_tasks(path)
+    first, second = load_task_file(path)
     assert isinstance(first, MiniWoBTask) and first.max_steps == 4
     assert isinstance(second, BrowserGymTask) and second.env_id == (
         "browsergym/miniwob.click-button")

@@ -15,7 +15,7 @@ from linewise.runtime.bench.local import BenchOptions
 from linewise.runtime.bench.plan import expand
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.envs.browsergym_gym import check_family
-from linewise.runtime.tasks.browsergym import BrowserGymTask
+from linewise.runtime.tasks.schema import BrowserGymTask
 from linewise.settings import EndpointSettings, LinewiseSettings
 from linewise.testing import ScriptedChatServer, miniwob_solver
 

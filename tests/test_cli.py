@@ -79,6 +79,17 @@ def test_broken_task_file_names_file_and_field(name: str, expected: list[str]) -
         assert fragment in result.stderr, result.stderr
 
 
+def test_run_refuses_browsergym_tasks_and_names_them(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.yaml"
+    path.write_text(
+        "tasks:\n  - {miniwob: click-test, seed: 1}\n  - browsergym: webarena.310\n"
+    )
+    result = linewise("run", str(path), timeout=60)
+    assert result.returncode == 2
+    assert f"{path}: tasks[1] (id 'browsergym.webarena.310.seed0')" in result.stderr
+    assert "only 'linewise bench' can run" in result.stderr
+
+
 def test_unreachable_endpoint_names_the_url(pages: StaticServer, tmp_path: Path) -> None:
     result = linewise(
         "run", "--url", pages.url("form.html"), "--goal", "x",

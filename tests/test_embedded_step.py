@@ -11,7 +11,7 @@ from linewise.runtime.episode import EpisodeResources, run_episode
 from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.models.files import ensure_embedded_model
 from linewise.runtime.models.local_server import LocalModelServer
-from linewise.runtime.tasks.miniwob import MiniWoBServer
+from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 from linewise.runtime.tasks.schema import MiniWoBTask
 from linewise.runtime.trace import read_steps
 from linewise.settings import EndpointSettings

@@ -20,9 +20,8 @@ from linewise.runtime.episode import (
     run_episode,
 )
 from linewise.runtime.models.chat import ChatClient
-from linewise.runtime.tasks.browsergym import BrowserGymTask
 from linewise.runtime.tasks.miniwob import MiniWoBServer
-from linewise.runtime.tasks.schema import MiniWoBTask
+from linewise.runtime.tasks.schema import BrowserGymTask, MiniWoBTask
 from linewise.settings import EndpointSettings
 from linewise.testing import ScriptedChatServer
 

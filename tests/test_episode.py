@@ -14,7 +14,7 @@ from linewise.runtime.browser.chromium import Browser
 from linewise.runtime.episode import EpisodeConfig, EpisodeResources, run_episode
 from linewise.runtime.log import configure_logging
 from linewise.runtime.models.chat import ChatClient
-from linewise.runtime.tasks.miniwob import MiniWoBServer
+from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 from linewise.runtime.tasks.schema import MiniWoBTask, WebTask
 from linewise.runtime.trace import read_steps, read_summary
 from linewise.settings import EndpointSettings

@@ -13,7 +13,7 @@ from linewise.agent.filters.registry import filter_factory
 from linewise.runtime.browser.chromium import Browser
 from linewise.runtime.episode import EpisodeConfig, EpisodeResources, run_episode
 from linewise.runtime.models.chat import ChatClient
-from linewise.runtime.tasks.miniwob import MiniWoBServer
+from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 from linewise.runtime.tasks.schema import MiniWoBTask
 from linewise.runtime.trace import read_steps
 from linewise.settings import EndpointSettings, FilterSettings

@@ -14,7 +14,6 @@ from linewise.agent.filters.base import FilterInput
 from linewise.agent.filters.cost_gate import CostGate, Prices
 from linewise.agent.filters.line_retriever import split_windows
 from linewise.agent.filters.ranges import (
-    RangeParseError,
     lines_of,
     merge_ranges,
     parse_ranges,
@@ -24,6 +23,7 @@ from linewise.agent.filters.recall_guard import guard_lines, guarded_bids
 from linewise.agent.filters.structure import rebuild_with_structure
 from linewise.agent.filters.tree import LineTree
 from linewise.agent.filters.truncate import NoFilter, TruncateFilter
+from linewise.errors import RangeParseError
 from linewise.tokens import count_tokens
 
 TREES = Path(__file__).parent / "data" / "trees"

@@ -8,6 +8,9 @@ import importlib
 import json
 import os
 import shutil
+import socket
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -26,6 +29,7 @@ from linewise.runtime.models.files import (
     resolve_model_path,
 )
 from linewise.runtime.models.local_server import LocalModelServer, free_port
+from linewise.runtime.models.server_process import EXIT_PORT_IN_USE
 
 MIB = 1024 * 1024
 # Sizes that straddle the 1 MiB copy buffer, with a tiny last part like the real one.
@@ -310,6 +314,32 @@ async def test_a_child_that_dies_fails_start_with_its_log(tmp_path: Path) -> Non
     assert "linewise: system info" in message or "gguf" in message.lower()
     assert not server.running
     assert (tmp_path / "server.log").read_text()
+
+
+def test_the_server_process_refuses_a_missing_model(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "linewise.runtime.models.server_process", "serve",
+         "--model", str(tmp_path / "absent.gguf")],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 2
+    assert "absent.gguf does not exist" in result.stderr
+
+
+def test_the_server_process_reports_a_taken_port(tmp_path: Path) -> None:
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF" + b"\x00" * 64)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "linewise.runtime.models.server_process", "serve",
+             "--model", str(model), "--port", str(port)],
+            capture_output=True, text=True, timeout=60,
+        )
+    assert result.returncode == EXIT_PORT_IN_USE
+    assert f"cannot bind 127.0.0.1:{port}" in result.stdout
 
 
 def test_server_properties_before_start(tmp_path: Path) -> None:

@@ -17,12 +17,11 @@ from linewise.errors import BrowserError
 from linewise.runtime.browser.chromium import BrowserSession
 from linewise.runtime.tasks.miniwob import (
     EPISODE_MAX_TIME_MS,
-    MiniWoBServer,
     MiniWoBStatus,
-    available_tasks,
     read_miniwob_status,
     start_miniwob_episode,
 )
+from linewise.runtime.tasks.miniwob_server import MiniWoBServer, available_tasks
 
 # Text of the human display that must never reach the model.
 HUMAN_DISPLAY_TEXT = ["START", "Last reward", "Last 10 average", "Time left", "Episodes done"]

@@ -7,15 +7,20 @@ from pathlib import Path
 import pytest
 
 from linewise.errors import ConfigError, TaskFileError
-from linewise.runtime.tasks.miniwob import available_tasks
+from linewise.runtime.tasks.loader import (
+    adhoc_task,
+    load_task_file,
+    runnable_tasks,
+    select_tasks,
+)
+from linewise.runtime.tasks.miniwob_server import available_tasks
 from linewise.runtime.tasks.schema import (
     DEFAULT_MAX_STEPS,
+    BrowserGymTask,
     MiniWoBTask,
     SuccessCheck,
     Task,
     WebTask,
-    adhoc_task,
-    load_task_file,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -266,6 +271,101 @@ tasks:
     assert "tasks[0] (id 'a'): missing field 'goal'" in message
     assert "tasks[1] (id 'b'): unknown key 'colour'" in message
     assert message.index("tasks[0]") < message.index("tasks[1]")
+
+
+# --------------------------------------------------------------------------- browsergym entries
+
+
+def test_browsergym_entries_load_with_defaults(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+defaults: {max_steps: 4, seed: 2}
+tasks:
+  - browsergym: browsergym/webarena.310
+  - {id: open, browsergym: openended, task_kwargs: {start_url: "https://a.example/"}}
+  - {id: web, url: "https://a.example/", goal: g}
+""",
+    )
+    arena, open_ended, web = load_task_file(path)
+
+    assert isinstance(arena, BrowserGymTask) and arena.kind == "browsergym"
+    assert (arena.id, arena.seed, arena.max_steps) == ("browsergym.webarena.310.seed2", 2, 4)
+    assert (arena.env_id, arena.family) == ("browsergym/webarena.310", "webarena")
+    assert isinstance(open_ended, BrowserGymTask)
+    assert open_ended.task_kwargs == {"start_url": "https://a.example/"}
+    assert isinstance(web, WebTask) and web.max_steps == 4
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "tasks:\n  - {browsergym: webarena.310, sede: 3}\n",
+            "tasks[0] (id 'browsergym.webarena.310.seed0'): unknown key 'sede' "
+            "(did you mean 'seed'?) (line 2)",
+        ),
+        (
+            "tasks:\n  - browsergym: webarna.310\n",
+            "tasks[0] (id 'browsergym.webarna.310.seed0'): field 'browsergym': unknown "
+            "BrowserGym benchmark 'webarna'",
+        ),
+        (
+            "tasks:\n  - {browsergym: miniwob.click-test}\n  - {browsergym: miniwob.click-test}\n",
+            "tasks[1] (id 'browsergym.miniwob.click-test.seed0'): duplicate id, already used by "
+            "tasks[0]",
+        ),
+        ("tasks:\n  - {browsergym: webarena.310, seed: -1}\n", "field 'seed'"),
+        ("tasks:\n  - {browsergym: webarena.310, max_steps: 0}\n", "field 'max_steps'"),
+    ],
+)
+def test_browsergym_entries_get_the_same_detailed_errors(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    path = write(tmp_path, text)
+
+    with pytest.raises(TaskFileError) as info:
+        load_task_file(path)
+
+    assert str(info.value).startswith(f"{path}: ")
+    assert expected in str(info.value)
+
+
+def test_runnable_tasks_refuses_browsergym_tasks_by_index_and_id(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "tasks:\n  - {miniwob: click-test, seed: 1}\n  - {browsergym: miniwob.click-test}\n",
+    )
+    tasks = load_task_file(path)
+
+    with pytest.raises(TaskFileError) as info:
+        runnable_tasks(tasks, path)
+
+    assert str(info.value) == (
+        f"{path}: tasks[1] (id 'browsergym.miniwob.click-test.seed0'): a BrowserGym task, "
+        "which only 'linewise bench' can run"
+    )
+    assert runnable_tasks(tasks[:1], path) == tasks[:1]
+
+
+# --------------------------------------------------------------------------- selection
+
+
+def test_select_tasks_keeps_file_order_and_overrides_max_steps() -> None:
+    tasks = [
+        WebTask(id="a", url="https://a.example/", goal="g"),
+        MiniWoBTask(id="b", miniwob="click-test", seed=0),
+        BrowserGymTask(id="c", browsergym="webarena.310"),
+    ]
+
+    assert select_tasks(tasks, [], None) == tasks
+    chosen = select_tasks(tasks, ["c", "a"], 3)
+    assert [(t.id, t.max_steps) for t in chosen] == [("a", 3), ("c", 3)]
+    assert [t.max_steps for t in tasks] == [DEFAULT_MAX_STEPS] * 3  # copies, not edits
+    with pytest.raises(ConfigError, match="--task: no task with id x, y"):
+        select_tasks(tasks, ["y", "a", "x"], None)
+    with pytest.raises(ConfigError, match="--max-steps must be at least 1"):
+        select_tasks(tasks, [], 0)
 
 
 # --------------------------------------------------------------------------- success checks

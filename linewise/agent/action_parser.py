@@ -1,10 +1,10 @@
 """Turn the model's action text into a checked call of an allowlisted action.
 
 The text is parsed with ``ast`` and never executed: it must be exactly one call of a
-function in ``ACTIONS`` whose arguments are literals (strings, numbers, booleans,
-None, and lists, tuples or dicts of those). Arguments are bound to the action's
-signature and validated against its type hints, so ``click(12)`` and
-``__import__('os').system('x')`` get told precisely what is wrong.
+function in ``ACTIONS`` (or of the subset the prompt offered) whose arguments are
+literals (strings, numbers, booleans, None, and lists, tuples or dicts of those).
+Arguments are bound to the action's signature and validated against its type hints, so
+``click(12)`` and ``__import__('os').system('x')`` get told precisely what is wrong.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import inspect
 import typing
+from collections.abc import Collection
 from functools import cache
 from typing import Any
 
@@ -47,8 +48,20 @@ class ParsedAction(BaseModel):
         return [v for k, v in self.arguments.items() if k.endswith("bid") and isinstance(v, str)]
 
 
-def parse_action(text: str) -> ParsedAction:
-    """Parse and validate one action call, or raise ``ActionParseError`` saying why."""
+def parse_action(text: str, action_names: Collection[str] | None = None) -> ParsedAction:
+    """Parse and validate one action call, or raise ``ActionParseError`` saying why.
+
+    Args:
+        text: the action as the model wrote it, e.g. ``click('12')``.
+        action_names: the actions the prompt offered (``system_prompt``'s list); a call
+            of any other is refused. ``None`` or empty: every action in ``ACTIONS``.
+
+    Raises:
+        ActionParseError: the text is not one call of an allowed action with valid
+            literal arguments.
+        ValueError: ``action_names`` names an action that does not exist.
+    """
+    allowed = allowed_actions(action_names)
     source = _strip_code_fence(text)
     if not source:
         raise ActionParseError("The action is empty. Give exactly one call, e.g. click('12').")
@@ -71,11 +84,12 @@ def parse_action(text: str) -> ParsedAction:
             f"Only the listed action functions can be called, not {ast.unparse(call.func)!r}."
         )
     name = call.func.id
-    fn = ACTIONS.get(name)
+    fn = allowed.get(name)
     if fn is None:
-        raise ActionParseError(
-            f"Unknown action {name!r}. Available actions: {', '.join(ACTIONS)}."
+        problem = f"Action {name!r} is not available here" if name in ACTIONS else (
+            f"Unknown action {name!r}"
         )
+        raise ActionParseError(f"{problem}. Available actions: {', '.join(allowed)}.")
     positional = [_literal(arg, name) for arg in call.args]
     keywords: dict[str, Any] = {}
     for keyword in call.keywords:
@@ -83,6 +97,20 @@ def parse_action(text: str) -> ParsedAction:
             raise ActionParseError(f"{name}: '**' arguments are not allowed.")
         keywords[keyword.arg] = _literal(keyword.value, name)
     return ParsedAction(name=name, arguments=_bind(fn, name, positional, keywords))
+
+
+def allowed_actions(action_names: Collection[str] | None) -> dict[str, ActionFunction]:
+    """The actions a model may call: those named (in that order), or all of ``ACTIONS``.
+
+    Raises:
+        ValueError: a name is not an action.
+    """
+    if not action_names:
+        return ACTIONS
+    unknown = [name for name in action_names if name not in ACTIONS]
+    if unknown:
+        raise ValueError(f"unknown action(s): {', '.join(unknown)}")
+    return {name: ACTIONS[name] for name in action_names}
 
 
 def _strip_code_fence(text: str) -> str:

@@ -57,8 +57,7 @@ class ActionAgent:
     argument) is shown back to the model, which is asked again up to ``parse_retries``
     times. The conversation of retries stays within the step. Every re-ask samples at
     ``reask_temperature``: at temperature 0 a model given the same prompt plus an error
-    tends to write the same answer again (the embedded 1.5B model did, word for word, in
-    133 of the 143 bench steps whose retries all failed).
+    tends to write the same answer again, word for word (benchmarks/NOTES.md).
 
     A *futile repeat* is an answer that repeats the previous action although that action
     left the page exactly as it was (same URL, same AXTree: ``PageView.page_key``), whether
@@ -84,9 +83,6 @@ class ActionAgent:
         self.reask_temperature = reask_temperature
         self.action_names = action_names
         self.history: list[StepMemory] = []
-
-    def reset(self) -> None:
-        self.history = []
 
     async def decide(self, goal: str, view: PageView) -> Decision:
         messages = build_action_messages(goal, view, self.history, self.action_names)
@@ -120,7 +116,7 @@ class ActionAgent:
                 temperature=self.reask_temperature,
             )
             decision.calls.append(call)
-            answer = parse_answer(call.response or "")
+            answer = parse_answer(call.response or "", self.action_names)
             if answer.action is not None and str(answer.action) != repeated:
                 decision.think, decision.action_text = answer.think, answer.action_text
                 decision.action = answer.action
@@ -136,7 +132,7 @@ class ActionAgent:
                 self.model, messages, purpose="action", attempt=attempt, **sampling
             )
             decision.calls.append(call)
-            answer = parse_answer(call.response or "")
+            answer = parse_answer(call.response or "", self.action_names)
             decision.think = answer.think
             decision.action_text = answer.action_text
             if answer.action is not None:

@@ -6,7 +6,7 @@ from functools import cache
 
 from pydantic import BaseModel, Field
 
-from linewise.agent.action_parser import ParsedAction
+from linewise.agent.action_parser import ParsedAction, allowed_actions
 from linewise.agent.actions import describe_action_space
 from linewise.prompts import render_prompt
 from linewise.records import Tab
@@ -122,11 +122,12 @@ def system_prompt(action_names: tuple[str, ...] = ()) -> str:
     """The unchanging part of every action prompt: role, rules, action space, format.
 
     It comes first so that servers with prefix caching (llama.cpp, vLLM) evaluate it
-    once for a whole run rather than at every step.
+    once for a whole run rather than at every step. ``action_names`` trims the action
+    space; give the answer's parser (``parse_answer``) the same names so that it refuses
+    the actions the prompt left out.
     """
-    return render_prompt(
-        "action_system.md", action_space=describe_action_space(list(action_names) or None)
-    )
+    names = list(allowed_actions(action_names))
+    return render_prompt("action_system.md", action_space=describe_action_space(names))
 
 
 def futile_repeat_message(action: str, error: str | None) -> dict[str, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 
 from pydantic import BaseModel
 
@@ -22,11 +23,13 @@ class AgentAnswer(BaseModel):
     error: str | None = None
 
 
-def parse_answer(text: str) -> AgentAnswer:
+def parse_answer(text: str, action_names: Collection[str] | None = None) -> AgentAnswer:
     """Split an answer into its thought and its validated action.
 
     The last ``<action>`` block wins (models sometimes quote an example first). An
     unclosed tag at the end of the answer is accepted, as a truncated answer often is.
+    ``action_names`` are the actions the prompt offered (default: all); a call of any
+    other is an error, as for ``parse_action``.
     """
     think_match = _THINK.search(text)
     think = think_match.group(1).strip() if think_match else None
@@ -38,7 +41,7 @@ def parse_answer(text: str) -> AgentAnswer:
         )
     action_text = actions[-1].strip()
     try:
-        action = parse_action(action_text)
+        action = parse_action(action_text, action_names)
     except ActionParseError as exc:
         return AgentAnswer(think=think, action_text=action_text, error=str(exc))
     return AgentAnswer(think=think, action_text=action_text, action=action)

@@ -163,15 +163,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from linewise.runtime.bench.local import BenchOptions
     from linewise.runtime.bench.plan import expand
     from linewise.runtime.bench.progress import make_progress
-    from linewise.runtime.bench.report import overall, success_text, write_report
-    from linewise.runtime.tasks.browsergym import load_bench_tasks, select_tasks
+    from linewise.runtime.bench.report import write_report
+    from linewise.runtime.bench.report_data import overall, success_text
+    from linewise.runtime.tasks.loader import load_task_file, select_tasks
 
     if args.seeds < 1:
         raise ConfigError("--seeds must be at least 1")
     if args.concurrency < 1:
         raise ConfigError("--concurrency must be at least 1")
     settings = _bench_settings(args)
-    tasks = select_tasks(load_bench_tasks(args.tasks), args.task, args.max_steps)
+    tasks = select_tasks(load_task_file(args.tasks), args.task, args.max_steps)
     specs = expand(tasks, args.filters or ["none"], args.seeds)
     out_dir = _out_dir(args)
     timeout = args.episode_timeout or settings.episode_timeout_s or DEFAULT_EPISODE_TIMEOUT_S

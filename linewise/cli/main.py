@@ -31,7 +31,8 @@ from linewise.errors import ConfigError, LinewiseError, TaskFileError
 from linewise.records import EpisodeSummary
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.log import configure_logging
-from linewise.runtime.tasks.schema import Task, adhoc_task, load_task_file
+from linewise.runtime.tasks.loader import adhoc_task, load_task_file, runnable_tasks, select_tasks
+from linewise.runtime.tasks.schema import Task
 from linewise.settings import FILTER_NAMES, LinewiseSettings
 
 if TYPE_CHECKING:
@@ -212,20 +213,10 @@ def tasks_from_args(args: argparse.Namespace) -> list[Task]:
             raise ConfigError("an ad-hoc task needs both --url and --goal")
         tasks: list[Task] = [adhoc_task(args.url, args.goal, args.max_steps or 15)]
     elif args.tasks:
-        tasks = load_task_file(args.tasks)
+        tasks = runnable_tasks(load_task_file(args.tasks), args.tasks)
     else:
         raise ConfigError("nothing to run: give a task file or --url and --goal")
-    if args.task:
-        wanted = set(args.task)
-        unknown = wanted - {t.id for t in tasks}
-        if unknown:
-            raise ConfigError(f"--task: no task with id {', '.join(sorted(unknown))}")
-        tasks = [t for t in tasks if t.id in wanted]
-    if args.max_steps is not None:
-        if args.max_steps < 1:
-            raise ConfigError("--max-steps must be at least 1")
-        tasks = [t.model_copy(update={"max_steps": args.max_steps}) for t in tasks]
-    return tasks
+    return select_tasks(tasks, args.task, args.max_steps)
 
 
 def print_summary_table(summaries: list[EpisodeSummary], out_dir: Path) -> None:

@@ -38,7 +38,7 @@ from linewise.runtime.browser.executor import ActionOutcome, SettleConfig
 from linewise.runtime.browser.observation import Observation
 from linewise.runtime.envs.base import Environment
 from linewise.runtime.envs.factory import AnyTask, environment_for
-from linewise.runtime.tasks.miniwob import MiniWoBServer
+from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 from linewise.runtime.trace import EpisodeTraceWriter, safe_name
 from linewise.settings import LinewiseSettings
 from linewise.tokens import count_tokens

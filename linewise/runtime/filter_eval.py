@@ -10,7 +10,6 @@ lines. ``linewise snapshot URL`` writes a case skeleton from a live page.
 from __future__ import annotations
 
 import json
-import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -19,11 +18,11 @@ from pydantic import BaseModel, Field, ValidationError
 
 from linewise.agent.filters.base import FilterInput, FilterResult, ObservationFilter
 from linewise.agent.filters.render import render_with_markers
+from linewise.axtree import bids_in
 from linewise.errors import ConfigError
 from linewise.tokens import count_tokens
 
 LARGE_PAGE_LINES = 300
-_BID = re.compile(r"\[([A-Za-z0-9]+)\] ")
 
 
 class FilterCase(BaseModel):
@@ -103,7 +102,7 @@ def load_cases(path: Path) -> list[FilterCase]:
 
 def score_case(case: FilterCase, result: FilterResult) -> CaseScore:
     shown_lines = set(result.text.split("\n"))
-    shown_bids = set(_BID.findall(result.text))
+    shown_bids = set(bids_in(result.text))
     missing = [f"[{b}]" for b in case.gold_bids if b not in shown_bids]
     missing += [
         f"line {n}" for n in case.gold_lines

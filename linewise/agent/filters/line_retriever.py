@@ -23,7 +23,6 @@ from linewise.agent.filters.base import FilterInput, FilterResult
 from linewise.agent.filters.cost_gate import CostGate, Prices
 from linewise.agent.filters.ranges import (
     Range,
-    RangeParseError,
     is_empty_answer,
     lines_of,
     merge_ranges,
@@ -34,9 +33,10 @@ from linewise.agent.filters.ranges import (
 from linewise.agent.filters.recall_guard import guard_lines, guarded_bids
 from linewise.agent.filters.render import render_with_markers
 from linewise.agent.filters.structure import rebuild_with_structure
-from linewise.agent.filters.tree import LineTree, bid_of
+from linewise.agent.filters.tree import LineTree
 from linewise.agent.models import ChatModel, call_model
-from linewise.errors import LLMError
+from linewise.axtree import bid_of
+from linewise.errors import LLMError, RangeParseError
 from linewise.prompts import render_prompt
 from linewise.records import LLMCall
 from linewise.tokens import count_message_tokens, count_tokens, get_encoding
@@ -44,8 +44,8 @@ from linewise.tokens import count_message_tokens, count_tokens, get_encoding
 log = structlog.get_logger(__name__)
 
 # No maxLength on "think": llama.cpp compiles bounded repetition into a grammar that
-# made constrained decoding ~8x slower (1.7 instead of 13 tokens/s on the 1.5B model).
-# The prompt asks for one or two sentences instead.
+# makes constrained decoding several times slower (benchmarks/NOTES.md). The prompt
+# asks for one or two sentences instead.
 RANGES_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {

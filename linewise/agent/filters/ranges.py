@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from linewise.errors import ResponseFormatError
+from linewise.errors import RangeParseError
 
 Range = tuple[int, int]
 
@@ -28,10 +28,6 @@ _PAIR = re.compile(
     r"|(\d+)"  # 7
 )
 _MAX_NUMBER = 10_000_000
-
-
-class RangeParseError(ResponseFormatError):
-    """The retriever's answer holds no usable line ranges."""
 
 
 def extract_answer(text: str) -> str:

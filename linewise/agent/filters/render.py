@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from linewise.axtree import line_depth
+
 __all__ = ["MARKER_RE", "line_ranges", "omission_marker", "render_with_markers"]
 
 #: Matches a marker line made by :func:`omission_marker`; group ``n`` is the count.
@@ -32,7 +34,7 @@ def omission_marker(n_lines: int, indent: str = "") -> str:
 
 
 def _indent_of(line: str) -> str:
-    return line[: len(line) - len(line.lstrip())]
+    return "\t" * line_depth(line)
 
 
 def render_with_markers(lines: Sequence[str], kept_line_numbers: Iterable[int]) -> str:

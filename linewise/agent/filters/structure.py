@@ -13,9 +13,8 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel
 
+from linewise.agent.filters.render import omission_marker
 from linewise.agent.filters.tree import LineTree
-
-MARKER = "… {n} {lines} omitted …"
 
 
 class StructuredView(BaseModel):
@@ -29,7 +28,8 @@ class StructuredView(BaseModel):
 
 
 def marker_line(depth: int, count: int) -> str:
-    return "\t" * depth + MARKER.format(n=count, lines="line" if count == 1 else "lines")
+    """The marker for ``count`` dropped lines at indentation level ``depth``."""
+    return omission_marker(count, "\t" * depth)
 
 
 def rebuild_with_structure(tree: LineTree, kept: Iterable[int]) -> StructuredView:

@@ -6,20 +6,9 @@ Indices here are 0-based positions in ``lines``; the numbers models see are 1-ba
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
-_BID = re.compile(r"^\t*\[([A-Za-z0-9]+)\] ")
-_HEAD = re.compile(
-    r"^(?P<indent>\t*)(?:\[(?P<bid>[A-Za-z0-9]+)\] )?(?P<role>[^\s,]+)"
-    r"(?: (?P<name>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"))?"
-)
-
-
-def bid_of(line: str) -> str | None:
-    """The bid a line starts with (after its indentation), if any."""
-    match = _BID.match(line)
-    return match.group(1) if match else None
+from linewise.axtree import bid_of, line_depth, parse_line
 
 
 @dataclass
@@ -36,7 +25,7 @@ class LineTree:
 
     def __post_init__(self) -> None:
         n = len(self.lines)
-        self.depth = [len(line) - len(line.lstrip("\t")) for line in self.lines]
+        self.depth = [line_depth(line) for line in self.lines]
         self.parent = [-1] * n
         self.subtree_end = [n] * n
         self.bid_line = {}
@@ -46,9 +35,9 @@ class LineTree:
                 self.subtree_end[stack.pop()] = i
             self.parent[i] = stack[-1] if stack else -1
             stack.append(i)
-            match = _BID.match(self.lines[i])
-            if match:
-                self.bid_line.setdefault(match.group(1), i)
+            bid = bid_of(self.lines[i])
+            if bid is not None:
+                self.bid_line.setdefault(bid, i)
 
     def __len__(self) -> int:
         return len(self.lines)
@@ -67,18 +56,7 @@ class LineTree:
 
     def short_head(self, index: int, max_name: int = 40) -> str:
         """The line reduced to indentation, bid, role and a shortened name."""
-        line = self.lines[index]
-        match = _HEAD.match(line)
-        if match is None:
-            return line
-        text = match.group("indent")
-        if match.group("bid"):
-            text += f"[{match.group('bid')}] "
-        text += match.group("role")
-        name = match.group("name")
-        if name and len(name) > 2:
-            inner = name[1:-1]
-            if len(inner) > max_name:
-                inner = inner[: max_name - 1].rstrip() + "…"
-            text += f" {name[0]}{inner}{name[-1]}"
-        return text
+        line = parse_line(self.lines[index])
+        if not line.role:
+            return self.lines[index]
+        return "\t" * line.depth + line.head(max_name)

@@ -7,6 +7,8 @@ Modules, one job each:
 - ``local``: the asyncio backend (one browser, N episodes at once, per-episode timeout).
 - ``ray_backend``: the same episodes as Ray tasks.
 - ``progress``: a rich progress bar on a terminal, log lines otherwise.
-- ``metrics``, ``report``, ``report_html``, ``svg``: the paper's metrics and the reports.
+- ``metrics``: the paper's metrics per group of episodes.
+- ``report_data``: the report's numbers and shared table cells; ``report_markdown``,
+  ``report_html`` (with ``svg``) render them; ``report`` writes the three files.
 - ``cli``: the ``bench`` and ``report`` subcommands.
 """

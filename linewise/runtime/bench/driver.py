@@ -13,7 +13,6 @@ the file:
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from dataclasses import dataclass, field
@@ -171,6 +170,3 @@ async def run_bench(
         set_aside=moved,
     )
 
-
-def run_bench_sync(*args: object, **kwargs: object) -> BenchOutcome:
-    return asyncio.run(run_bench(*args, **kwargs))  # type: ignore[arg-type]

@@ -30,8 +30,8 @@ from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.envs.factory import environment_for
 from linewise.runtime.episode import EpisodeConfig, run_in_environment
 from linewise.runtime.run import RunResources, build_filter_factory, open_run_resources
-from linewise.runtime.tasks.browsergym import BrowserGymTask
 from linewise.runtime.tasks.miniwob import MiniWoBServer
+from linewise.runtime.tasks.schema import BrowserGymTask
 from linewise.runtime.trace import read_steps
 from linewise.settings import LinewiseSettings
 

@@ -23,13 +23,10 @@ from typing import NamedTuple
 import structlog
 from pydantic import BaseModel, ConfigDict
 
-from linewise.runtime.tasks.browsergym import BrowserGymTask
-from linewise.runtime.tasks.schema import MiniWoBTask, Task, WebTask
+from linewise.runtime.tasks.schema import AnyTask, BrowserGymTask, MiniWoBTask, Task
 from linewise.runtime.trace import read_summary, safe_name
 
 log = structlog.get_logger(__name__)
-
-BenchTask = WebTask | MiniWoBTask | BrowserGymTask
 
 INCOMPLETE_DIR = "_incomplete"
 """Where resume moves the folders of episodes a killed run left unfinished."""
@@ -49,7 +46,7 @@ class EpisodeSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    task: BenchTask
+    task: AnyTask
     base_task: str
     """The task as the file names it, the same for every seed (the report's task rows)."""
     seed: int
@@ -80,7 +77,7 @@ def benchmark_of(task: Task | BrowserGymTask) -> str:
     return "web"
 
 
-def expand(tasks: list[BenchTask], filters: list[str], seeds: int) -> list[EpisodeSpec]:
+def expand(tasks: list[AnyTask], filters: list[str], seeds: int) -> list[EpisodeSpec]:
     """Every episode of the bench, in run order; duplicate keys are dropped (first wins)."""
     if seeds < 1:
         raise ValueError("seeds must be at least 1")
@@ -102,7 +99,7 @@ def expand(tasks: list[BenchTask], filters: list[str], seeds: int) -> list[Episo
     return specs
 
 
-def _with_seed(task: BenchTask, index: int, seeds: int) -> tuple[BenchTask, str, int]:
+def _with_seed(task: AnyTask, index: int, seeds: int) -> tuple[AnyTask, str, int]:
     """The task for the ``index``-th seed, its base id, and the seed."""
     if isinstance(task, MiniWoBTask | BrowserGymTask):
         seed = task.seed + index

