@@ -8,7 +8,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from linewise.runtime.browser.observation import Observation, observe
 from linewise.runtime.tasks.miniwob import MiniWoBServer, read_miniwob_status, start_miniwob_episode
 from linewise.runtime.tasks.schema import MiniWoBTask, Task, WebTask
 from linewise.runtime.trace import EpisodeTraceWriter, safe_name
-from linewise.settings import LinewiseSettings
+from linewise.settings import AgentSettings, LinewiseSettings
 
 log = structlog.get_logger(__name__)
 
@@ -38,9 +38,7 @@ log = structlog.get_logger(__name__)
 class EpisodeConfig:
     """Per-episode knobs that are not part of the task."""
 
-    parse_retries: int = 2
-    repeat_escapes: int = 2
-    reask_temperature: float = 0.7
+    agent: AgentSettings = field(default_factory=AgentSettings)
     screenshots: bool = True
     timeout_s: float | None = None
     settle: SettleConfig | None = None
@@ -51,20 +49,13 @@ class EpisodeConfig:
     def from_settings(cls, settings: LinewiseSettings, **fields: Any) -> EpisodeConfig:
         """The agent's knobs from the settings; ``fields`` set the rest."""
         return cls(
-            parse_retries=settings.parse_retries,
-            repeat_escapes=settings.repeat_escapes,
-            reask_temperature=settings.reask_temperature,
+            agent=settings.agent,
             screenshots=settings.screenshots,
             **fields,
         )
 
     def make_agent(self, model: ChatModel) -> ActionAgent:
-        return ActionAgent(
-            model,
-            parse_retries=self.parse_retries,
-            repeat_escapes=self.repeat_escapes,
-            reask_temperature=self.reask_temperature,
-        )
+        return ActionAgent(model, self.agent)
 
 
 @dataclass

@@ -23,12 +23,16 @@ from pathlib import Path
 
 import structlog
 
-from linewise.agent.filters.registry import FilterFactory
+from linewise.agent.filters.registry import FilterMaker
 from linewise.runtime.bench.plan import EpisodeSpec, set_aside_unfinished
 from linewise.runtime.bench.results import EpisodeResult, failed_result, result_from_summary
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.episode import EpisodeConfig, EpisodeEnv, run_episode
-from linewise.runtime.run import RunResources, build_filter_factory, open_run_resources
+from linewise.runtime.run import (
+    RunResources,
+    filter_needs_retriever,
+    open_run_resources,
+)
 from linewise.runtime.tasks.browsergym import BrowserGymTask
 from linewise.runtime.tasks.miniwob import MiniWoBServer
 from linewise.runtime.trace import read_steps
@@ -51,12 +55,6 @@ class BenchOptions:
     abandoned (a hung page can make even closing hang)."""
 
 
-def settings_for_filter(settings: LinewiseSettings, name: str) -> LinewiseSettings:
-    return settings.model_copy(
-        update={"filter": settings.filter.model_copy(update={"name": name})}
-    )
-
-
 class EpisodeRunner:
     """Runs one spec on shared resources and always returns its results line."""
 
@@ -76,10 +74,8 @@ class EpisodeRunner:
         self.options = options
         self.backend = backend
         self.env = EpisodeEnv(resources.browser, resources.action_client, resources.miniwob)
-        self.factories: dict[str, FilterFactory] = {
-            name: build_filter_factory(settings_for_filter(settings, name),
-                                       resources.retriever_client)
-            for name in filters
+        self.factories: dict[str, FilterMaker] = {
+            name: resources.filter_maker(settings, name) for name in filters
         }
 
     @property
@@ -87,10 +83,11 @@ class EpisodeRunner:
         return self.resources.action_client.model
 
     def episode_config(self, spec: EpisodeSpec) -> EpisodeConfig:
+        retriever = self.resources.retriever_client
         return EpisodeConfig.from_settings(
             self.settings,
             timeout_s=self.options.episode_timeout_s,
-            retriever_model=self.resources.retriever_client.model,
+            retriever_model=retriever.model if retriever is not None else "",
             make_filter=self.factories[spec.filter],
         )
 
@@ -148,7 +145,10 @@ async def open_runner(
     filters = sorted({s.filter for s in specs})
     async with contextlib.AsyncExitStack() as stack:
         resources = await stack.enter_async_context(
-            open_run_resources(settings, tasks, browser_config)  # type: ignore[arg-type]
+            open_run_resources(  # type: ignore[arg-type]
+                settings, tasks, browser_config,
+                need_retriever=any(filter_needs_retriever(name) for name in filters),
+            )
         )
         if "miniwob" in gym_families and resources.miniwob is None:
             # BrowserGym's MiniWoB++ tasks read their pages from our server (base_url)
