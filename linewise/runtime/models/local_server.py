@@ -32,6 +32,7 @@ import structlog
 from linewise.cache import cache_root
 from linewise.errors import ConfigError, ModelError
 from linewise.runtime.models.files import EMBEDDED_MODEL, ensure_embedded_model, resolve_model_path
+from linewise.settings import DEFAULT_CONTEXT_TOKENS
 
 log = structlog.get_logger(__name__)
 
@@ -92,7 +93,7 @@ class LocalModelServer:
         model_path: Path | str | None = None,
         *,
         model_name: str | None = None,
-        ctx_size: int = 32768,
+        ctx_size: int = DEFAULT_CONTEXT_TOKENS,
         threads: int | None = None,
         parallel: int = 1,
         startup_timeout_s: float = 180.0,
@@ -490,7 +491,8 @@ def _build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--model", help="GGUF file (default: the embedded model)")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)
-    serve.add_argument("--ctx", type=int, default=32768, help="context size in tokens")
+    serve.add_argument("--ctx", type=int, default=DEFAULT_CONTEXT_TOKENS,
+                       help="context size in tokens")
     serve.add_argument("--threads", type=int, default=default_threads())
     serve.add_argument("--parallel", type=int, default=1, help="request slots")
     serve.add_argument("--alias", default="", help="model name the server reports")
