@@ -223,10 +223,6 @@ class LinewiseSettings(BaseSettings):
             update={"filter": self.filter.model_copy(update={"name": name, **knobs})}
         )
 
-    @property
-    def uses_local_model(self) -> bool:
-        return self.action.base_url is None or self.retriever.base_url is None
-
     def retriever_context_tokens(self, *, local: bool) -> int:
         """The retriever's context: set explicitly, else the local server's (when the
         retriever is the embedded model), else the default."""
