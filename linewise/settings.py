@@ -1,25 +1,43 @@
-"""Settings: environment variables, then CLI flags on top.
+"""Settings: environment variables, then CLI flags on top, frozen once built.
 
 Every setting has an environment variable (``LINEWISE_…``; nested ones with ``__``,
 e.g. ``LINEWISE_ACTION__MODEL``). The standard ``OPENAI_BASE_URL`` and
 ``OPENAI_API_KEY`` work as they do for the openai client. The retriever endpoint
 falls back to the action endpoint. With no base URL anywhere, the embedded local
 model is started and serves both.
+
+The groups are handed down whole: ``agent`` to the policy, ``filter`` to the filter
+registry, ``browser`` to the browser, ``action``/``retriever`` to the chat clients.
+Every model is frozen; a changed copy is made with ``model_copy(update=...)``.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from linewise.errors import ConfigError
+
+DEFAULT_CONTEXT_TOKENS = 32768
+"""The context window assumed for a model when nothing says otherwise (the embedded
+model is served with this context by default too)."""
+
+_FROZEN = ConfigDict(frozen=True)
 
 
 class EndpointSettings(BaseModel):
     """One OpenAI-compatible chat endpoint and how hard we may use it."""
+
+    model_config = _FROZEN
 
     base_url: str | None = Field(default=None, description="e.g. http://localhost:8000/v1")
     api_key: str | None = None
@@ -44,20 +62,33 @@ class EndpointSettings(BaseModel):
 class LocalModelSettings(BaseModel):
     """The embedded llama.cpp server, used when no endpoint is configured."""
 
+    model_config = _FROZEN
+
     gguf: Path | None = Field(default=None, description="A GGUF file instead of the embedded one.")
-    ctx_size: int = Field(default=32768, ge=2048)
+    ctx_size: int = Field(default=DEFAULT_CONTEXT_TOKENS, ge=2048)
     threads: int | None = None
     parallel: int = Field(default=1, ge=1)
     startup_timeout_s: float = 300.0
-
-
-FILTER_NAMES = ("none", "truncate", "embedding", "lines", "lines+structure")
+    retriever_window_tokens: int = Field(
+        default=8192,
+        ge=256,
+        description="Observation tokens per call of the embedded retriever: on a CPU, "
+        "prefill slows as the context grows, so several 8k windows cost less time than "
+        "one long prompt (and a 1.5B model reads them better).",
+    )
 
 
 class FilterSettings(BaseModel):
-    """Which observation filter runs, and its knobs (see agent/filters/)."""
+    """Which observation filter runs, and its knobs (see agent/filters/).
 
-    name: str = Field(default="none", description="One of " + ", ".join(FILTER_NAMES))
+    ``name`` is any filter in the registry (agent/filters/registry.py): the built-in
+    ones, those registered in code and those of the ``linewise.filters`` entry points.
+    It is checked when the filter is built, not here.
+    """
+
+    model_config = _FROZEN
+
+    name: str = Field(default="none", min_length=1, description="A registered filter name.")
     max_obs_tokens: int = Field(default=40_000, ge=1, description="truncate: token budget.")
     json_schema: str = Field(default="auto", pattern="^(auto|on|off)$")
     incremental: bool = True
@@ -66,41 +97,26 @@ class FilterSettings(BaseModel):
     price_retriever_input: float = Field(default=0.4, ge=0)
     price_retriever_output: float = Field(default=1.6, ge=0)
     retriever_context_tokens: int | None = Field(
-        default=None, description="Default: the local model's context, else 32768."
+        default=None,
+        description="Default: the local model's context (local.ctx_size), else "
+        f"{DEFAULT_CONTEXT_TOKENS}.",
     )
     retriever_window_tokens: int | None = Field(
         default=None,
-        description="Observation tokens per retriever call. Default: 8192 for the local "
-        "model (on a CPU prefill slows as the context grows, so several short windows "
-        "cost less time than one long one; see benchmarks/NOTES.md), else as much as the "
-        "context holds.",
+        description="Observation tokens per retriever call. Default: "
+        "local.retriever_window_tokens for the local model (see its description), else as "
+        "much as the context holds.",
     )
     embedding_base_url: str | None = None
     embedding_model: str | None = None
     embedding_top_k: int = Field(default=10, ge=1)
 
-    @field_validator("name")
-    @classmethod
-    def _known(cls, value: str) -> str:
-        if value not in FILTER_NAMES:
-            raise ValueError(f"unknown filter {value!r}; choose one of {', '.join(FILTER_NAMES)}")
-        return value
 
+class AgentSettings(BaseModel):
+    """The action policy's knobs (agent/policy.py ``ActionAgent``)."""
 
-class LinewiseSettings(BaseSettings):
-    """Everything a run needs to know that is not in the task file."""
+    model_config = _FROZEN
 
-    model_config = SettingsConfigDict(
-        env_prefix="LINEWISE_", env_nested_delimiter="__", extra="ignore"
-    )
-
-    action: EndpointSettings = Field(default_factory=EndpointSettings)
-    retriever: EndpointSettings = Field(default_factory=EndpointSettings)
-    local: LocalModelSettings = Field(default_factory=LocalModelSettings)
-    filter: FilterSettings = Field(default_factory=FilterSettings)
-    chromium: str | None = None
-    headless: bool = True
-    screenshots: bool = True
     parse_retries: int = Field(default=2, ge=0, description="Re-asks after a malformed answer.")
     repeat_escapes: int = Field(
         default=2,
@@ -110,19 +126,91 @@ class LinewiseSettings(BaseSettings):
     reask_temperature: float = Field(
         default=0.7, ge=0, description="Sampling of every re-ask (parse retries, repeats)."
     )
+
+
+class BrowserSettings(BaseModel):
+    """How Chromium is launched (runtime/browser/chromium.py ``BrowserConfig`` adds the rest)."""
+
+    model_config = _FROZEN
+
+    headless: bool = True
+    chromium: str | None = Field(
+        default=None, description="Chromium binary; found automatically when unset."
+    )
+    slow_mo_ms: int = Field(default=0, ge=0, description="Delay of every browser operation.")
+    action_timeout_ms: int = Field(
+        default=5000, ge=1, description="How long an action waits for its element."
+    )
+
+
+FLAT_ENV_NAMES: dict[str, tuple[str, str]] = {
+    "LINEWISE_PARSE_RETRIES": ("agent", "parse_retries"),
+    "LINEWISE_REPEAT_ESCAPES": ("agent", "repeat_escapes"),
+    "LINEWISE_REASK_TEMPERATURE": ("agent", "reask_temperature"),
+    "LINEWISE_HEADLESS": ("browser", "headless"),
+    "LINEWISE_CHROMIUM": ("browser", "chromium"),
+}
+"""Short variable names for settings that live in a group; the nested name
+(``LINEWISE_AGENT__PARSE_RETRIES``) wins when both are set."""
+
+
+class _FlatEnvSource(PydanticBaseSettingsSource):
+    """Reads ``FLAT_ENV_NAMES``; pydantic's own parsing turns the strings into values."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ reads the variables directly
+
+    def __call__(self) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        environ = {key.upper(): value for key, value in os.environ.items()}
+        for variable, (group, key) in FLAT_ENV_NAMES.items():
+            if variable in environ:
+                found.setdefault(group, {})[key] = environ[variable]
+        return found
+
+
+class LinewiseSettings(BaseSettings):
+    """Everything a run needs to know that is not in the task file."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="LINEWISE_", env_nested_delimiter="__", extra="ignore", frozen=True
+    )
+
+    action: EndpointSettings = Field(default_factory=EndpointSettings)
+    retriever: EndpointSettings = Field(default_factory=EndpointSettings)
+    local: LocalModelSettings = Field(default_factory=LocalModelSettings)
+    filter: FilterSettings = Field(default_factory=FilterSettings)
+    agent: AgentSettings = Field(default_factory=AgentSettings)
+    browser: BrowserSettings = Field(default_factory=BrowserSettings)
+    screenshots: bool = True
     episode_timeout_s: float | None = Field(default=None, gt=0)
     log_json: bool | None = None
 
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _FlatEnvSource(settings_cls), dotenv_settings,
+                file_secret_settings)
+
     def resolved(self) -> LinewiseSettings:
         """Apply the fall-backs: OPENAI_* for the action endpoint, action for the retriever."""
-        action = self.action.model_copy()
-        action.base_url = action.base_url or _env_url("OPENAI_BASE_URL")
-        action.api_key = action.api_key or os.environ.get("OPENAI_API_KEY")
-        retriever = self.retriever.model_copy()
+        action = self.action.model_copy(update={
+            "base_url": self.action.base_url or _env_url("OPENAI_BASE_URL"),
+            "api_key": self.action.api_key or os.environ.get("OPENAI_API_KEY"),
+        })
+        retriever = self.retriever
         if retriever.base_url is None:
-            retriever.base_url = action.base_url
-            retriever.api_key = retriever.api_key or action.api_key
-            retriever.model = retriever.model or action.model
+            retriever = retriever.model_copy(update={
+                "base_url": action.base_url,
+                "api_key": retriever.api_key or action.api_key,
+                "model": retriever.model or action.model,
+            })
         if action.base_url and not action.model:
             raise ConfigError(
                 f"An endpoint is configured ({action.base_url}) but no model: "
@@ -130,9 +218,24 @@ class LinewiseSettings(BaseSettings):
             )
         return self.model_copy(update={"action": action, "retriever": retriever})
 
-    @property
-    def uses_local_model(self) -> bool:
-        return self.action.base_url is None or self.retriever.base_url is None
+    def with_filter(self, name: str, **knobs: Any) -> LinewiseSettings:
+        """A copy whose filter is ``name`` (and ``knobs`` changed)."""
+        return self.model_copy(
+            update={"filter": self.filter.model_copy(update={"name": name, **knobs})}
+        )
+
+    def retriever_context_tokens(self, *, local: bool) -> int:
+        """The retriever's context: set explicitly, else the local server's (when the
+        retriever is the embedded model), else the default."""
+        if self.filter.retriever_context_tokens is not None:
+            return self.filter.retriever_context_tokens
+        return self.local.ctx_size if local else DEFAULT_CONTEXT_TOKENS
+
+    def retriever_window_tokens(self, *, local: bool) -> int | None:
+        """Observation tokens per retriever call (None: as much as the context holds)."""
+        if self.filter.retriever_window_tokens is not None:
+            return self.filter.retriever_window_tokens
+        return self.local.retriever_window_tokens if local else None
 
 
 def _env_url(name: str) -> str | None:

@@ -17,7 +17,7 @@ from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 from linewise.runtime.tasks.schema import MiniWoBTask, WebTask
 from linewise.runtime.trace import read_steps, read_summary
-from linewise.settings import EndpointSettings
+from linewise.settings import AgentSettings, EndpointSettings
 from linewise.testing import (
     ScriptedChatServer,
     StaticServer,
@@ -88,7 +88,8 @@ async def test_a_loop_on_an_unchanged_page_is_broken(
         env = EpisodeResources(browser, _client(llm), miniwob_server)
         for escapes in (2, 0):
             out = tmp_path / f"escapes{escapes}"
-            summary = await run_episode(task, env, out, EpisodeConfig(repeat_escapes=escapes))
+            config = EpisodeConfig(agent=AgentSettings(repeat_escapes=escapes))
+            summary = await run_episode(task, env, out, config)
             outcomes[escapes] = (summary, read_steps(out / task.id))
         temperatures = [request["temperature"] for request in llm.requests]
     summary, steps = outcomes[2]
@@ -123,7 +124,7 @@ async def test_malformed_answers_are_retried_then_fed_back(
         try:
             with structlog.testing.capture_logs() as logs:
                 summary = await run_episode(task, env, tmp_path,
-                                            EpisodeConfig(parse_retries=2))
+                                            EpisodeConfig(agent=AgentSettings(parse_retries=2)))
         finally:
             configure_logging(json_lines=False, level="WARNING")
         steps = read_steps(tmp_path / "form")

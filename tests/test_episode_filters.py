@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from linewise.agent.filters.embedders import make_embedder
-from linewise.agent.filters.registry import filter_factory
+from linewise.agent.filters.registry import FilterContext, filter_maker, shared_embedder
 from linewise.runtime.browser.chromium import Browser
 from linewise.runtime.episode import EpisodeConfig, EpisodeResources, run_episode
 from linewise.runtime.models.chat import ChatClient
@@ -37,8 +36,8 @@ async def test_episode_with_filter(
     with ScriptedChatServer(retriever_or_actor) as llm:
         chat = ChatClient(EndpointSettings(base_url=llm.base_url, model="scripted"))
         settings = FilterSettings(name=name, cost_gate=False, json_schema="off")
-        embedder = make_embedder(None, None, api_key=None) if name == "embedding" else None
-        config = EpisodeConfig(make_filter=filter_factory(settings, chat, embedder=embedder))
+        context = FilterContext(settings, retriever=chat, embedder=shared_embedder(settings))
+        config = EpisodeConfig(make_filter=filter_maker(context))
         env = EpisodeResources(browser, chat, miniwob_server)
         task = MiniWoBTask(miniwob="click-button", seed=3, max_steps=3)
         summary = await run_episode(task, env, tmp_path, config)
@@ -92,7 +91,7 @@ async def test_a_filter_miss_is_resolved_and_recorded(
     with ScriptedChatServer(script) as llm:
         chat = ChatClient(EndpointSettings(base_url=llm.base_url, model="scripted"))
         settings = FilterSettings(name="lines+structure", cost_gate=False, json_schema="off")
-        config = EpisodeConfig(make_filter=filter_factory(settings, chat))
+        config = EpisodeConfig(make_filter=filter_maker(FilterContext(settings, retriever=chat)))
         summary = await run_episode(
             MiniWoBTask(miniwob="click-button", seed=0, max_steps=2),
             EpisodeResources(browser, chat, miniwob_server), tmp_path, config)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from linewise.agent.filters.base import FilterInput
+from linewise.agent.filters.base import FilterInput, FilterResult
 from linewise.agent.filters.cost_gate import CostGate, Prices
 from linewise.agent.filters.line_retriever import split_windows
 from linewise.agent.filters.ranges import (
@@ -20,10 +21,20 @@ from linewise.agent.filters.ranges import (
     ranges_of,
 )
 from linewise.agent.filters.recall_guard import guard_lines, guarded_bids
+from linewise.agent.filters.registry import (
+    FilterContext,
+    check_filter_name,
+    filter_maker,
+    filter_names,
+    get_filter,
+    register_filter,
+    unregister_filter,
+)
 from linewise.agent.filters.structure import rebuild_with_structure
 from linewise.agent.filters.tree import LineTree
 from linewise.agent.filters.truncate import NoFilter, TruncateFilter
-from linewise.errors import RangeParseError
+from linewise.errors import ConfigError, RangeParseError
+from linewise.settings import FilterSettings
 from linewise.tokens import count_tokens
 
 TREES = Path(__file__).parent / "data" / "trees"
@@ -232,3 +243,70 @@ def test_windows_fit_the_budget_and_cover_every_line() -> None:
     for window in windows:
         numbered = "".join(f"{i + 1}|{lines[i]}\n" for i in window)
         assert count_tokens(numbered) <= 3000
+
+
+# The registry: what --filter NAME resolves to.
+
+
+class _KeepFirst:
+    """A filter of the tests' own: the first line only."""
+
+    name = "keep-first"
+
+    async def apply(self, observation: FilterInput) -> FilterResult:
+        text = observation.lines[0] if observation.lines else ""
+        return FilterResult(name=self.name, text=text, kept_lines=[1] if text else [],
+                            tokens_full=count_tokens(observation.text),
+                            tokens_shown=count_tokens(text))
+
+
+@pytest.fixture
+def keep_first() -> Iterator[str]:
+    register_filter("keep-first", lambda context: _KeepFirst())
+    try:
+        yield "keep-first"
+    finally:
+        unregister_filter("keep-first")
+
+
+async def test_a_registered_filter_is_built_fresh_per_episode(keep_first: str) -> None:
+    assert keep_first in filter_names() and check_filter_name(keep_first) == keep_first
+    make = filter_maker(FilterContext(FilterSettings(name=keep_first)))
+    first, second = make(), make()
+    assert first is not second and first.name == "keep-first"
+    result = await first.apply(FilterInput(goal="g", lines=["[1] RootWebArea 'x'", "[2] b"]))
+    assert result.text == "[1] RootWebArea 'x'" and result.kept_lines == [1]
+
+
+def test_register_filter_works_as_a_decorator_and_refuses_a_taken_name() -> None:
+    @register_filter("keep-first-decorated", needs_retriever=True)
+    def make(context: FilterContext) -> _KeepFirst:
+        return _KeepFirst()
+
+    try:
+        assert get_filter("keep-first-decorated").needs_retriever
+        register_filter("keep-first-decorated", make)  # the same factory again: harmless
+        with pytest.raises(ValueError, match="already registered"):
+            register_filter("keep-first-decorated", lambda context: _KeepFirst())
+        with pytest.raises(ConfigError, match="needs a retriever"):
+            filter_maker(FilterContext(FilterSettings(name="keep-first-decorated")))
+    finally:
+        unregister_filter("keep-first-decorated")
+
+
+def test_an_unknown_filter_lists_the_available_names() -> None:
+    with pytest.raises(ConfigError) as caught:
+        get_filter("no-such-filter")
+    message = str(caught.value)
+    assert "no-such-filter" in message
+    for name in ("none", "truncate", "embedding", "lines", "lines+structure"):
+        assert name in message
+
+
+def test_the_built_in_filters_declare_what_they_need() -> None:
+    needs = {name: get_filter(name).needs_retriever for name in
+             ("none", "truncate", "embedding", "lines", "lines+structure")}
+    assert needs == {"none": False, "truncate": False, "embedding": False, "lines": True,
+                     "lines+structure": True}
+    truncate = filter_maker(FilterContext(FilterSettings(name="truncate", max_obs_tokens=7)))()
+    assert isinstance(truncate, TruncateFilter) and truncate.name == "truncate"

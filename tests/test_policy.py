@@ -11,7 +11,7 @@ from linewise.agent.policy import ActionAgent, page_key
 from linewise.agent.prompt import PageView
 from linewise.errors import LLMError
 from linewise.runtime.models.chat import ChatClient
-from linewise.settings import EndpointSettings
+from linewise.settings import AgentSettings, EndpointSettings
 from linewise.testing import CallInfo, FunctionModel, ScriptedChatServer
 
 FILL = "<think>Type the name.</think><action>fill('16', 'Alice')</action>"
@@ -35,7 +35,8 @@ def _view(lines: list[str]) -> PageView:
 
 async def _agent_after_one_fill(server: ScriptedChatServer, **knobs: Any) -> ActionAgent:
     agent = ActionAgent(ChatClient(EndpointSettings(base_url=server.base_url,
-                                                    model=server.model)), **knobs)
+                                                    model=server.model)),
+                        AgentSettings(**knobs))
     first = await agent.decide("Enter Alice and submit.", _view(PAGE))
     assert str(first.action) == "fill('16', 'Alice')" and first.repeat_escape is None
     agent.remember(first, None)
@@ -98,7 +99,8 @@ async def test_a_malformed_answer_is_asked_again_at_the_reask_temperature() -> N
     answers = iter(["<action>click('16'); click('17')</action>", SUBMIT])
     with ScriptedChatServer(lambda _messages: next(answers)) as llm:
         agent = ActionAgent(ChatClient(EndpointSettings(base_url=llm.base_url,
-                                                        model=llm.model)), reask_temperature=0.8)
+                                                        model=llm.model)),
+                            AgentSettings(reask_temperature=0.8))
         decision = await agent.decide("Submit the form.", _view(PAGE))
     assert str(decision.action) == "click('17')" and len(decision.calls) == 2
     assert [r["temperature"] for r in llm.requests] == [0.0, 0.8]
@@ -110,7 +112,7 @@ async def test_a_malformed_answer_is_asked_again_at_the_reask_temperature() -> N
 
 async def test_an_in_process_model_drives_the_policy() -> None:
     model = FunctionModel(lambda messages, info: stubborn(messages), model="stubborn")
-    agent = ActionAgent(model, reask_temperature=0.6)
+    agent = ActionAgent(model, AgentSettings(reask_temperature=0.6))
     first = await agent.decide("Enter Alice and submit.", _view(PAGE))
     agent.remember(first, None)
     second = await agent.decide("Enter Alice and submit.", _view(PAGE))

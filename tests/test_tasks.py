@@ -10,7 +10,6 @@ from linewise.errors import ConfigError, TaskFileError
 from linewise.runtime.tasks.loader import (
     adhoc_task,
     load_task_file,
-    runnable_tasks,
     select_tasks,
 )
 from linewise.runtime.tasks.miniwob_server import available_tasks
@@ -329,23 +328,6 @@ def test_browsergym_entries_get_the_same_detailed_errors(
 
     assert str(info.value).startswith(f"{path}: ")
     assert expected in str(info.value)
-
-
-def test_runnable_tasks_refuses_browsergym_tasks_by_index_and_id(tmp_path: Path) -> None:
-    path = write(
-        tmp_path,
-        "tasks:\n  - {miniwob: click-test, seed: 1}\n  - {browsergym: miniwob.click-test}\n",
-    )
-    tasks = load_task_file(path)
-
-    with pytest.raises(TaskFileError) as info:
-        runnable_tasks(tasks, path)
-
-    assert str(info.value) == (
-        f"{path}: tasks[1] (id 'browsergym.miniwob.click-test.seed0'): a BrowserGym task, "
-        "which only 'linewise bench' can run"
-    )
-    assert runnable_tasks(tasks[:1], path) == tasks[:1]
 
 
 # --------------------------------------------------------------------------- selection

@@ -20,6 +20,7 @@ from linewise.agent.prompt import (
 )
 from linewise.agent.response import parse_answer
 from linewise.records import LLMCall, RepeatEscape
+from linewise.settings import AgentSettings
 
 log = structlog.get_logger(__name__)
 
@@ -71,16 +72,15 @@ class ActionAgent:
     def __init__(
         self,
         model: ChatModel,
+        settings: AgentSettings | None = None,
         *,
-        parse_retries: int = 2,
-        repeat_escapes: int = 2,
-        reask_temperature: float = 0.7,
         action_names: list[str] | None = None,
     ) -> None:
         self.model = model
-        self.parse_retries = parse_retries
-        self.repeat_escapes = repeat_escapes
-        self.reask_temperature = reask_temperature
+        self.settings = settings or AgentSettings()
+        self.parse_retries = self.settings.parse_retries
+        self.repeat_escapes = self.settings.repeat_escapes
+        self.reask_temperature = self.settings.reask_temperature
         self.action_names = action_names
         self.history: list[StepMemory] = []
 

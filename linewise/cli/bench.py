@@ -1,4 +1,4 @@
-"""The ``bench`` and ``report`` subcommands (hooked into ``linewise`` by runtime/cli.py).
+"""``linewise bench`` and ``linewise report``.
 
     linewise bench TASKS.yaml [--filter NAME]... [--seeds K] [--concurrency N] [--out DIR]
                    [--resume] [--backend local|ray] [model, endpoint and browser flags]
@@ -13,26 +13,39 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+from linewise.cli.flags import (
+    add_agent_flags,
+    add_browser_flags,
+    add_episode_flags,
+    add_log_flags,
+    add_model_flags,
+    add_request_limit_flags,
+    filter_name,
+    settings_from_args,
+)
 from linewise.errors import ConfigError
+from linewise.runtime.bench.driver import MANIFEST_FILE, run_bench
+from linewise.runtime.bench.local import BenchOptions
 from linewise.runtime.bench.metrics import Prices
+from linewise.runtime.bench.plan import expand
+from linewise.runtime.bench.progress import make_progress
+from linewise.runtime.bench.report import write_report
+from linewise.runtime.bench.report_data import overall, success_text
+from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.log import configure_logging
-from linewise.settings import FILTER_NAMES, LinewiseSettings
-
-COMMANDS = ("bench", "report")
-DEFAULT_EPISODE_TIMEOUT_S = 600.0
+from linewise.runtime.tasks.loader import load_task_file, select_tasks
+from linewise.settings import LinewiseSettings
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``bench`` and ``report`` to the ``linewise`` parser."""
-    from linewise.cli.main import _add_agent_flags, _add_browser_flags, _add_model_flags
-
     bench = sub.add_parser(
         "bench", help="run task lists × seeds × filters headless, resumably, with a report"
     )
     bench.add_argument("tasks", type=Path, help="a YAML task file (browsergym: entries allowed)")
-    bench.add_argument("--filter", dest="filters", action="append", choices=FILTER_NAMES,
-                       default=[], help="observation filter to compare (repeatable; "
-                       "default none)")
+    bench.add_argument("--filter", dest="filters", action="append", type=filter_name,
+                       default=[], metavar="NAME", help="observation filter to compare, "
+                       "built-in or registered (repeatable; default none)")
     bench.add_argument("--seeds", type=int, default=1, metavar="K",
                        help="seeds per task: MiniWoB seeds s..s+K-1, web tasks K runs")
     bench.add_argument("--concurrency", type=int, default=4, metavar="N",
@@ -46,32 +59,25 @@ def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     bench.add_argument("--task", action="append", default=[], metavar="ID",
                        help="run only these task ids (repeatable)")
     bench.add_argument("--max-steps", type=int, help="override every task's step limit")
-    bench.add_argument("--episode-timeout", type=float, metavar="S",
-                       help="wall-clock limit per episode "
-                       f"(default {DEFAULT_EPISODE_TIMEOUT_S:g} s)")
-    bench.add_argument("--max-in-flight", type=int, metavar="N",
-                       help="LLM requests in flight per endpoint (default 4)")
-    bench.add_argument("--rps", type=float, metavar="R",
-                       help="LLM requests per second per endpoint (default unlimited)")
-    _add_browser_flags(bench)
-    _add_model_flags(bench)
-    bench.add_argument("--max-obs-tokens", type=int, help="token budget of the truncate filter")
-    _add_agent_flags(bench)
-    bench.add_argument("--no-cost-gate", action="store_true",
+    add_request_limit_flags(bench)
+    add_browser_flags(bench)
+    add_model_flags(bench)
+    add_agent_flags(bench)
+    add_episode_flags(bench, timeout_default=f"{BenchOptions.episode_timeout_s:g}")
+    bench.add_argument("--no-cost-gate", dest="cost_gate", action="store_const", const=False,
                        help="always run the retriever (the cost gate skips it on trees too "
                        "small to pay for it, e.g. most MiniWoB++ pages)")
-    bench.add_argument("--no-screenshots", action="store_true", help="do not save screenshots")
     bench.add_argument("--no-report", action="store_true", help="do not write the report")
     _add_report_flags(bench)
-    bench.add_argument("--log-json", action="store_true",
-                       help="JSON log lines, no progress bar, even on a terminal")
-    bench.add_argument("--log-level", default="auto",
-                       help="default WARNING under the progress bar, else INFO")
+    add_log_flags(bench, level="auto",
+                  json_help="JSON log lines, no progress bar, even on a terminal")
+    bench.set_defaults(handler=cmd_bench)
 
     report = sub.add_parser("report", help="write report.md/.html/.json for a bench folder")
     report.add_argument("dir", type=Path, help="a bench folder (holding results.jsonl)")
     _add_report_flags(report)
     report.add_argument("--log-level", default="WARNING")
+    report.set_defaults(handler=cmd_report)
 
 
 def _add_report_flags(parser: argparse.ArgumentParser) -> None:
@@ -105,51 +111,17 @@ def prices_from(args: argparse.Namespace, settings: LinewiseSettings | None = No
     return Prices(**values)
 
 
-def run_command(args: argparse.Namespace) -> int:
-    if args.command == "report":
-        return cmd_report(args)
-    return cmd_bench(args)
-
-
 def cmd_report(args: argparse.Namespace) -> int:
-    from linewise.runtime.bench.report import write_report
-
     _, written = write_report(args.dir, prices_from(args), args.max_rounds)
     for path in written:
         print(path)
     return 0
 
 
-def _bench_settings(args: argparse.Namespace) -> LinewiseSettings:
-    from linewise.cli.main import settings_from_args
-
-    settings = settings_from_args(args)
-    updates: dict[str, object] = {}
-    if args.max_in_flight is not None:
-        if args.max_in_flight < 1:
-            raise ConfigError("--max-in-flight must be at least 1")
-        updates["max_in_flight"] = args.max_in_flight
-    if args.rps is not None:
-        if args.rps <= 0:
-            raise ConfigError("--rps must be positive")
-        updates["requests_per_second"] = args.rps
-    if args.no_cost_gate:
-        settings = settings.model_copy(update={
-            "filter": settings.filter.model_copy(update={"cost_gate": False})})
-    if updates:
-        settings = settings.model_copy(update={
-            "action": settings.action.model_copy(update=updates),
-            "retriever": settings.retriever.model_copy(update=updates),
-        })
-    return settings
-
-
 def _out_dir(args: argparse.Namespace) -> Path:
     if args.out is not None:
         return args.out
     if args.resume:
-        from linewise.runtime.bench.driver import MANIFEST_FILE
-
         found = sorted(Path("runs").glob(f"bench-*/{MANIFEST_FILE}"))
         if not found:
             raise ConfigError("--resume: no runs/bench-* folder to resume; give --out DIR")
@@ -158,25 +130,18 @@ def _out_dir(args: argparse.Namespace) -> Path:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from linewise.cli.main import browser_config_from
-    from linewise.runtime.bench.driver import run_bench
-    from linewise.runtime.bench.local import BenchOptions
-    from linewise.runtime.bench.plan import expand
-    from linewise.runtime.bench.progress import make_progress
-    from linewise.runtime.bench.report import write_report
-    from linewise.runtime.bench.report_data import overall, success_text
-    from linewise.runtime.tasks.loader import load_task_file, select_tasks
-
     if args.seeds < 1:
         raise ConfigError("--seeds must be at least 1")
     if args.concurrency < 1:
         raise ConfigError("--concurrency must be at least 1")
-    settings = _bench_settings(args)
+    settings = settings_from_args(args)
     tasks = select_tasks(load_task_file(args.tasks), args.task, args.max_steps)
-    specs = expand(tasks, args.filters or ["none"], args.seeds)
+    specs = expand(tasks, args.filters or [settings.filter.name], args.seeds)
     out_dir = _out_dir(args)
-    timeout = args.episode_timeout or settings.episode_timeout_s or DEFAULT_EPISODE_TIMEOUT_S
-    options = BenchOptions(concurrency=args.concurrency, episode_timeout_s=timeout)
+    options = BenchOptions(
+        concurrency=args.concurrency,
+        episode_timeout_s=settings.episode_timeout_s or BenchOptions.episode_timeout_s,
+    )
 
     rich = sys.stderr.isatty() and not args.log_json
     level = args.log_level if args.log_level != "auto" else ("WARNING" if rich else "INFO")
@@ -184,7 +149,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     progress = make_progress(rich, level)
 
     outcome = asyncio.run(run_bench(
-        specs, settings, browser_config_from(args, settings), out_dir, options,
+        specs, settings, BrowserConfig.from_settings(settings.browser), out_dir, options,
         backend=args.backend, progress=progress, resume=args.resume, argv=sys.argv,
     ))
     mine = {s.key for s in specs}

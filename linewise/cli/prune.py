@@ -1,26 +1,22 @@
-"""``linewise prune`` and ``linewise mine``: argument definitions and command functions.
-
-runtime/cli.py only hooks these in (``add_prune_parsers`` in ``build_parser``, the two
-commands in ``main``), so the pruner's flags live next to the pruner.
-"""
+"""``linewise prune`` and ``linewise mine``: argument definitions and command functions."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import time
-from collections.abc import Callable
 from pathlib import Path
 
+from linewise.cli.flags import add_log_flags, add_model_flags, settings_from_args
 from linewise.errors import ConfigError, GraphError
+from linewise.runtime.pruning.graph import load_graph
+from linewise.runtime.pruning.miner import necessary_actions
+from linewise.runtime.pruning.pipeline import PruneOptions, run_prune
 
-PRUNE_COMMANDS = ("prune", "mine")
+DEFAULTS = PruneOptions()
 
 
-def add_prune_parsers(
-    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
-    add_model_flags: Callable[[argparse.ArgumentParser], None],
-) -> None:
+def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``prune`` and ``mine`` to the ``linewise`` subcommands."""
     prune = sub.add_parser(
         "prune",
@@ -34,8 +30,9 @@ def add_prune_parsers(
                        "recursively for episode folders)")
     prune.add_argument("--out", type=Path, required=True, metavar="DATASET_DIR",
                        help="where pruned.jsonl, hybrid.jsonl, graphs/ and stats.json go")
-    prune.add_argument("--repeats", type=int, default=3,
-                       help="graph builds per trajectory for the majority vote (default 3)")
+    prune.add_argument("--repeats", type=int, default=DEFAULTS.repeats,
+                       help="graph builds per trajectory for the majority vote "
+                       f"(default {DEFAULTS.repeats})")
     prune.add_argument("--mode", choices=("efficiency", "hybrid"), default="hybrid",
                        help="efficiency: write pruned.jsonl only; hybrid (default): also "
                        "hybrid.jsonl with the trajectories that had nothing to prune")
@@ -46,26 +43,30 @@ def add_prune_parsers(
                        help="also prune unsuccessful episodes (default: successful only)")
     prune.add_argument("--limit", type=int, metavar="N",
                        help="prune at most N trajectories (after filtering)")
-    prune.add_argument("--concurrency", type=int, default=2,
-                       help="trajectories processed at once (default 2)")
-    prune.add_argument("--extract-temperature", type=float, default=0.7,
+    prune.add_argument("--concurrency", type=int, default=DEFAULTS.concurrency,
+                       help=f"trajectories processed at once (default {DEFAULTS.concurrency})")
+    prune.add_argument("--extract-temperature", type=float,
+                       default=DEFAULTS.extract_temperature,
                        help="extractor sampling temperature; above 0 so that the repeats "
-                       "of the vote are independent (default 0.7)")
-    prune.add_argument("--max-obs-tokens", type=int, default=3000,
+                       f"of the vote are independent (default {DEFAULTS.extract_temperature})")
+    # Its own dest: "max_obs_tokens" is the truncate filter's setting (cli/flags.py).
+    prune.add_argument("--max-obs-tokens", dest="extract_obs_tokens", type=int,
+                       default=DEFAULTS.max_obs_tokens,
                        help="observation tokens shown to the extractor per step "
-                       "(default 3000; the rest is cut with a marker)")
-    prune.add_argument("--build-retries", type=int, default=2,
+                       f"(default {DEFAULTS.max_obs_tokens}; the rest is cut with a marker)")
+    prune.add_argument("--build-retries", type=int, default=DEFAULTS.build_retries,
                        help="re-asks with the validation error after an invalid "
-                       "extractor answer (default 2)")
-    prune.add_argument("--candidates", type=int, default=3,
-                       help="rewrite candidates per rewritten thought (default 3)")
+                       f"extractor answer (default {DEFAULTS.build_retries})")
+    prune.add_argument("--candidates", type=int, default=DEFAULTS.candidates,
+                       help="rewrite candidates per rewritten thought "
+                       f"(default {DEFAULTS.candidates})")
     prune.add_argument("--extractor-base-url",
                        help="endpoint for graph extraction and rewriting (default: the "
                        "--base-url endpoint, which also scores perplexity as the base model)")
     prune.add_argument("--extractor-model", help="model name at --extractor-base-url")
     add_model_flags(prune)
-    prune.add_argument("--log-json", action="store_true")
-    prune.add_argument("--log-level", default="INFO")
+    add_log_flags(prune, level="INFO")
+    prune.set_defaults(handler=cmd_prune)
 
     mine = sub.add_parser(
         "mine", help="print the necessary action ids of a state graph (Algorithm 1)",
@@ -75,13 +76,11 @@ def add_prune_parsers(
     )
     mine.add_argument("graph", type=Path, metavar="GRAPH.json")
     mine.add_argument("--log-level", default="WARNING")
+    mine.set_defaults(handler=cmd_mine)
 
 
 def cmd_mine(args: argparse.Namespace) -> int:
     """Print A*, one id per line. A broken graph is a usage error (exit 2)."""
-    from linewise.runtime.pruning.graph import load_graph
-    from linewise.runtime.pruning.miner import necessary_actions
-
     try:
         actions = necessary_actions(load_graph(args.graph))
     except GraphError as exc:
@@ -107,10 +106,8 @@ def parse_pass_rate(text: str | None) -> tuple[float, float] | None:
     return low, high
 
 
-def cmd_prune(args: argparse.Namespace, settings_from_args: Callable) -> int:  # type: ignore[type-arg]
+def cmd_prune(args: argparse.Namespace) -> int:
     """Run the pipeline and print where the data went and the counts of stats.json."""
-    from linewise.runtime.pruning.pipeline import PruneOptions, run_prune
-
     if args.repeats < 1:
         raise ConfigError("--repeats must be at least 1")
     if args.candidates < 1:
@@ -130,7 +127,7 @@ def cmd_prune(args: argparse.Namespace, settings_from_args: Callable) -> int:  #
         limit=args.limit,
         concurrency=args.concurrency,
         extract_temperature=args.extract_temperature,
-        max_obs_tokens=args.max_obs_tokens,
+        max_obs_tokens=args.extract_obs_tokens,
         build_retries=args.build_retries,
         candidates=args.candidates,
         extractor_base_url=args.extractor_base_url,

@@ -37,10 +37,11 @@ from linewise.runtime.browser.chromium import Browser
 from linewise.runtime.browser.executor import ActionOutcome, SettleConfig
 from linewise.runtime.browser.observation import Observation
 from linewise.runtime.envs.base import Environment
-from linewise.runtime.envs.factory import AnyTask, environment_for
+from linewise.runtime.envs.factory import environment_for
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
+from linewise.runtime.tasks.schema import AnyTask
 from linewise.runtime.trace import EpisodeTraceWriter, safe_name
-from linewise.settings import LinewiseSettings
+from linewise.settings import AgentSettings, LinewiseSettings
 from linewise.tokens import count_tokens
 
 log = structlog.get_logger(__name__)
@@ -53,9 +54,7 @@ RECALL_HISTORY = 2
 class EpisodeConfig:
     """Per-episode knobs that are not part of the task."""
 
-    parse_retries: int = 2
-    repeat_escapes: int = 2
-    reask_temperature: float = 0.7
+    agent: AgentSettings = field(default_factory=AgentSettings)
     screenshots: bool = True
     timeout_s: float | None = None
     settle: SettleConfig | None = None
@@ -66,20 +65,13 @@ class EpisodeConfig:
     def from_settings(cls, settings: LinewiseSettings, **fields: Any) -> EpisodeConfig:
         """The agent's knobs from the settings; ``fields`` set the rest."""
         return cls(
-            parse_retries=settings.parse_retries,
-            repeat_escapes=settings.repeat_escapes,
-            reask_temperature=settings.reask_temperature,
+            agent=settings.agent,
             screenshots=settings.screenshots,
             **fields,
         )
 
     def make_agent(self, model: ChatModel) -> ActionAgent:
-        return ActionAgent(
-            model,
-            parse_retries=self.parse_retries,
-            repeat_escapes=self.repeat_escapes,
-            reask_temperature=self.reask_temperature,
-        )
+        return ActionAgent(model, self.agent)
 
 
 @dataclass

@@ -11,7 +11,7 @@ import contextlib
 import json
 import platform
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from importlib import metadata
@@ -20,23 +20,30 @@ from pathlib import Path
 import openai
 import structlog
 
-from linewise.agent.filters.registry import FilterFactory, filter_factory
+from linewise.agent.filters.base import ObservationFilter
+from linewise.agent.filters.registry import (
+    FilterContext,
+    FilterFactory,
+    FilterMaker,
+    FilterRegistration,
+    filter_maker,
+    get_filter,
+    shared_embedder,
+)
+from linewise.agent.models import ChatModel
 from linewise.errors import EndpointUnreachable, LLMError
 from linewise.records import EpisodeSummary
 from linewise.runtime.browser.chromium import Browser, BrowserConfig
+from linewise.runtime.envs.browsergym_gym import check_family
 from linewise.runtime.episode import EpisodeConfig, EpisodeResources, run_episode
 from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.models.files import resolve_model_path
 from linewise.runtime.models.local_server import LocalModelServer
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
-from linewise.runtime.tasks.schema import MiniWoBTask, Task
+from linewise.runtime.tasks.schema import AnyTask, BrowserGymTask, MiniWoBTask
 from linewise.settings import EndpointSettings, LinewiseSettings
 
 log = structlog.get_logger(__name__)
-
-LOCAL_RETRIEVER_WINDOW_TOKENS = 8192
-"""Windows for the embedded retriever: on a CPU, prefill slows as the context grows, so
-several 8k windows cost less time than one long prompt (and a 1.5B model reads them better)."""
 
 LOCAL_TIMEOUT_S = 1800.0
 
@@ -44,9 +51,25 @@ LOCAL_TIMEOUT_S = 1800.0
 @dataclass
 class RunResources:
     browser: Browser
-    action_client: ChatClient
-    retriever_client: ChatClient
+    action_client: ChatModel
+    retriever_client: ChatModel | None
+    """None when no filter of the run needs a retriever and none was given."""
     miniwob: MiniWoBServer | None
+    retriever_is_local: bool = False
+    """The retriever is the embedded model (its context and windows apply)."""
+
+    def filter_maker(
+        self, settings: LinewiseSettings, choice: FilterChoice | None = None
+    ) -> FilterMaker:
+        """The per-episode maker of ``choice`` (default ``settings.filter.name``) on these
+        resources' retriever."""
+        return build_filter_maker(settings, choice, retriever=self.retriever_client,
+                                  local_retriever=self.retriever_is_local)
+
+
+FilterChoice = str | FilterRegistration | FilterFactory | ObservationFilter
+"""A registered filter's name; a registration; a factory (``FilterContext`` in, a fresh
+filter out); or one filter object, then shared by every episode."""
 
 
 def default_out_dir() -> Path:
@@ -78,12 +101,17 @@ async def check_endpoint(endpoint: EndpointSettings) -> None:
 
 
 @contextlib.asynccontextmanager
-async def open_models(settings: LinewiseSettings) -> AsyncIterator[tuple[ChatClient, ChatClient]]:
-    """The action and retriever clients: the embedded model server is started when an
-    endpoint is missing, and every endpoint is checked before anything runs."""
+async def open_endpoints(
+    settings: LinewiseSettings, *, action: bool = True, retriever: bool = True
+) -> AsyncIterator[tuple[ChatClient | None, ChatClient | None]]:
+    """Clients for the endpoints asked for (the others are None): the embedded model
+    server is started when an asked-for endpoint has no URL, and every endpoint is
+    checked before anything runs."""
     async with contextlib.AsyncExitStack() as stack:
-        action, retriever = settings.action, settings.retriever
-        if settings.uses_local_model:
+        wanted = [e for e, asked in ((settings.action, action), (settings.retriever, retriever))
+                  if asked]
+        served: dict[str, object] = {}
+        if any(e.base_url is None for e in wanted):
             model_path = resolve_model_path(
                 str(settings.local.gguf) if settings.local.gguf else None
             )
@@ -98,22 +126,33 @@ async def open_models(settings: LinewiseSettings) -> AsyncIterator[tuple[ChatCli
             await stack.enter_async_context(server)
             served = {"base_url": server.base_url, "model": server.model_name, "api_key": "local",
                       "max_retries": 0}
-            if action.base_url is None:
-                action = action.model_copy(update={**served, **_local_slots(action, settings)})
-            if retriever.base_url is None:
-                retriever = retriever.model_copy(
-                    update={**served, **_local_slots(retriever, settings)}
-                )
-        for endpoint in {action.base_url: action, retriever.base_url: retriever}.values():
-            await check_endpoint(endpoint)
-        action_client = ChatClient(action)
-        stack.push_async_callback(action_client.close)
-        retriever_client = (
-            action_client if retriever == action else ChatClient(retriever)
-        )
-        if retriever_client is not action_client:
+
+        def endpoint(settings_of: EndpointSettings) -> EndpointSettings:
+            if settings_of.base_url is not None:
+                return settings_of
+            return settings_of.model_copy(update={**served, **_local_slots(settings_of, settings)})
+
+        action_endpoint = endpoint(settings.action) if action else None
+        retriever_endpoint = endpoint(settings.retriever) if retriever else None
+        checked = {e.base_url: e for e in (action_endpoint, retriever_endpoint) if e is not None}
+        for one in checked.values():
+            await check_endpoint(one)
+        action_client = ChatClient(action_endpoint) if action_endpoint is not None else None
+        if action_client is not None:
+            stack.push_async_callback(action_client.close)
+        retriever_client = action_client if retriever_endpoint == action_endpoint else None
+        if retriever_endpoint is not None and retriever_client is None:
+            retriever_client = ChatClient(retriever_endpoint)
             stack.push_async_callback(retriever_client.close)
         yield action_client, retriever_client
+
+
+@contextlib.asynccontextmanager
+async def open_models(settings: LinewiseSettings) -> AsyncIterator[tuple[ChatClient, ChatClient]]:
+    """The action and retriever clients (see ``open_endpoints``)."""
+    async with open_endpoints(settings) as (action, retriever):
+        assert action is not None and retriever is not None
+        yield action, retriever
 
 
 def _local_slots(endpoint: EndpointSettings, settings: LinewiseSettings) -> dict[str, float]:
@@ -134,40 +173,89 @@ def _local_slots(endpoint: EndpointSettings, settings: LinewiseSettings) -> dict
 
 @contextlib.asynccontextmanager
 async def open_run_resources(
-    settings: LinewiseSettings, tasks: list[Task], browser_config: BrowserConfig
+    settings: LinewiseSettings,
+    tasks: Sequence[AnyTask],
+    browser_config: BrowserConfig | None = None,
+    *,
+    action_model: ChatModel | None = None,
+    retriever_model: ChatModel | None = None,
+    need_retriever: bool = True,
 ) -> AsyncIterator[RunResources]:
-    """Models (see ``open_models``), the browser and, when a task needs it, the MiniWoB
-    server; torn down in reverse order."""
+    """Models, the browser and, when a task needs it, the MiniWoB server; torn down in
+    reverse order. Given models are used as they are; endpoints are opened (see
+    ``open_endpoints``) only for the action model if none is given and for the retriever
+    if one is needed and none is given. BrowserGym task families are checked first, so
+    a missing package or server fails here, not once per episode."""
+    gym_families = {t.family for t in tasks if isinstance(t, BrowserGymTask)}
+    for family in sorted(gym_families):
+        check_family(family)
     async with contextlib.AsyncExitStack() as stack:
-        action_client, retriever_client = await stack.enter_async_context(open_models(settings))
-        browser = await stack.enter_async_context(Browser(browser_config))
-        miniwob = None
-        if any(isinstance(t, MiniWoBTask) for t in tasks):
-            miniwob = await stack.enter_async_context(MiniWoBServer())
-        yield RunResources(browser, action_client, retriever_client, miniwob)
-
-
-def build_filter_factory(
-    settings: LinewiseSettings, retriever_client: ChatClient | None
-) -> FilterFactory:
-    """The per-episode filter maker for ``settings.filter``."""
-    embedder = None
-    if settings.filter.name == "embedding":
-        from linewise.agent.filters.embedders import make_embedder
-
-        embedder = make_embedder(
-            settings.filter.embedding_base_url,
-            settings.filter.embedding_model,
-            api_key=settings.action.api_key,
+        open_retriever = need_retriever and retriever_model is None
+        action_client, retriever_client = await stack.enter_async_context(open_endpoints(
+            settings, action=action_model is None, retriever=open_retriever,
+        ))
+        action = action_model or action_client
+        assert action is not None
+        browser = await stack.enter_async_context(
+            Browser(browser_config or BrowserConfig.from_settings(settings.browser))
         )
-    local_retriever = settings.retriever.base_url is None
-    return filter_factory(
-        settings.filter,
-        retriever_client,
-        retriever_context_tokens=settings.local.ctx_size if local_retriever else 32768,
-        retriever_window_tokens=LOCAL_RETRIEVER_WINDOW_TOKENS if local_retriever else None,
-        embedder=embedder,
+        miniwob = None
+        # BrowserGym's MiniWoB++ tasks read their pages from the same server (base_url).
+        if any(isinstance(t, MiniWoBTask) for t in tasks) or "miniwob" in gym_families:
+            miniwob = await stack.enter_async_context(MiniWoBServer())
+        yield RunResources(
+            browser, action, retriever_model or retriever_client, miniwob,
+            retriever_is_local=open_retriever and settings.retriever.base_url is None,
+        )
+
+
+def filter_needs_retriever(choice: FilterChoice) -> bool:
+    """Whether the run must open a retriever for this filter (a registration says so)."""
+    if isinstance(choice, str):
+        return get_filter(choice).needs_retriever
+    return isinstance(choice, FilterRegistration) and choice.needs_retriever
+
+
+def filter_context(
+    settings: LinewiseSettings, retriever: ChatModel | None, *, local_retriever: bool = False
+) -> FilterContext:
+    """What a filter factory gets for ``settings.filter``; ``local_retriever``: the
+    retriever is the embedded model (its context and window sizes apply)."""
+    return FilterContext(
+        settings=settings.filter,
+        retriever=retriever,
+        embedder=shared_embedder(settings.filter, api_key=settings.action.api_key),
+        retriever_context_tokens=settings.retriever_context_tokens(local=local_retriever),
+        retriever_window_tokens=settings.retriever_window_tokens(local=local_retriever),
     )
+
+
+def build_filter_maker(
+    settings: LinewiseSettings,
+    choice: FilterChoice | None = None,
+    *,
+    retriever: ChatModel | None = None,
+    local_retriever: bool = False,
+) -> FilterMaker:
+    """The per-episode filter maker for ``choice`` (default: ``settings.filter.name``)."""
+    if choice is None or isinstance(choice, str):
+        if choice is not None:
+            settings = settings.with_filter(choice)
+        return filter_maker(filter_context(settings, retriever, local_retriever=local_retriever))
+    context = filter_context(settings, retriever, local_retriever=local_retriever)
+    if isinstance(choice, FilterRegistration):
+        return choice.bind(context)
+    if _is_filter_object(choice):
+        shared: ObservationFilter = choice  # type: ignore[assignment]
+        return lambda: shared
+    factory: FilterFactory = choice  # type: ignore[assignment]
+    return lambda: factory(context)
+
+
+def _is_filter_object(choice: object) -> bool:
+    """A filter itself (``name`` and ``apply``), not a factory or a filter class."""
+    return (not isinstance(choice, type) and isinstance(getattr(choice, "name", None), str)
+            and callable(getattr(choice, "apply", None)))
 
 
 def environment_manifest(settings: LinewiseSettings) -> dict[str, object]:
@@ -203,23 +291,37 @@ def _version(package: str) -> str:
 
 
 async def run_tasks(
-    tasks: list[Task],
+    tasks: Sequence[AnyTask],
     settings: LinewiseSettings,
     out_dir: Path,
     *,
-    browser_config: BrowserConfig,
+    browser_config: BrowserConfig | None = None,
+    action_model: ChatModel | None = None,
+    retriever_model: ChatModel | None = None,
+    filter: FilterChoice | None = None,
     argv: list[str] | None = None,
 ) -> list[EpisodeSummary]:
-    """Run every task in order; one episode's failure never stops the others."""
+    """Run every task in order; one episode's failure never stops the others.
+
+    ``action_model`` and ``retriever_model`` are any objects with the chat-model
+    protocol; the endpoints of ``settings`` are opened only for what is not given (the
+    retriever only if the filter needs one). ``filter`` defaults to
+    ``settings.filter.name``; ``browser_config`` to ``settings.browser``.
+    """
+    choice: FilterChoice = filter if filter is not None else settings.filter.name
     write_run_manifest(out_dir, settings, argv or sys.argv)
     summaries: list[EpisodeSummary] = []
-    async with open_run_resources(settings, tasks, browser_config) as resources:
+    async with open_run_resources(
+        settings, tasks, browser_config, action_model=action_model,
+        retriever_model=retriever_model, need_retriever=filter_needs_retriever(choice),
+    ) as resources:
         env = EpisodeResources(resources.browser, resources.action_client, resources.miniwob)
+        retriever = resources.retriever_client
         config = EpisodeConfig.from_settings(
             settings,
             timeout_s=settings.episode_timeout_s,
-            retriever_model=resources.retriever_client.model,
-            make_filter=build_filter_factory(settings, resources.retriever_client),
+            retriever_model=retriever.model if retriever is not None else "",
+            make_filter=resources.filter_maker(settings, choice),
         )
         for task in tasks:
             summary = await run_episode(task, env, out_dir, config)

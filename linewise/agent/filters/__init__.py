@@ -2,6 +2,7 @@
 
 Every filter takes a ``FilterInput`` (the numbered lines, the goal, the history) and
 returns a ``FilterResult`` (the view text plus what it kept and what it cost). They
-are chosen by name with ``--filter``: none, truncate, embedding, lines,
-lines+structure.
+are chosen by name with ``--filter`` from the registry (``registry.py``): the built-in
+none, truncate, embedding, lines, lines+structure, and any registered in code or through
+the ``linewise.filters`` entry-point group.
 """

@@ -39,6 +39,7 @@ from linewise.axtree import bid_of
 from linewise.errors import LLMError, RangeParseError
 from linewise.prompts import render_prompt
 from linewise.records import LLMCall
+from linewise.settings import DEFAULT_CONTEXT_TOKENS
 from linewise.tokens import count_message_tokens, count_tokens, get_encoding
 
 log = structlog.get_logger(__name__)
@@ -64,7 +65,9 @@ RANGES_SCHEMA: dict[str, Any] = {
 class LineRetrieverConfig(BaseModel):
     structure: bool = Field(default=True, description="lines+structure (True) or lines.")
     max_retries: int = Field(default=2, ge=0)
-    context_tokens: int = Field(default=32768, description="The retriever's context window.")
+    context_tokens: int = Field(
+        default=DEFAULT_CONTEXT_TOKENS, description="The retriever's context window."
+    )
     answer_tokens: int = Field(default=512, description="Room left for the answer.")
     window_tokens: int | None = Field(
         default=None, description="Observation tokens per window (default: what fits)."

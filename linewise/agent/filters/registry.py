@@ -1,46 +1,233 @@
-"""Building the filter that ``--filter NAME`` selects, one instance per episode."""
+"""Observation filters by name: what ``--filter NAME`` (run, bench, filter-eval) selects.
+
+A filter is registered under a name with a *factory*: a function that receives a
+``FilterContext`` (the filter settings, the retriever model if one was opened, an
+embedder provider and the retriever's token limits) and returns a fresh
+``ObservationFilter``. A fresh one per episode, since filters keep episode state.
+
+    from linewise.agent.filters.registry import FilterContext, register_filter
+
+    @register_filter("headings")
+    def make_headings(context: FilterContext) -> HeadingsFilter:
+        return HeadingsFilter(context.settings.max_obs_tokens)
+
+The built-in filters are registered the same way, below. A package can also offer
+filters without being imported by hand, through the ``linewise.filters`` entry-point
+group; each entry point's name is the filter name and it points at the factory (or at
+a ``FilterRegistration``, to declare ``needs_retriever``)::
+
+    [project.entry-points."linewise.filters"]
+    headings = "my_package.filters:make_headings"
+
+Entry points are listed once, the first time a name is looked up, and one is imported
+only when its filter is asked for.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import metadata
+from typing import overload
 
 from linewise.agent.filters.base import ObservationFilter
 from linewise.agent.filters.cost_gate import Prices
+from linewise.agent.filters.embedders import Embedder, make_embedder
+from linewise.agent.filters.embedding import EmbeddingFilter
 from linewise.agent.filters.line_retriever import LineRetrieverConfig, LineRetrieverFilter
 from linewise.agent.filters.truncate import NoFilter, TruncateFilter
 from linewise.agent.models import ChatModel
-from linewise.settings import FilterSettings
+from linewise.errors import ConfigError
+from linewise.settings import DEFAULT_CONTEXT_TOKENS, FilterSettings
 
-FilterFactory = Callable[[], ObservationFilter]
+ENTRY_POINT_GROUP = "linewise.filters"
+
+EmbedderProvider = Callable[[], Embedder]
 
 
-def filter_factory(
-    settings: FilterSettings,
-    retriever: ChatModel | None = None,
+@dataclass(frozen=True)
+class FilterContext:
+    """What a filter factory may build its filter from."""
+
+    settings: FilterSettings = field(default_factory=FilterSettings)
+    retriever: ChatModel | None = None
+    """The retriever chat model; set when the filter's registration needs one."""
+    embedder: EmbedderProvider | None = None
+    """Gives the shared embedder (made on first use); None when none is configured."""
+    retriever_context_tokens: int = DEFAULT_CONTEXT_TOKENS
+    retriever_window_tokens: int | None = None
+
+    def require_retriever(self, filter_name: str) -> ChatModel:
+        if self.retriever is None:
+            raise ConfigError(f"the {filter_name} filter needs a retriever model")
+        return self.retriever
+
+    def require_embedder(self, filter_name: str) -> Embedder:
+        if self.embedder is None:
+            raise ConfigError(f"the {filter_name} filter needs an embedder")
+        return self.embedder()
+
+
+FilterFactory = Callable[[FilterContext], ObservationFilter]
+"""What is registered: context in, a fresh filter out."""
+
+FilterMaker = Callable[[], ObservationFilter]
+"""A factory bound to its context: what an episode calls for its own filter."""
+
+
+@dataclass(frozen=True)
+class FilterRegistration:
+    name: str
+    factory: FilterFactory
+    needs_retriever: bool = False
+    """The runtime opens the retriever endpoint (or starts the embedded model) for it."""
+    description: str = ""
+
+    def bind(self, context: FilterContext) -> FilterMaker:
+        """The per-episode maker, after checking that the context has what it needs."""
+        if self.needs_retriever:
+            context.require_retriever(self.name)
+
+        def make() -> ObservationFilter:
+            return self.factory(context)
+
+        return make
+
+
+_registry: dict[str, FilterRegistration] = {}
+
+
+@overload
+def register_filter(
+    name: str, factory: FilterFactory, *, needs_retriever: bool = ...,
+    description: str = ..., replace: bool = ...,
+) -> FilterFactory: ...
+
+
+@overload
+def register_filter(
+    name: str, factory: None = ..., *, needs_retriever: bool = ...,
+    description: str = ..., replace: bool = ...,
+) -> Callable[[FilterFactory], FilterFactory]: ...
+
+
+def register_filter(
+    name: str,
+    factory: FilterFactory | None = None,
     *,
-    retriever_context_tokens: int = 32768,
-    retriever_window_tokens: int | None = None,
-    embedder: Any = None,
-) -> FilterFactory:
-    """A function that makes a fresh filter for each episode (filters keep episode state)."""
-    name = settings.name
-    if name == "none":
-        return NoFilter
-    if name == "truncate":
-        return lambda: TruncateFilter(settings.max_obs_tokens)
-    if name == "embedding":
-        from linewise.agent.filters.embedding import EmbeddingFilter
+    needs_retriever: bool = False,
+    description: str = "",
+    replace: bool = False,
+) -> FilterFactory | Callable[[FilterFactory], FilterFactory]:
+    """Register ``factory`` as the filter ``name``; without a factory, a decorator.
 
-        if embedder is None:
-            raise ValueError("the embedding filter needs an embedder")
-        return lambda: EmbeddingFilter(embedder, top_k=settings.embedding_top_k)
-    if retriever is None:
-        raise ValueError(f"the {name} filter needs a retriever model")
+    Registering the same factory again is harmless; another factory under a taken name
+    needs ``replace=True``.
+    """
+    if factory is None:
+        def decorator(function: FilterFactory) -> FilterFactory:
+            register_filter(name, function, needs_retriever=needs_retriever,
+                            description=description, replace=replace)
+            return function
+
+        return decorator
+    if not name or name != name.strip():
+        raise ValueError(f"a filter name must be non-empty without surrounding space: {name!r}")
+    existing = _registry.get(name)
+    if existing is not None and existing.factory is not factory and not replace:
+        raise ValueError(f"a filter named {name!r} is already registered")
+    if existing is None or existing.factory is not factory or replace:
+        _registry[name] = FilterRegistration(name, factory, needs_retriever, description)
+    return factory
+
+
+def unregister_filter(name: str) -> None:
+    _registry.pop(name, None)
+
+
+@cache
+def _entry_points() -> dict[str, metadata.EntryPoint]:
+    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def filter_names() -> list[str]:
+    """Every name ``--filter`` accepts: registered ones first, then entry points."""
+    names = list(_registry)
+    return names + sorted(n for n in _entry_points() if n not in _registry)
+
+
+def get_filter(name: str) -> FilterRegistration:
+    """The registration of ``name``; an entry point is imported the first time it is asked."""
+    if name not in _registry and name in _entry_points():
+        _load_entry_point(_entry_points()[name])
+    try:
+        return _registry[name]
+    except KeyError:
+        raise ConfigError(
+            f"unknown filter {name!r}; available: {', '.join(filter_names())}"
+        ) from None
+
+
+def check_filter_name(name: str) -> str:
+    """``name`` if some filter has it, else a ConfigError listing the available ones."""
+    if name not in _registry and name not in _entry_points():
+        raise ConfigError(f"unknown filter {name!r}; available: {', '.join(filter_names())}")
+    return name
+
+
+def _load_entry_point(entry: metadata.EntryPoint) -> None:
+    try:
+        loaded = entry.load()
+    except Exception as exc:  # a broken plugin must name itself, whatever it raised
+        raise ConfigError(
+            f"filter {entry.name!r} (entry point {entry.value!r} in group "
+            f"{ENTRY_POINT_GROUP}) failed to load: {type(exc).__name__}: {exc}"
+        ) from exc
+    if isinstance(loaded, FilterRegistration):
+        _registry[entry.name] = FilterRegistration(
+            entry.name, loaded.factory, loaded.needs_retriever, loaded.description
+        )
+    elif callable(loaded):
+        # Importing the module may already have registered it with the decorator (and its
+        # needs_retriever); registering the same factory again keeps that registration.
+        register_filter(entry.name, loaded)
+    else:
+        raise ConfigError(
+            f"entry point {entry.value!r} ({ENTRY_POINT_GROUP}) is neither a filter "
+            f"factory nor a FilterRegistration but {type(loaded).__name__}"
+        )
+
+
+def filter_maker(context: FilterContext) -> FilterMaker:
+    """The per-episode maker of the filter ``context.settings.name`` names."""
+    return get_filter(context.settings.name).bind(context)
+
+
+def shared_embedder(settings: FilterSettings, api_key: str | None = None) -> EmbedderProvider:
+    """An embedder provider for ``settings.embedding_*``: the embedder is made on the first
+    call (loading an offline model takes seconds) and shared by every later one."""
+    made: list[Embedder] = []
+
+    def provide() -> Embedder:
+        if not made:
+            made.append(make_embedder(
+                settings.embedding_base_url, settings.embedding_model, api_key=api_key
+            ))
+        return made[0]
+
+    return provide
+
+
+# The built-in filters.
+
+
+def _line_retriever(context: FilterContext, *, structure: bool) -> ObservationFilter:
+    settings = context.settings
     config = LineRetrieverConfig(
-        structure=name == "lines+structure",
-        context_tokens=settings.retriever_context_tokens or retriever_context_tokens,
-        window_tokens=settings.retriever_window_tokens or retriever_window_tokens,
+        structure=structure,
+        context_tokens=context.retriever_context_tokens,
+        window_tokens=context.retriever_window_tokens,
         json_schema=settings.json_schema,  # type: ignore[arg-type]
         incremental=settings.incremental,
         cost_gate=settings.cost_gate,
@@ -50,4 +237,27 @@ def filter_factory(
             retriever_output=settings.price_retriever_output,
         ),
     )
-    return lambda: LineRetrieverFilter(retriever, config)
+    name = "lines+structure" if structure else "lines"
+    return LineRetrieverFilter(context.require_retriever(name), config)
+
+
+def _embedding(context: FilterContext) -> ObservationFilter:
+    return EmbeddingFilter(
+        context.require_embedder("embedding"), top_k=context.settings.embedding_top_k
+    )
+
+
+register_filter("none", lambda context: NoFilter(), description="the full AXTree")
+register_filter(
+    "truncate", lambda context: TruncateFilter(context.settings.max_obs_tokens),
+    description="GenericAgent's bottom truncation to max_obs_tokens",
+)
+register_filter("embedding", _embedding, description="top-k chunks by embedding similarity")
+register_filter(
+    "lines", lambda context: _line_retriever(context, structure=False), needs_retriever=True,
+    description="LineRetriever: kept lines with counted markers",
+)
+register_filter(
+    "lines+structure", lambda context: _line_retriever(context, structure=True),
+    needs_retriever=True, description="LineRetriever: a valid smaller tree",
+)

@@ -36,7 +36,7 @@ class TruncateFilter:
 
     name = "truncate"
 
-    def __init__(self, max_tokens: int = 40_000) -> None:
+    def __init__(self, max_tokens: int) -> None:
         if max_tokens < 1:
             raise ValueError("max_tokens must be positive")
         self.max_tokens = max_tokens

@@ -23,15 +23,17 @@ from pathlib import Path
 
 import structlog
 
-from linewise.agent.filters.registry import FilterFactory
+from linewise.agent.filters.registry import FilterMaker
 from linewise.runtime.bench.plan import EpisodeSpec, set_aside_unfinished
 from linewise.runtime.bench.results import EpisodeResult, failed_result, result_from_summary
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.envs.factory import environment_for
 from linewise.runtime.episode import EpisodeConfig, run_in_environment
-from linewise.runtime.run import RunResources, build_filter_factory, open_run_resources
-from linewise.runtime.tasks.miniwob import MiniWoBServer
-from linewise.runtime.tasks.schema import BrowserGymTask
+from linewise.runtime.run import (
+    RunResources,
+    filter_needs_retriever,
+    open_run_resources,
+)
 from linewise.runtime.trace import read_steps
 from linewise.settings import LinewiseSettings
 
@@ -52,12 +54,6 @@ class BenchOptions:
     abandoned (a hung page can make even closing hang)."""
 
 
-def settings_for_filter(settings: LinewiseSettings, name: str) -> LinewiseSettings:
-    return settings.model_copy(
-        update={"filter": settings.filter.model_copy(update={"name": name})}
-    )
-
-
 class EpisodeRunner:
     """Runs one spec on shared resources and always returns its results line."""
 
@@ -76,10 +72,8 @@ class EpisodeRunner:
         self.out_dir = out_dir
         self.options = options
         self.backend = backend
-        self.factories: dict[str, FilterFactory] = {
-            name: build_filter_factory(settings_for_filter(settings, name),
-                                       resources.retriever_client)
-            for name in filters
+        self.factories: dict[str, FilterMaker] = {
+            name: resources.filter_maker(settings, name) for name in filters
         }
 
     @property
@@ -87,10 +81,11 @@ class EpisodeRunner:
         return self.resources.action_client.model
 
     def episode_config(self, spec: EpisodeSpec) -> EpisodeConfig:
+        retriever = self.resources.retriever_client
         return EpisodeConfig.from_settings(
             self.settings,
             timeout_s=self.options.episode_timeout_s,
-            retriever_model=self.resources.retriever_client.model,
+            retriever_model=retriever.model if retriever is not None else "",
             make_filter=self.factories[spec.filter],
         )
 
@@ -136,21 +131,11 @@ async def open_runner(
     backend: str = "local",
 ) -> AsyncIterator[EpisodeRunner]:
     """The shared resources the specs need, and a runner on them."""
-    tasks = [s.task for s in specs if not isinstance(s.task, BrowserGymTask)]
-    gym_families = {s.task.family for s in specs if isinstance(s.task, BrowserGymTask)}
-    if gym_families:
-        from linewise.runtime.envs.browsergym_gym import check_family
-
-        for family in sorted(gym_families):
-            check_family(family)  # a missing package or server fails here, not per episode
     filters = sorted({s.filter for s in specs})
-    async with contextlib.AsyncExitStack() as stack:
-        resources = await stack.enter_async_context(
-            open_run_resources(settings, tasks, browser_config)  # type: ignore[arg-type]
-        )
-        if "miniwob" in gym_families and resources.miniwob is None:
-            # BrowserGym's MiniWoB++ tasks read their pages from our server (base_url)
-            resources.miniwob = await stack.enter_async_context(MiniWoBServer())
+    async with open_run_resources(
+        settings, [s.task for s in specs], browser_config,
+        need_retriever=any(filter_needs_retriever(name) for name in filters),
+    ) as resources:
         yield EpisodeRunner(settings, resources, out_dir, options, filters, backend=backend)
 
 

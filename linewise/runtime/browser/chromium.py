@@ -28,10 +28,11 @@ from playwright.async_api import (
 from playwright.async_api import (
     Error as PlaywrightError,
 )
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from linewise.errors import BrowserError
 from linewise.runtime.browser.cdp import CDPConnection, CDPSender
+from linewise.settings import BrowserSettings
 
 log = structlog.get_logger(__name__)
 
@@ -54,20 +55,14 @@ CHROMIUM_ARGS = (
 )
 
 
-class BrowserConfig(BaseModel):
-    """How Chromium is launched and how long it may take to do things."""
+class BrowserConfig(BrowserSettings):
+    """How Chromium is launched and how long it may take to do things: the user's
+    ``BrowserSettings`` (headless, chromium, slow_mo_ms, action_timeout_ms) plus the
+    fixed rest."""
 
-    headless: bool = True
-    executable_path: str | None = Field(
-        default=None, description="Chromium binary; found automatically when unset."
-    )
     viewport_width: int = 1280
     viewport_height: int = 720
-    action_timeout_ms: int = Field(
-        default=5000, description="How long an action waits for its element to be actionable."
-    )
     navigation_timeout_ms: int = 30000
-    slow_mo_ms: int = 0
     locale: str = "en-US"
     timezone_id: str = "UTC"
     direct_cdp: bool = Field(
@@ -75,6 +70,10 @@ class BrowserConfig(BaseModel):
         description="Read AXTrees and DOM snapshots over a DevTools port on 127.0.0.1 "
         "(several times faster on large pages than through Playwright's driver).",
     )
+
+    @classmethod
+    def from_settings(cls, settings: BrowserSettings) -> BrowserConfig:
+        return cls(**settings.model_dump())
 
 
 def find_chromium(explicit: str | None = None) -> str | None:
@@ -111,7 +110,7 @@ class Browser:
         self.devtools_port: int | None = None
 
     async def start(self) -> Browser:
-        self.executable_path = find_chromium(self.config.executable_path)
+        self.executable_path = find_chromium(self.config.chromium)
         self._playwright = await async_playwright().start()
         # Elements are found by the bid attribute that the marking script sets.
         self._playwright.selectors.set_test_id_attribute(BID_ATTRIBUTE)

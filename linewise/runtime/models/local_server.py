@@ -27,6 +27,7 @@ from linewise.errors import ConfigError, ModelError
 from linewise.runtime.models import server_process
 from linewise.runtime.models.files import EMBEDDED_MODEL, resolve_model_path
 from linewise.runtime.models.server_process import EXIT_PORT_IN_USE, default_threads
+from linewise.settings import DEFAULT_CONTEXT_TOKENS
 
 log = structlog.get_logger(__name__)
 
@@ -78,7 +79,7 @@ class LocalModelServer:
         model_path: Path | str | None = None,
         *,
         model_name: str | None = None,
-        ctx_size: int = 32768,
+        ctx_size: int = DEFAULT_CONTEXT_TOKENS,
         threads: int | None = None,
         parallel: int = 1,
         startup_timeout_s: float = 180.0,

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from linewise.errors import ModelError
 from linewise.runtime.models.files import ensure_embedded_model, resolve_model_path
+from linewise.settings import DEFAULT_CONTEXT_TOKENS
 
 EXIT_PORT_IN_USE = 98
 """The exit status when the port is taken (EADDRINUSE): the supervisor retries another."""
@@ -137,7 +138,8 @@ def _build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--model", help="GGUF file (default: the embedded model)")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)
-    serve.add_argument("--ctx", type=int, default=32768, help="context size in tokens")
+    serve.add_argument("--ctx", type=int, default=DEFAULT_CONTEXT_TOKENS,
+                       help="context size in tokens")
     serve.add_argument("--threads", type=int, default=default_threads())
     serve.add_argument("--parallel", type=int, default=1, help="request slots")
     serve.add_argument("--alias", default="", help="model name the server reports")

@@ -5,9 +5,9 @@ The schema (``schema.py``) says what a file may hold; this module parses the YAM
 validates it, and turns pydantic's errors into one :class:`~linewise.errors.TaskFileError`
 naming the file, the task (index and id) and the field, with the line, e.g.
 ``tasks/x.yaml: tasks[1] (id 'login'): unknown key 'gaol' (did you mean 'goal'?) (line 8)``.
-The same loader serves ``linewise run`` (which refuses BrowserGym tasks, see
-:func:`runnable_tasks`) and ``linewise bench``; :func:`select_tasks` applies both
-commands' ``--task`` and ``--max-steps``.
+The same loader serves ``linewise run`` and ``linewise bench`` (every kind of task runs
+through the one step loop); :func:`select_tasks` applies both commands' ``--task`` and
+``--max-steps``.
 """
 
 from __future__ import annotations
@@ -27,10 +27,8 @@ from linewise.errors import ConfigError, TaskFileError
 from linewise.runtime.tasks.schema import (
     TASK_MODELS,
     AnyTask,
-    BrowserGymTask,
     Defaults,
     SuccessCheck,
-    Task,
     TaskFile,
     WebTask,
     default_task_id,
@@ -39,7 +37,7 @@ from linewise.runtime.tasks.schema import (
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["adhoc_task", "load_task_file", "runnable_tasks", "select_tasks"]
+__all__ = ["adhoc_task", "load_task_file", "select_tasks"]
 
 
 class _Selectable(Protocol):
@@ -111,24 +109,6 @@ def adhoc_task(url: str, goal: str, max_steps: int) -> WebTask:
             for err in exc.errors()
         )
         raise ConfigError(problems) from None
-
-
-def runnable_tasks(tasks: Sequence[AnyTask], path: str | os.PathLike[str]) -> list[Task]:
-    """The tasks of a file loaded for ``linewise run``, which runs web and MiniWoB++ tasks.
-
-    Raises:
-        TaskFileError: the file holds BrowserGym tasks (named by index and id); those run
-            only under ``linewise bench``, through BrowserGym's own environments.
-    """
-    refused = [
-        f"tasks[{index}] (id '{task.id}'): a BrowserGym task, which only 'linewise bench' "
-        "can run"
-        for index, task in enumerate(tasks)
-        if isinstance(task, BrowserGymTask)
-    ]
-    if refused:
-        raise TaskFileError(os.fspath(path), "; ".join(refused))
-    return [task for task in tasks if not isinstance(task, BrowserGymTask)]
 
 
 def select_tasks(

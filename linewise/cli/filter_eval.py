@@ -1,0 +1,81 @@
+"""``linewise filter-eval CASES``: score observation filters on saved cases, no agent."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+import structlog
+
+from linewise.agent.filters.registry import FilterMaker, filter_names, get_filter
+from linewise.cli.flags import add_log_flags, add_model_flags, filter_name, settings_from_args
+from linewise.runtime.filter_eval import (
+    CaseScore,
+    evaluate_filters,
+    format_table,
+    load_cases,
+    summarize,
+)
+from linewise.runtime.run import build_filter_maker, open_endpoints
+
+log = structlog.get_logger(__name__)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    evaluate = sub.add_parser(
+        "filter-eval", help="score observation filters on saved cases, without an agent"
+    )
+    evaluate.add_argument("cases", type=Path, help="a case file (.json/.jsonl) or a folder")
+    evaluate.add_argument("--filter", dest="filters", action="append", type=filter_name,
+                          default=[], metavar="NAME",
+                          help="filters to score, built-in or registered (repeatable; "
+                          "default: every registered filter)")
+    evaluate.add_argument("--max-obs-tokens", type=int, help="token budget of truncate")
+    # Off unless asked (False is a given value): the score is the filter's, not the gate's.
+    evaluate.add_argument("--cost-gate", action="store_true",
+                          help="let the cost gate skip retrieval (off: score the filter itself)")
+    evaluate.add_argument("--out", type=Path,
+                          help="append every case's scores to this JSON-lines file as they come")
+    add_model_flags(evaluate)
+    add_log_flags(evaluate, level="WARNING")
+    evaluate.set_defaults(handler=cmd_filter_eval)
+
+
+def cmd_filter_eval(args: argparse.Namespace) -> int:
+    cases = load_cases(args.cases)
+    names: list[str] = args.filters or filter_names()
+    settings = settings_from_args(args)
+    out = args.out.open("w", encoding="utf-8") if args.out else None
+
+    def record(score: CaseScore) -> None:
+        log.info("case scored", case=score.case_id, filter=score.filter,
+                 reduction=round(score.reduction, 3), found=score.gold_found,
+                 gold=score.gold_total, fallback=score.fallback_reason)
+        if out is not None:
+            out.write(score.model_dump_json() + "\n")
+            out.flush()
+
+    async def run() -> dict[str, list[CaseScore]]:
+        needs_retriever = any(get_filter(name).needs_retriever for name in names)
+        async with open_endpoints(settings, action=False, retriever=needs_retriever) as (
+            _, retriever
+        ):
+            local = needs_retriever and settings.retriever.base_url is None
+            makers: dict[str, FilterMaker] = {
+                name: build_filter_maker(settings, name, retriever=retriever,
+                                         local_retriever=local)
+                for name in names
+            }
+            log.info("evaluating filters", filters=names, cases=len(cases))
+            return await evaluate_filters(cases, makers, record)
+
+    try:
+        results = asyncio.run(run())
+    finally:
+        if out is not None:
+            out.close()
+    print(format_table([summarize(name, results[name]) for name in names]))
+    if args.out:
+        print(f"\nPer-case scores in {args.out} (one JSON line per case and filter)")
+    return 0

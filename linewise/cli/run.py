@@ -1,0 +1,85 @@
+"""``linewise run``: a task file, or one ad-hoc task with --url/--goal."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from linewise.cli.flags import (
+    add_agent_flags,
+    add_browser_flags,
+    add_episode_flags,
+    add_log_flags,
+    add_model_flags,
+    filter_name,
+    settings_from_args,
+)
+from linewise.errors import ConfigError
+from linewise.records import EpisodeSummary
+from linewise.runtime.run import default_out_dir, run_tasks
+from linewise.runtime.tasks.loader import adhoc_task, load_task_file, select_tasks
+from linewise.runtime.tasks.schema import AnyTask
+
+ADHOC_MAX_STEPS = 15
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    run = sub.add_parser("run", help="run a task file, or one ad-hoc task with --url/--goal")
+    run.add_argument("tasks", nargs="?", type=Path, help="a YAML task file")
+    run.add_argument("--url", help="start URL of an ad-hoc task")
+    run.add_argument("--goal", help="goal of an ad-hoc task")
+    run.add_argument("--task", action="append", default=[], metavar="ID",
+                     help="run only these task ids (repeatable)")
+    run.add_argument("--max-steps", type=int, help="override every task's step limit "
+                     f"(ad-hoc default {ADHOC_MAX_STEPS})")
+    run.add_argument("--out", type=Path, help="output folder (default runs/<timestamp>)")
+    add_browser_flags(run)
+    add_model_flags(run)
+    run.add_argument("--filter", type=filter_name, metavar="NAME",
+                     help="observation filter: a built-in one (none, truncate, embedding, "
+                     "lines, lines+structure) or a registered one (default none)")
+    add_agent_flags(run)
+    add_episode_flags(run)
+    add_log_flags(run, level="INFO")
+    run.set_defaults(handler=cmd_run)
+
+
+def tasks_from_args(args: argparse.Namespace) -> list[AnyTask]:
+    if args.tasks and (args.url or args.goal):
+        raise ConfigError("give either a task file or --url/--goal, not both")
+    if args.url or args.goal:
+        if not (args.url and args.goal):
+            raise ConfigError("an ad-hoc task needs both --url and --goal")
+        tasks: list[AnyTask] = [
+            adhoc_task(args.url, args.goal, args.max_steps or ADHOC_MAX_STEPS)
+        ]
+    elif args.tasks:
+        tasks = load_task_file(args.tasks)
+    else:
+        raise ConfigError("nothing to run: give a task file or --url and --goal")
+    return select_tasks(tasks, args.task, args.max_steps)
+
+
+def print_summary_table(summaries: list[EpisodeSummary], out_dir: Path) -> None:
+    rows = [("task", "success", "reward", "steps", "tokens", "time", "note")]
+    for s in summaries:
+        success = "-" if s.success is None else ("yes" if s.success else "no")
+        note = s.error or s.termination
+        rows.append((s.task_id, success, f"{s.reward:.2f}", str(s.n_steps),
+                     str(s.tokens.total), f"{s.time.wall_s:.1f}s", note[:60]))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    solved = sum(1 for s in summaries if s.success)
+    print(f"\n{solved}/{len(summaries)} succeeded. Traces in {out_dir}/")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    tasks = tasks_from_args(args)
+    settings = settings_from_args(args)
+    out_dir = args.out or default_out_dir()
+    summaries = asyncio.run(run_tasks(tasks, settings, out_dir, argv=sys.argv))
+    print_summary_table(summaries, out_dir)
+    return 0

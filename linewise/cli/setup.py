@@ -1,0 +1,34 @@
+"""``linewise setup`` and ``linewise model``: what a machine needs before a run."""
+
+from __future__ import annotations
+
+import argparse
+
+from linewise.runtime.install import setup
+from linewise.runtime.models.files import ensure_embedded_model
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    set_up = sub.add_parser(
+        "setup", help="install Chromium if none is found and assemble the embedded model"
+    )
+    set_up.add_argument("--xvfb", action="store_true",
+                        help="also install Xvfb (headed runs on a machine without a display)")
+    set_up.add_argument("--no-model", action="store_true", help="skip the embedded model")
+    set_up.set_defaults(handler=cmd_setup)
+
+    model = sub.add_parser("model", help="the embedded local model")
+    model.add_argument("action", choices=["path", "fetch"],
+                       help="path: print the cached model path; fetch: assemble and verify it")
+    model.set_defaults(handler=cmd_model)
+
+
+def cmd_setup(args: argparse.Namespace) -> int:
+    for what, where in setup(with_model=not args.no_model, with_xvfb=args.xvfb).items():
+        print(f"{what}: {where}")
+    return 0
+
+
+def cmd_model(args: argparse.Namespace) -> int:
+    print(ensure_embedded_model())
+    return 0
