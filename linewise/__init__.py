@@ -1,1 +1,109 @@
-"""linewise"""
+"""linewise: a runtime for LLM web agents on real Chromium, with filtered observations
+and full traces.
+
+The public API is what this module exports (``__all__``, pinned by a test); everything
+else is internal and may change. Run tasks with ``run`` (or ``run_sync``), bring your own
+model (any object with an async ``complete()``), filter (``register_filter``) and hooks
+(``StepHooks``), and read the traces back with ``read_steps`` and ``read_summary``.
+Scripted models and local servers for tests are in ``linewise.testing``.
+"""
+
+from importlib import metadata as _metadata
+
+from linewise.agent.filters.base import FilterInput, FilterResult, ObservationFilter
+from linewise.agent.filters.registry import FilterContext, filter_names, register_filter
+from linewise.agent.models import ChatModel, Completion, Usage
+from linewise.errors import (
+    ActionError,
+    ActionParseError,
+    BrowserError,
+    CDPError,
+    ConfigError,
+    ElementNotFound,
+    EndpointUnreachable,
+    GraphBuildError,
+    GraphError,
+    LinewiseError,
+    LLMError,
+    ModelError,
+    ObservationError,
+    PruneError,
+    RangeParseError,
+    ResponseFormatError,
+    TaskFileError,
+)
+from linewise.records import EpisodeSummary, LLMCall, StepRecord, Tab
+from linewise.runtime.episode import StepContext, StepHooks
+from linewise.runtime.run import run, run_sync
+from linewise.runtime.tasks.loader import load_task_file
+from linewise.runtime.tasks.schema import (
+    AnyTask,
+    BrowserGymTask,
+    MiniWoBTask,
+    SuccessCheck,
+    WebTask,
+)
+from linewise.runtime.trace import read_steps, read_summary
+from linewise.settings import (
+    AgentSettings,
+    BrowserSettings,
+    EndpointSettings,
+    FilterSettings,
+    LinewiseSettings,
+)
+
+try:
+    __version__ = _metadata.version("linewise")
+except _metadata.PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0.0.0"
+
+__all__ = [
+    "ActionError",
+    "ActionParseError",
+    "AgentSettings",
+    "AnyTask",
+    "BrowserError",
+    "BrowserGymTask",
+    "BrowserSettings",
+    "CDPError",
+    "ChatModel",
+    "Completion",
+    "ConfigError",
+    "ElementNotFound",
+    "EndpointSettings",
+    "EndpointUnreachable",
+    "EpisodeSummary",
+    "FilterContext",
+    "FilterInput",
+    "FilterResult",
+    "FilterSettings",
+    "GraphBuildError",
+    "GraphError",
+    "LLMCall",
+    "LLMError",
+    "LinewiseError",
+    "LinewiseSettings",
+    "MiniWoBTask",
+    "ModelError",
+    "ObservationError",
+    "ObservationFilter",
+    "PruneError",
+    "RangeParseError",
+    "ResponseFormatError",
+    "StepContext",
+    "StepHooks",
+    "StepRecord",
+    "SuccessCheck",
+    "Tab",
+    "TaskFileError",
+    "Usage",
+    "WebTask",
+    "__version__",
+    "filter_names",
+    "load_task_file",
+    "read_steps",
+    "read_summary",
+    "register_filter",
+    "run",
+    "run_sync",
+]

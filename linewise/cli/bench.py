@@ -13,6 +13,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+from linewise.agent.filters.cost_gate import Prices
 from linewise.cli.flags import (
     add_agent_flags,
     add_browser_flags,
@@ -26,7 +27,6 @@ from linewise.cli.flags import (
 from linewise.errors import ConfigError
 from linewise.runtime.bench.driver import MANIFEST_FILE, run_bench
 from linewise.runtime.bench.local import BenchOptions
-from linewise.runtime.bench.metrics import Prices
 from linewise.runtime.bench.plan import expand
 from linewise.runtime.bench.progress import make_progress
 from linewise.runtime.bench.report import write_report
@@ -120,7 +120,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _out_dir(args: argparse.Namespace) -> Path:
     if args.out is not None:
-        return args.out
+        return Path(args.out)
     if args.resume:
         found = sorted(Path("runs").glob(f"bench-*/{MANIFEST_FILE}"))
         if not found:

@@ -7,8 +7,10 @@ reverse order; ``run_tasks`` runs the episodes one after another and writes
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import os
 import platform
 import sys
 from collections.abc import AsyncIterator, Sequence
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import openai
 import structlog
@@ -35,12 +38,14 @@ from linewise.errors import EndpointUnreachable, LLMError
 from linewise.records import EpisodeSummary
 from linewise.runtime.browser.chromium import Browser, BrowserConfig
 from linewise.runtime.envs.browsergym_gym import check_family
-from linewise.runtime.episode import EpisodeConfig, EpisodeResources, run_episode
+from linewise.runtime.episode import EpisodeConfig, EpisodeResources, StepHooks, run_episode
+from linewise.runtime.log import configure_logging
 from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.models.files import resolve_model_path
 from linewise.runtime.models.local_server import LocalModelServer
+from linewise.runtime.tasks.loader import load_task_file
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
-from linewise.runtime.tasks.schema import AnyTask, BrowserGymTask, MiniWoBTask
+from linewise.runtime.tasks.schema import AnyTask, BrowserGymTask, MiniWoBTask, WebTask
 from linewise.settings import EndpointSettings, LinewiseSettings
 
 log = structlog.get_logger(__name__)
@@ -299,6 +304,7 @@ async def run_tasks(
     action_model: ChatModel | None = None,
     retriever_model: ChatModel | None = None,
     filter: FilterChoice | None = None,
+    hooks: Sequence[StepHooks] = (),
     argv: list[str] | None = None,
 ) -> list[EpisodeSummary]:
     """Run every task in order; one episode's failure never stops the others.
@@ -306,7 +312,8 @@ async def run_tasks(
     ``action_model`` and ``retriever_model`` are any objects with the chat-model
     protocol; the endpoints of ``settings`` are opened only for what is not given (the
     retriever only if the filter needs one). ``filter`` defaults to
-    ``settings.filter.name``; ``browser_config`` to ``settings.browser``.
+    ``settings.filter.name``; ``browser_config`` to ``settings.browser``. ``hooks`` see
+    every step of every episode.
     """
     choice: FilterChoice = filter if filter is not None else settings.filter.name
     write_run_manifest(out_dir, settings, argv or sys.argv)
@@ -324,7 +331,7 @@ async def run_tasks(
             make_filter=resources.filter_maker(settings, choice),
         )
         for task in tasks:
-            summary = await run_episode(task, env, out_dir, config)
+            summary = await run_episode(task, env, out_dir, config, hooks)
             summaries.append(summary)
             log.info(
                 "episode finished",
@@ -336,3 +343,50 @@ async def run_tasks(
                 error=summary.error,
             )
     return summaries
+
+
+async def run(
+    tasks: AnyTask | Sequence[AnyTask] | str | os.PathLike[str],
+    *,
+    model: ChatModel | None = None,
+    retriever: ChatModel | None = None,
+    filter: FilterChoice | None = None,
+    settings: LinewiseSettings | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
+    hooks: Sequence[StepHooks] = (),
+) -> list[EpisodeSummary]:
+    """Run tasks from Python: the library's entry point.
+
+    ``tasks`` is a task, a list of tasks or the path of a task file. ``model`` (and
+    ``retriever``, for filters that need one) are any objects with an async
+    ``complete(messages, **params)`` returning a ``Completion``; without them the
+    endpoints of ``settings`` are used, or the embedded model. ``filter`` is a registered
+    name, a registration, a factory or a filter object. ``settings`` default to the
+    environment (``LINEWISE_…``, ``OPENAI_…``). Traces go to ``out_dir`` (default
+    ``runs/<timestamp>``); the summaries come back in task order.
+    """
+    if not structlog.is_configured():
+        # A library writes nothing to stdout: unless the application set logging up,
+        # only warnings go to stderr.
+        configure_logging(level="WARNING")
+    task_list: list[AnyTask]
+    if isinstance(tasks, str | os.PathLike):
+        task_list = list(load_task_file(tasks))
+    elif isinstance(tasks, WebTask | MiniWoBTask | BrowserGymTask):
+        task_list = [tasks]
+    else:
+        task_list = list(tasks)
+    chosen = settings if settings is not None else LinewiseSettings().resolved()
+    return await run_tasks(
+        task_list, chosen, Path(out_dir) if out_dir is not None else default_out_dir(),
+        action_model=model, retriever_model=retriever, filter=filter, hooks=hooks,
+        argv=sys.argv,
+    )
+
+
+def run_sync(
+    tasks: AnyTask | Sequence[AnyTask] | str | os.PathLike[str],
+    **options: Any,
+) -> list[EpisodeSummary]:
+    """``run`` for code without an event loop of its own (same arguments)."""
+    return asyncio.run(run(tasks, **options))

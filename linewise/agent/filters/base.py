@@ -7,6 +7,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
+from linewise.agent.filters.render import line_ranges, render_with_markers
 from linewise.axtree import bid_of
 from linewise.records import FilterRecord, LLMCall
 from linewise.tokens import count_tokens
@@ -44,6 +45,22 @@ class FilterInput(BaseModel):
         if self.tokens_full is None:
             self.tokens_full = count_tokens(self.text)
         return self.tokens_full
+
+    def keep(self, name: str, line_numbers: Iterable[int], **notes: object) -> FilterResult:
+        """The view that shows these 1-based lines, each run of dropped lines replaced by
+        one counted marker: the result a simple filter returns."""
+        kept = sorted({n for n in line_numbers if 1 <= n <= len(self.lines)})
+        text = render_with_markers(self.lines, kept)
+        return FilterResult(
+            name=name,
+            text=text,
+            kept_lines=kept,
+            shown_bids=self.bids_on(kept),
+            ranges=line_ranges(kept),
+            tokens_full=self.full_tokens,
+            tokens_shown=count_tokens(text) if len(kept) < len(self.lines) else self.full_tokens,
+            notes=dict(notes),
+        )
 
     def bids_on(self, line_numbers: Iterable[int]) -> list[str]:
         """The bids of these 1-based lines, in page order (lines without a bid skipped)."""

@@ -279,7 +279,8 @@ class _MiniLMRuntime:
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+        normalised: np.ndarray = (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+        return normalised
 
 
 _runtimes: dict[tuple[str, str, int, int], _MiniLMRuntime] = {}

@@ -14,7 +14,7 @@ import ast
 import json
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeGuard
 
 from linewise.errors import RangeParseError
 
@@ -32,7 +32,7 @@ _MAX_NUMBER = 10_000_000
 
 def extract_answer(text: str) -> str:
     """The part of the answer that holds the ranges (never the thinking)."""
-    blocks = _ANSWER.findall(text)
+    blocks: list[str] = _ANSWER.findall(text)
     if blocks:
         return blocks[-1].strip()
     parts = _THINK_END.split(text)
@@ -156,7 +156,8 @@ def _item_range(item: Any) -> Range | None:
     return None
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int | float]:
+    """A whole number in range (``3`` or ``3.0``, never ``True``)."""
     if isinstance(value, bool):
         return False
     if isinstance(value, float) and value.is_integer():

@@ -228,7 +228,7 @@ def _line_retriever(context: FilterContext, *, structure: bool) -> ObservationFi
         structure=structure,
         context_tokens=context.retriever_context_tokens,
         window_tokens=context.retriever_window_tokens,
-        json_schema=settings.json_schema,  # type: ignore[arg-type]
+        json_schema=settings.json_schema,
         incremental=settings.incremental,
         cost_gate=settings.cost_gate,
         prices=Prices(

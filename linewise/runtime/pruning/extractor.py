@@ -161,7 +161,7 @@ class GraphExtractor:
         if position == 0:
             producer_text = "Nothing: this is the start page, opened for the goal (I0)."
         else:
-            previous = actions[position - 1].model_extra
+            previous = actions[position - 1].model_extra or {}
             producer_text = (f"{producer}: {previous['type']} — {previous['goal']} "
                              f"(action {previous['action']})")
         known = set(space.info)
@@ -184,7 +184,7 @@ class GraphExtractor:
         prompt = render_prompt(
             "prune_info_nodes.md", goal=trajectory.goal, workspace=space.render(),
             producer=producer_text, page=self._page(step), next_id=nxt.id,
-            next_type=nxt.model_extra["type"], next_goal=nxt.model_extra["goal"],
+            next_type=(nxt.model_extra or {})["type"], next_goal=(nxt.model_extra or {})["goal"],
             next_thought=clip(step.think or "(none)", 1000), next_action=step.action or "(none)",
             max_units=self.config.max_units,
         )

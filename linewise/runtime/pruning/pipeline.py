@@ -73,6 +73,8 @@ async def run_prune(
         selection.trajectories
     async with contextlib.AsyncExitStack() as stack:
         if trajectories:
+            base: ChatModel | None
+            extractor: ChatModel | None
             base, _ = await stack.enter_async_context(open_models(settings))
             extractor = base
             if options.extractor_base_url:
