@@ -9,8 +9,7 @@ from linewise.runtime.browser.executor import ActionOutcome, execute_action
 from linewise.runtime.browser.extraction import observe
 from linewise.runtime.browser.observation import Observation
 from linewise.testing import StaticServer
-
-from .test_observation import bid_of
+from tests.support.pages import bid_of
 
 EXPECTED_ACTIONS = {
     "click", "dblclick", "hover", "fill", "clear", "select_option", "press", "focus",

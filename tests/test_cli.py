@@ -25,29 +25,9 @@ from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.log import configure_logging
 from linewise.settings import LinewiseSettings
 from linewise.testing import ScriptedChatServer, StaticServer, miniwob_solver
+from tests.support.cli import linewise, page_two_script
 
 DATA = Path(__file__).parent / "data"
-
-
-def linewise(*args: str, env: dict[str, str] | None = None, timeout: float = 180) -> (
-    subprocess.CompletedProcess[str]
-):
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LINEWISE_"))}
-    return subprocess.run(
-        [sys.executable, "-m", "linewise.cli.main", *args],
-        capture_output=True, text=True, timeout=timeout, env={**clean, **(env or {})},
-    )
-
-
-def page_two_script(messages: list[dict[str, Any]]) -> str:
-    prompt = messages[1]["content"]
-    if "Page two" in prompt.split("# History")[0] and "Go to page two" not in prompt:
-        return "<think>Arrived.</think><action>send_msg_to_user('page two reached')</action>"
-    for line in prompt.splitlines():
-        if "link 'Go to page two'" in line:
-            bid = line.split("[", 1)[1].split("]", 1)[0]
-            return f"<think>Follow the link.</think><action>click('{bid}')</action>"
-    return "<action>noop()</action>"
 
 
 def test_adhoc_run_writes_the_trace_layout(pages: StaticServer, tmp_path: Path) -> None:

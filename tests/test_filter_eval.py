@@ -13,8 +13,7 @@ from linewise.agent.filters.truncate import NoFilter, TruncateFilter
 from linewise.errors import ConfigError
 from linewise.runtime.filter_eval import evaluate, load_cases, summarize
 from linewise.testing import ScriptedChatServer, StaticServer
-
-from .test_cli import linewise
+from tests.support.cli import linewise
 
 CASES = Path(__file__).parents[1] / "tasks" / "filter-cases"
 

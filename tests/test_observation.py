@@ -11,16 +11,7 @@ from linewise.runtime.browser.chromium import BrowserSession
 from linewise.runtime.browser.executor import execute_action
 from linewise.runtime.browser.extraction import observe
 from linewise.testing import StaticServer
-
-
-def bid_of(lines: list[str], pattern: str) -> str:
-    """The bid on the first line matching ``pattern``."""
-    for line in lines:
-        if re.search(pattern, line):
-            found = re.search(r"\[([a-zA-Z0-9]+)\]", line)
-            assert found, f"line has no bid: {line!r}"
-            return found.group(1)
-    raise AssertionError(f"no line matches {pattern!r}:\n" + "\n".join(lines))
+from tests.support.pages import bid_of
 
 
 async def test_lines_are_numbered_and_bids_stable_across_steps(

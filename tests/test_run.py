@@ -17,8 +17,7 @@ from linewise.runtime.run import run_tasks
 from linewise.runtime.tasks.loader import adhoc_task
 from linewise.settings import EndpointSettings, LinewiseSettings
 from linewise.testing import ScriptedChatServer, StaticServer
-
-from .test_cli import page_two_script
+from tests.support.cli import page_two_script
 
 
 class FirstLineAndLinks:
