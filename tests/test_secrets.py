@@ -12,9 +12,9 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
+from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.redaction import API_KEY_PLACEHOLDER, REDACTOR, Redactor
 from linewise.runtime.run import run_tasks
-from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.secrets import Secret, SecretStore
 from linewise.runtime.tasks.schema import WebTask
 from linewise.settings import EndpointSettings, LinewiseSettings, SecretSpec
@@ -60,13 +60,12 @@ def login_script(messages: list[dict[str, Any]]) -> str:
     tree = prompt_section(prompt, "Current page")
     history = prompt_section(prompt, "History of your previous steps")
     fills = history.count("fill(")
-    if fills == 0:
-        return f"<action>fill('{bid_matching(tree, "textbox 'User'")}', '{PLACEHOLDER}')</action>"
-    if fills == 1:
-        pw = bid_matching(tree, "textbox 'Password'")
-        return f"<action>fill('{pw}', '{PLACEHOLDER}')</action>"
+    if fills < 2:
+        field = bid_matching(tree, "textbox 'User'" if fills == 0 else "textbox 'Password'")
+        return f"<action>fill('{field}', '{PLACEHOLDER}')</action>"
     if "Echo:" not in tree:
-        return f"<action>click('{bid_matching(tree, "button 'Sign in'")}')</action>"
+        button = bid_matching(tree, "button 'Sign in'")
+        return f"<action>click('{button}')</action>"
     return "<action>send_msg_to_user('signed in')</action>"
 
 
