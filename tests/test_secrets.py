@@ -12,6 +12,8 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
+from linewise.cli.flags import settings_from_args
+from linewise.cli.main import build_parser
 from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.redaction import API_KEY_PLACEHOLDER, REDACTOR, Redactor
 from linewise.runtime.run import run_tasks
@@ -207,3 +209,19 @@ def test_api_keys_never_land_in_a_bench_folder(pages: StaticServer, tmp_path: Pa
         assert grep_folder(out, key) == [], key
         assert key not in result.stderr and key not in result.stdout
     assert stat.S_IMODE(os.stat(out / "bench.json").st_mode) == 0o600
+
+
+def test_secret_and_budget_flags_become_settings() -> None:
+    args = build_parser().parse_args([
+        "run", "--url", "http://x.test/", "--goal", "g", "--secret", "password=SITE_PW",
+        "--secret", "pin=BANK_PIN@bank.example,pay.example", "--max-cost", "0.5",
+        "--max-run-tokens", "1000",
+    ])
+    settings = settings_from_args(args, resolve=False)
+    assert settings.secrets == {
+        "password": SecretSpec(env="SITE_PW"),
+        "pin": SecretSpec(env="BANK_PIN", domains=("bank.example", "pay.example")),
+    }
+    assert settings.budget.max_cost_usd == 0.5 and settings.budget.max_run_tokens == 1000
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "--secret", "no-env-var"])

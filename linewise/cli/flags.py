@@ -61,13 +61,12 @@ def settings_from_args(args: argparse.Namespace, *, resolve: bool = True) -> Lin
     documented fall-backs of the endpoints, which commands without a model skip."""
     overrides: dict[str, Any] = {}
     given: dict[SettingsPath, str] = {}
-    secret_list = getattr(args, "secret_list", None)
-    if secret_list:
-        args = argparse.Namespace(**{**vars(args), "secrets": dict(secret_list)})
     for dest, paths in SETTINGS_FLAGS.items():
         value = getattr(args, dest, None)
         if value is None:
             continue
+        if dest == "secrets":  # (name, spec) pairs from the repeatable --secret
+            value = dict(value)
         for path in paths:
             *groups, key = path
             target = overrides
@@ -165,7 +164,7 @@ def secret_flag(text: str) -> tuple[str, SecretSpec]:
 def add_safety_flags(parser: argparse.ArgumentParser) -> None:
     """Secrets and spending limits (runtime/secrets.py, runtime/budget.py)."""
     parser.add_argument(
-        "--secret", dest="secret_list", action="append", type=secret_flag, default=[],
+        "--secret", dest="secrets", action="append", type=secret_flag,
         metavar="NAME=ENV_VAR[@DOMAIN,…]",
         help="a secret the model writes as <secret:NAME> and fill() types, read from "
         "ENV_VAR, typed only on DOMAINs (default: the start URL's host); repeatable")
