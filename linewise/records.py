@@ -159,8 +159,11 @@ class TimeTotals(BaseModel):
 
 
 Termination = Literal[
-    "running", "task_done", "agent_done", "infeasible", "max_steps", "error", "timeout"
+    "running", "task_done", "agent_done", "infeasible", "max_steps", "error", "timeout",
+    "budget",
 ]
+"""How an episode ended. ``budget``: a spending limit (``--max-cost``, ``--max-tokens``,
+or the run's) stopped it: neither the agent's failure nor an infrastructure fault."""
 
 
 class EpisodeSummary(BaseModel):
@@ -190,6 +193,9 @@ class EpisodeSummary(BaseModel):
     time: TimeTotals = Field(default_factory=TimeTotals)
     error: str | None = None
     traceback: str | None = None
+    budget_stop: str | None = Field(
+        default=None, description="Which limit ended the episode (termination 'budget')."
+    )
     started_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
 

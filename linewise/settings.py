@@ -14,10 +14,11 @@ Every model is frozen; a changed copy is made with ``model_copy(update=...)``.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -94,6 +95,9 @@ class FilterSettings(BaseModel):
     incremental: bool = True
     cost_gate: bool = True
     price_action_input: float = Field(default=2.0, ge=0, description="$ per 1M tokens.")
+    price_action_output: float = Field(
+        default=8.0, ge=0, description="Not used by the cost gate; budgets and reports."
+    )
     price_retriever_input: float = Field(default=0.4, ge=0)
     price_retriever_output: float = Field(default=1.6, ge=0)
     retriever_context_tokens: int | None = Field(
@@ -143,6 +147,47 @@ class BrowserSettings(BaseModel):
     )
 
 
+class SecretSpec(BaseModel):
+    """Where a secret's value comes from and where it may be typed.
+
+    The value is read from the environment variable ``env`` when the run starts and is
+    never stored in settings; the model only sees ``<secret:NAME>``. ``domains``: hosts
+    the secret may be typed on (``example.com`` also covers its subdomains); empty means
+    the host of the task's start URL.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    env: str = Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    domains: tuple[str, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        """``NAME: ENV_VAR`` is short for ``NAME: {env: ENV_VAR}``."""
+        return {"env": data} if isinstance(data, str) else data
+
+
+SECRET_NAME_PATTERN = r"^[A-Za-z0-9_.-]+$"
+"""What ``NAME`` in ``<secret:NAME>`` may be."""
+
+
+class BudgetSettings(BaseModel):
+    """Spending limits; None: no limit. Costs use the filter settings' prices (the same
+    numbers as the bench report), tokens count prompt and completion of every call.
+
+    ``max_cost_usd``/``max_tokens`` bound one episode, ``max_run_cost_usd``/
+    ``max_run_tokens`` all episodes of a run or bench together.
+    """
+
+    model_config = _FROZEN
+
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_run_cost_usd: float | None = Field(default=None, gt=0)
+    max_run_tokens: int | None = Field(default=None, ge=1)
+
+
 FLAT_ENV_NAMES: dict[str, tuple[str, str]] = {
     "LINEWISE_PARSE_RETRIES": ("agent", "parse_retries"),
     "LINEWISE_REPEAT_ESCAPES": ("agent", "repeat_escapes"),
@@ -182,9 +227,21 @@ class LinewiseSettings(BaseSettings):
     filter: FilterSettings = Field(default_factory=FilterSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
     browser: BrowserSettings = Field(default_factory=BrowserSettings)
+    budget: BudgetSettings = Field(default_factory=BudgetSettings)
+    secrets: dict[str, SecretSpec] = Field(
+        default_factory=dict, description="<secret:NAME> placeholders: NAME -> where from."
+    )
     screenshots: bool = True
     episode_timeout_s: float | None = Field(default=None, gt=0)
     log_json: bool | None = None
+
+    @field_validator("secrets")
+    @classmethod
+    def _check_secret_names(cls, value: dict[str, SecretSpec]) -> dict[str, SecretSpec]:
+        for name in value:
+            if not re.fullmatch(SECRET_NAME_PATTERN, name):
+                raise ValueError(f"secret name {name!r}: use letters, digits, '.', '_', '-'")
+        return value
 
     @classmethod
     def settings_customise_sources(

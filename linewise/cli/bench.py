@@ -21,6 +21,7 @@ from linewise.cli.flags import (
     add_log_flags,
     add_model_flags,
     add_request_limit_flags,
+    add_safety_flags,
     filter_name,
     settings_from_args,
 )
@@ -32,6 +33,7 @@ from linewise.runtime.bench.progress import make_progress
 from linewise.runtime.bench.report import write_report
 from linewise.runtime.bench.report_data import overall, success_text
 from linewise.runtime.browser.chromium import BrowserConfig
+from linewise.runtime.budget import prices_of
 from linewise.runtime.log import configure_logging
 from linewise.runtime.tasks.loader import load_task_file, select_tasks
 from linewise.settings import LinewiseSettings
@@ -64,6 +66,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     add_model_flags(bench)
     add_agent_flags(bench)
     add_episode_flags(bench, timeout_default=f"{BenchOptions.episode_timeout_s:g}")
+    add_safety_flags(bench)
     bench.add_argument("--no-cost-gate", dest="cost_gate", action="store_const", const=False,
                        help="always run the retriever (the cost gate skips it on trees too "
                        "small to pay for it, e.g. most MiniWoB++ pages)")
@@ -96,14 +99,11 @@ def _add_report_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def prices_from(args: argparse.Namespace, settings: LinewiseSettings | None = None) -> Prices:
-    """Flags first, then the filter settings' prices (the cost gate's), then defaults."""
+    """Flags first, then the filter settings' prices (the cost gate's and the budget's),
+    then defaults."""
     values: dict[str, float] = {}
     if settings is not None:
-        values = {
-            "action_input": settings.filter.price_action_input,
-            "retriever_input": settings.filter.price_retriever_input,
-            "retriever_output": settings.filter.price_retriever_output,
-        }
+        values = prices_of(settings.filter).model_dump()
     for field in Prices.model_fields:
         flag = getattr(args, f"price_{field}", None)
         if flag is not None:
@@ -158,6 +158,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(f"{len(results)}/{len(specs)} episodes in {out_dir} (ran {outcome.ran}, "
           f"recovered {outcome.recovered}, already done {outcome.skipped}); "
           f"success {success_text(summary)} %")
+    if outcome.budget_stop is not None:
+        print(f"stopped by the run budget: {outcome.budget_stop}; {outcome.not_started} "
+              "episodes not started (raise the limit and rerun with --resume to run them)")
     if summary.errors:
         print("errors: " + ", ".join(f"{k} {v}" for k, v in summary.errors.items()))
     if not args.no_report:

@@ -10,6 +10,7 @@ store a constant), and a flag a subcommand does not have counts as not given.
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from pydantic import ValidationError
 
 from linewise.agent.filters.registry import check_filter_name
 from linewise.errors import ConfigError
-from linewise.settings import LinewiseSettings
+from linewise.settings import SECRET_NAME_PATTERN, LinewiseSettings, SecretSpec
 
 SettingsPath = tuple[str, ...]
 
@@ -42,6 +43,15 @@ SETTINGS_FLAGS: dict[str, tuple[SettingsPath, ...]] = {
     "action_timeout": (("browser", "action_timeout_ms"),),
     "screenshots": (("screenshots",),),
     "episode_timeout": (("episode_timeout_s",),),
+    "max_cost": (("budget", "max_cost_usd"),),
+    "max_tokens": (("budget", "max_tokens"),),
+    "max_run_cost": (("budget", "max_run_cost_usd"),),
+    "max_run_tokens": (("budget", "max_run_tokens"),),
+    "price_action_input": (("filter", "price_action_input"),),
+    "price_action_output": (("filter", "price_action_output"),),
+    "price_retriever_input": (("filter", "price_retriever_input"),),
+    "price_retriever_output": (("filter", "price_retriever_output"),),
+    "secrets": (("secrets",),),
 }
 """argparse dest -> the settings it overrides."""
 
@@ -55,6 +65,8 @@ def settings_from_args(args: argparse.Namespace, *, resolve: bool = True) -> Lin
         value = getattr(args, dest, None)
         if value is None:
             continue
+        if dest == "secrets":  # (name, spec) pairs from the repeatable --secret
+            value = dict(value)
         for path in paths:
             *groups, key = path
             target = overrides
@@ -132,6 +144,38 @@ def add_episode_flags(parser: argparse.ArgumentParser, *, timeout_default: str =
                         f"(default {timeout_default})")
     parser.add_argument("--no-screenshots", dest="screenshots", action="store_const",
                         const=False, help="do not save screenshots")
+
+
+def secret_flag(text: str) -> tuple[str, SecretSpec]:
+    """argparse ``type`` of ``--secret NAME=ENV_VAR[@DOMAIN,...]``."""
+    name, eq, rest = text.partition("=")
+    env, _, domains = rest.partition("@")
+    if not eq or not re.fullmatch(SECRET_NAME_PATTERN, name) or not env:
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=ENV_VAR or NAME=ENV_VAR@example.com,… got {text!r}"
+        )
+    try:
+        spec = SecretSpec(env=env, domains=tuple(d for d in domains.split(",") if d))
+    except ValidationError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc.errors()[0]['msg']}") from None
+    return name, spec
+
+
+def add_safety_flags(parser: argparse.ArgumentParser) -> None:
+    """Secrets and spending limits (runtime/secrets.py, runtime/budget.py)."""
+    parser.add_argument(
+        "--secret", dest="secrets", action="append", type=secret_flag,
+        metavar="NAME=ENV_VAR[@DOMAIN,…]",
+        help="a secret the model writes as <secret:NAME> and fill() types, read from "
+        "ENV_VAR, typed only on DOMAINs (default: the start URL's host); repeatable")
+    parser.add_argument("--max-cost", type=float, metavar="USD",
+                        help="stop an episode once its model calls cost this much")
+    parser.add_argument("--max-tokens", type=int, metavar="N",
+                        help="stop an episode once its model calls used this many tokens")
+    parser.add_argument("--max-run-cost", type=float, metavar="USD",
+                        help="stop the run (no new episodes or steps) at this total cost")
+    parser.add_argument("--max-run-tokens", type=int, metavar="N",
+                        help="stop the run (no new episodes or steps) at this many tokens")
 
 
 def add_log_flags(parser: argparse.ArgumentParser, *, level: str, json_help: str = "") -> None:

@@ -13,6 +13,7 @@ from linewise.cli.flags import (
     add_episode_flags,
     add_log_flags,
     add_model_flags,
+    add_safety_flags,
     filter_name,
     settings_from_args,
 )
@@ -42,6 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                      "lines, lines+structure) or a registered one (default none)")
     add_agent_flags(run)
     add_episode_flags(run)
+    add_safety_flags(run)
     add_log_flags(run, level="INFO")
     run.set_defaults(handler=cmd_run)
 
@@ -66,7 +68,7 @@ def print_summary_table(summaries: list[EpisodeSummary], out_dir: Path) -> None:
     rows = [("task", "success", "reward", "steps", "tokens", "time", "note")]
     for s in summaries:
         success = "-" if s.success is None else ("yes" if s.success else "no")
-        note = s.error or s.termination
+        note = s.error or s.budget_stop or s.termination
         rows.append((s.task_id, success, f"{s.reward:.2f}", str(s.n_steps),
                      str(s.tokens.total), f"{s.time.wall_s:.1f}s", note[:60]))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -82,4 +84,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     out_dir = args.out or default_out_dir()
     summaries = asyncio.run(run_tasks(tasks, settings, out_dir, argv=sys.argv))
     print_summary_table(summaries, out_dir)
+    if len(summaries) < len(tasks):
+        print(f"{len(tasks) - len(summaries)} tasks not started: the run budget is spent "
+              "(--max-run-cost / --max-run-tokens).")
     return 0

@@ -36,8 +36,10 @@ from linewise.records import EpisodeSummary, StepRecord, StepTimings, Terminatio
 from linewise.runtime.browser.chromium import Browser
 from linewise.runtime.browser.executor import ActionOutcome, SettleConfig
 from linewise.runtime.browser.observation import Observation
+from linewise.runtime.budget import Budget, RunSpend, prices_of
 from linewise.runtime.envs.base import Environment
 from linewise.runtime.envs.factory import environment_for
+from linewise.runtime.secrets import SecretsEnvironment, SecretStore
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 from linewise.runtime.tasks.schema import AnyTask
 from linewise.runtime.trace import EpisodeTraceWriter, safe_name
@@ -60,13 +62,21 @@ class EpisodeConfig:
     settle: SettleConfig | None = None
     retriever_model: str = ""
     make_filter: Callable[[], ObservationFilter] = NoFilter
+    secrets: SecretStore = field(default_factory=SecretStore)
+    budget: Budget = field(default_factory=Budget)
 
     @classmethod
-    def from_settings(cls, settings: LinewiseSettings, **fields: Any) -> EpisodeConfig:
-        """The agent's knobs from the settings; ``fields`` set the rest."""
+    def from_settings(
+        cls, settings: LinewiseSettings, *, run_spend: RunSpend | None = None, **fields: Any
+    ) -> EpisodeConfig:
+        """The agent's knobs, secrets and budget from the settings; ``run_spend``: what
+        the run's episodes share against its budget; ``fields`` set the rest."""
+        budget = Budget(settings.budget, prices_of(settings.filter), run_spend or RunSpend())
         return cls(
             agent=settings.agent,
             screenshots=settings.screenshots,
+            secrets=SecretStore.from_specs(settings.secrets),
+            budget=budget,
             **fields,
         )
 
@@ -132,7 +142,7 @@ class _Episode:
     ) -> None:
         self.task_id = task_id
         self.max_steps = max_steps
-        self.env = env
+        self.env = SecretsEnvironment(env, config.secrets)
         self.config = config
         self.hooks = list(hooks)
         self.writer = EpisodeTraceWriter(directory)
@@ -181,9 +191,14 @@ class _Episode:
         outcome: ActionOutcome | None = None
         last_error: str | None = None
         for index in range(self.max_steps):
+            if (over := self.config.budget.exceeded(self.summary)) is not None:
+                self.summary.termination, self.summary.budget_stop = "budget", over
+                log.warning("episode stopped by its budget", task_id=self.task_id, reason=over)
+                return
             record, outcome, last_error = await self._step(index, goal, outcome, last_error)
             self.writer.write_step(record)
             self.summary.add_step(record)
+            self.config.budget.charge(record)
             log.info(
                 "step",
                 task_id=self.task_id,

@@ -7,6 +7,8 @@ import sys
 
 import structlog
 
+from linewise.runtime.redaction import log_processor, redact_text
+
 
 def configure_logging(json_lines: bool | None = None, level: str = "INFO") -> None:
     """Configure structlog and the standard library's logging, once per process.
@@ -31,7 +33,10 @@ def configure_logging(json_lines: bool | None = None, level: str = "INFO") -> No
                 fmt="iso" if json_lines else "%H:%M:%S", utc=json_lines
             ),
             structlog.processors.StackInfoRenderer(),
-            structlog.processors.format_exc_info if json_lines else _passthrough,
+            # Tracebacks become text here even on a terminal, so that the redaction
+            # below sees them: an exception message can quote a secret.
+            structlog.processors.format_exc_info,
+            log_processor,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
@@ -41,6 +46,9 @@ def configure_logging(json_lines: bool | None = None, level: str = "INFO") -> No
     # Libraries that log through the standard library (browsergym, httpx) stay quiet
     # unless something is wrong.
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, _RedactingFilter) for f in handler.filters):
+            handler.addFilter(_RedactingFilter())
     for noisy in ("httpx", "openai", "browsergym"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
@@ -54,7 +62,10 @@ def _current_stderr_logger(*args: object) -> structlog.PrintLogger:
     return structlog.PrintLogger(sys.stderr)
 
 
-def _passthrough(
-    logger: object, method: str, event: structlog.typing.EventDict
-) -> structlog.typing.EventDict:
-    return event
+class _RedactingFilter(logging.Filter):
+    """Secrets and API keys out of the standard library's log records too."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = redact_text(record.getMessage())
+        record.args = None
+        return True

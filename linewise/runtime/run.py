@@ -14,7 +14,7 @@ import os
 import platform
 import sys
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import metadata
 from pathlib import Path
@@ -37,12 +37,15 @@ from linewise.agent.models import ChatModel
 from linewise.errors import EndpointUnreachable, LLMError
 from linewise.records import EpisodeSummary
 from linewise.runtime.browser.chromium import Browser, BrowserConfig
+from linewise.runtime.budget import RunSpend
 from linewise.runtime.envs.browsergym_gym import check_family
 from linewise.runtime.episode import EpisodeConfig, EpisodeResources, StepHooks, run_episode
 from linewise.runtime.log import configure_logging
 from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.models.files import resolve_model_path
 from linewise.runtime.models.local_server import LocalModelServer
+from linewise.runtime.redaction import REDACTOR, redact_argv, redact_data
+from linewise.runtime.secrets import SecretStore, merge_secret_specs
 from linewise.runtime.tasks.loader import load_task_file
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 from linewise.runtime.tasks.schema import AnyTask, BrowserGymTask, MiniWoBTask, WebTask
@@ -62,6 +65,8 @@ class RunResources:
     miniwob: MiniWoBServer | None
     retriever_is_local: bool = False
     """The retriever is the embedded model (its context and windows apply)."""
+    spend: RunSpend = field(default_factory=RunSpend)
+    """What the run's episodes have spent, against ``settings.budget``'s run limits."""
 
     def filter_maker(
         self, settings: LinewiseSettings, choice: FilterChoice | None = None
@@ -263,6 +268,35 @@ def _is_filter_object(choice: object) -> bool:
             and callable(getattr(choice, "apply", None)))
 
 
+def prepare_run(settings: LinewiseSettings, tasks: Sequence[AnyTask]) -> LinewiseSettings:
+    """The run's settings with the tasks' secrets merged in, once every secret's variable
+    is known to be set; every secret value and API key is registered with the redactor
+    before anything of the run is written or logged."""
+    specs = merge_secret_specs(
+        settings.secrets, *(t.secrets for t in tasks if isinstance(t, WebTask))
+    )
+    SecretStore.from_specs(specs)
+    REDACTOR.add_api_keys([settings.action.api_key, settings.retriever.api_key])
+    return settings.model_copy(update={"secrets": specs})
+
+
+MANIFEST_MODE = 0o600
+"""run.json and bench.json are readable by their owner only: they record the command
+line and settings, and although keys and secrets are redacted from them, a value the
+redactor was not told about (a token pasted into --goal, a password in a URL) would be
+there in full. The traces themselves stay as the umask makes them."""
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to a file only its owner can read, atomically."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, MANIFEST_MODE)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.chmod(tmp, MANIFEST_MODE)  # an older file kept its mode through O_CREAT
+    os.replace(tmp, path)
+
+
 def environment_manifest(settings: LinewiseSettings) -> dict[str, object]:
     """Versions, platform and settings (API keys left out): what a run was made with."""
     return {
@@ -281,11 +315,11 @@ def write_run_manifest(out_dir: Path, settings: LinewiseSettings, argv: list[str
     """``run.json``: what was run, with which versions and settings."""
     out_dir.mkdir(parents=True, exist_ok=True)
     manifest = {
-        "argv": argv,
+        "argv": redact_argv(argv),
         "started_at": datetime.now().isoformat(timespec="seconds"),
         **environment_manifest(settings),
     }
-    (out_dir / "run.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    write_private(out_dir / "run.json", json.dumps(redact_data(manifest), indent=2))
 
 
 def _version(package: str) -> str:
@@ -316,6 +350,7 @@ async def run_tasks(
     every step of every episode.
     """
     choice: FilterChoice = filter if filter is not None else settings.filter.name
+    settings = prepare_run(settings, tasks)
     write_run_manifest(out_dir, settings, argv or sys.argv)
     summaries: list[EpisodeSummary] = []
     async with open_run_resources(
@@ -329,8 +364,13 @@ async def run_tasks(
             timeout_s=settings.episode_timeout_s,
             retriever_model=retriever.model if retriever is not None else "",
             make_filter=resources.filter_maker(settings, choice),
+            run_spend=resources.spend,
         )
-        for task in tasks:
+        for number, task in enumerate(tasks):
+            if (spent := config.budget.run_exceeded()) is not None:
+                log.warning("run budget spent: no more episodes", reason=spent,
+                            not_started=len(tasks) - number)
+                break
             summary = await run_episode(task, env, out_dir, config, hooks)
             summaries.append(summary)
             log.info(
@@ -340,7 +380,7 @@ async def run_tasks(
                 reward=summary.reward,
                 steps=summary.n_steps,
                 termination=summary.termination,
-                error=summary.error,
+                error=summary.error or summary.budget_stop,
             )
     return summaries
 

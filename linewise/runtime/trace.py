@@ -8,6 +8,10 @@ One folder per episode::
 
 A kill at any moment loses at most the step in flight: every finished step is already
 on disk, and summary.json says the episode never finished.
+
+This writer is the one point where records reach disk, so every record and summary
+passes the run's redactor here (``redaction.py``): the loop already shows the model
+``<secret:NAME>`` instead of a value, and this is the safety net behind it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import re
 from pathlib import Path
 
 from linewise.records import EpisodeSummary, StepRecord
+from linewise.runtime.redaction import redacted_json
 
 
 def safe_name(text: str) -> str:
@@ -46,7 +51,7 @@ class EpisodeTraceWriter:
         return f"screenshots/{name}"
 
     def write_step(self, record: StepRecord) -> None:
-        line = record.model_dump_json() + "\n"
+        line = redacted_json(record) + "\n"
         with self.steps_path.open("a", encoding="utf-8") as handle:
             handle.write(line)
             handle.flush()
@@ -54,7 +59,7 @@ class EpisodeTraceWriter:
 
     def write_summary(self, summary: EpisodeSummary) -> None:
         tmp = self.summary_path.with_suffix(".json.tmp")
-        tmp.write_text(summary.model_dump_json(indent=2), encoding="utf-8")
+        tmp.write_text(redacted_json(summary, indent=2), encoding="utf-8")
         os.replace(tmp, self.summary_path)
 
 

@@ -24,6 +24,7 @@ import structlog
 
 from linewise.errors import ConfigError
 from linewise.runtime.bench.local import BenchOptions, run_local
+from linewise.runtime.bench.metrics import episode_cost
 from linewise.runtime.bench.plan import EpisodeSpec, finished_summary, set_aside_unfinished
 from linewise.runtime.bench.progress import LogProgress, Progress
 from linewise.runtime.bench.results import (
@@ -34,7 +35,9 @@ from linewise.runtime.bench.results import (
     result_from_summary,
 )
 from linewise.runtime.browser.chromium import BrowserConfig
-from linewise.runtime.run import environment_manifest
+from linewise.runtime.budget import Budget, RunSpend, prices_of
+from linewise.runtime.redaction import redact_argv, redact_data
+from linewise.runtime.run import environment_manifest, prepare_run, write_private
 from linewise.runtime.trace import read_steps, read_summary
 from linewise.settings import LinewiseSettings
 
@@ -53,6 +56,9 @@ class BenchOutcome:
     recovered: int
     skipped: int
     set_aside: list[Path] = field(default_factory=list)
+    budget_stop: str | None = None
+    """Why the bench started no more episodes (its run budget), if it stopped early."""
+    not_started: int = 0
 
 
 def check_manifest(out_dir: Path, settings: LinewiseSettings, resume: bool) -> None:
@@ -84,7 +90,7 @@ def write_manifest(
     path = out_dir / MANIFEST_FILE
     previous = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     invocation = {
-        "argv": argv,
+        "argv": redact_argv(argv),
         "started_at": datetime.now().isoformat(timespec="seconds"),
         "backend": backend,
         "concurrency": options.concurrency,
@@ -98,9 +104,7 @@ def write_manifest(
         **environment_manifest(settings),
         "invocations": [*previous.get("invocations", []), invocation],
     }
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-    tmp.replace(path)
+    write_private(path, json.dumps(redact_data(manifest), indent=2))
 
 
 def reconcile(
@@ -138,6 +142,7 @@ async def run_bench(
 ) -> BenchOutcome:
     """Run every spec not already in ``out_dir/results.jsonl``; return all results."""
     progress = progress or LogProgress()
+    settings = prepare_run(settings, [s.task for s in specs])
     out_dir.mkdir(parents=True, exist_ok=True)
     check_manifest(out_dir, settings, resume)
     write_manifest(out_dir, settings, specs, backend=backend, options=options,
@@ -150,8 +155,15 @@ async def run_bench(
         def on_start(spec: EpisodeSpec) -> None:
             progress.episode_started(str(spec.key))
 
+        finished: set[str] = set()
+        run_spend = RunSpend()
+        budget = Budget(settings.budget, prices_of(settings.filter), run_spend)
+
         def on_result(result: EpisodeResult) -> None:
             writer.append(result)
+            finished.add(str(result.key))
+            run_spend.add(result.action_tokens + result.retriever_tokens,
+                          episode_cost(budget.prices, result))
             progress.episode_finished(result)
 
         try:
@@ -165,8 +177,13 @@ async def run_bench(
                                 on_start, on_result)
         finally:
             progress.close()
+    not_started = sum(1 for s in pending if str(s.key) not in finished)
+    budget_stop = budget.run_exceeded() if not_started else None
+    if budget_stop is not None:
+        log.warning("bench stopped by its run budget", reason=budget_stop,
+                    not_started=not_started)
     return BenchOutcome(
-        results=read_results(path), ran=len(pending), recovered=recovered, skipped=skipped,
-        set_aside=moved,
+        results=read_results(path), ran=len(pending) - not_started, recovered=recovered,
+        skipped=skipped, set_aside=moved, budget_stop=budget_stop, not_started=not_started,
     )
 

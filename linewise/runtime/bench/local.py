@@ -27,6 +27,7 @@ from linewise.agent.filters.registry import FilterMaker
 from linewise.runtime.bench.plan import EpisodeSpec, set_aside_unfinished
 from linewise.runtime.bench.results import EpisodeResult, failed_result, result_from_summary
 from linewise.runtime.browser.chromium import BrowserConfig
+from linewise.runtime.budget import Budget, prices_of
 from linewise.runtime.envs.factory import environment_for
 from linewise.runtime.episode import EpisodeConfig, run_in_environment
 from linewise.runtime.run import (
@@ -87,6 +88,7 @@ class EpisodeRunner:
             timeout_s=self.options.episode_timeout_s,
             retriever_model=retriever.model if retriever is not None else "",
             make_filter=self.factories[spec.filter],
+            run_spend=self.resources.spend,
         )
 
     async def run(self, spec: EpisodeSpec) -> EpisodeResult:
@@ -151,8 +153,13 @@ async def run_specs(
     for spec in specs:
         queue.put_nowait(spec)
 
+    budget = Budget(runner.settings.budget, prices_of(runner.settings.filter),
+                    runner.resources.spend)
+
     async def worker() -> None:
         while True:
+            if budget.run_exceeded() is not None:
+                return  # the run budget is spent: start no more episodes
             try:
                 spec = queue.get_nowait()
             except asyncio.QueueEmpty:

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from linewise.records import EpisodeSummary, StepRecord, utcnow
 from linewise.runtime.bench.plan import EpisodeKey, EpisodeSpec
+from linewise.runtime.redaction import redacted_json
 
 log = structlog.get_logger(__name__)
 
@@ -177,7 +178,7 @@ class ResultsWriter:
         self._lock = threading.Lock()
 
     def append(self, result: EpisodeResult) -> None:
-        line = result.model_dump_json() + "\n"
+        line = redacted_json(result) + "\n"
         with self._lock:
             self._handle.write(line)
             self._handle.flush()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import time
 from typing import Any
 
@@ -77,7 +78,7 @@ async def observe(session: BrowserSession, *, screenshot: bool = True) -> Observ
         for bid, props in raw_elements.items()
     }
     lines = flatten_axtree(axtree, elements)
-    png = await _screenshot(cdp) if screenshot else None
+    png = await _screenshot(cdp, page) if screenshot else None
     tabs = [
         Tab(index=i, url=p.url, title=await _safe_title(p), active=p is page)
         for i, p in enumerate(session.pages)
@@ -210,12 +211,18 @@ async def _focused_bid(page: Page) -> str:
     return bid
 
 
-async def _screenshot(cdp: CDPSender) -> bytes | None:
+async def _screenshot(cdp: CDPSender, page: Page) -> bytes | None:
+    """The viewport, with password fields and fields a secret was typed into masked
+    (``runtime/secrets.py`` tags those); a page that cannot be masked is not shot."""
     try:
+        await page.evaluate(own_js("mask_secret_fields.js"), True)
         shot = await cdp.send("Page.captureScreenshot", {"format": "png"})
     except (PlaywrightError, BrowserError) as exc:
         log.warning("screenshot failed", error=str(exc).splitlines()[0])
         return None
+    finally:
+        with contextlib.suppress(PlaywrightError):
+            await page.evaluate(own_js("mask_secret_fields.js"), False)
     return base64.b64decode(shot["data"])
 
 

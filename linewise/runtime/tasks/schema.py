@@ -42,6 +42,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from linewise.runtime.tasks.miniwob_server import check_task_name
+from linewise.settings import SECRET_NAME_PATTERN, SecretSpec
 
 __all__ = [
     "BROWSERGYM_FAMILIES",
@@ -157,6 +158,11 @@ class WebTask(BaseModel):
     max_steps: MaxSteps = DEFAULT_MAX_STEPS
     success: SuccessCheck | None = None
     """Checked at the end of the episode; without it success is unknown (None)."""
+    secrets: dict[Annotated[str, Field(pattern=SECRET_NAME_PATTERN)], SecretSpec] = Field(
+        default_factory=dict,
+        description="NAME: ENV_VAR or NAME: {env: ENV_VAR, domains: [...]}; the goal and "
+        "the model write <secret:NAME>, fill() types the value (see runtime/secrets.py).",
+    )
 
     @property
     def kind(self) -> Literal["web"]:

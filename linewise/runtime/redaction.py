@@ -1,0 +1,163 @@
+"""Keeping secrets and API keys off disk and out of log lines.
+
+One process-wide ``Redactor`` knows every sensitive value of the run: the values of
+``<secret:NAME>`` secrets (replaced by their placeholder, so a trace still says which
+secret was there) and the API keys (replaced by ``<api-key>``). It is process-wide
+because the log processor is: structlog is configured once per process, before any run
+knows its secrets. Everything the run writes goes through it — trace records and
+summaries (``trace.py``), ``run.json``/``bench.json`` (``redact_argv``, ``redact_data``),
+results lines and prune outputs — and so does every log line (``log_processor``).
+
+Values are matched as written and in their URL-encoded forms (a GET form puts
+``?password=…`` into the page URL).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import quote, quote_plus
+
+import structlog
+from pydantic import BaseModel
+
+API_KEY_PLACEHOLDER = "<api-key>"
+REDACTED = "<redacted>"
+
+API_KEY_ENV_VARS = ("OPENAI_API_KEY", "LINEWISE_ACTION__API_KEY", "LINEWISE_RETRIEVER__API_KEY")
+"""Environment variables that hold API keys linewise may be given."""
+
+SENSITIVE_FLAGS = ("--api-key",)
+"""Flags whose value is always redacted from a recorded command line."""
+
+MIN_VALUE_LENGTH = 3
+"""Shorter values are still redacted where they stand alone (a flag value) but not
+inside other text, where they would blot out ordinary words and numbers."""
+
+
+class Redactor:
+    """Replaces every registered value with its placeholder, in text and in data."""
+
+    def __init__(self) -> None:
+        self._replacements: dict[str, str] = {}
+        self._pattern: re.Pattern[str] | None = None
+        self._lock = threading.Lock()
+
+    def add(self, value: str | None, placeholder: str) -> None:
+        """Redact ``value`` (and its URL-encoded forms) as ``placeholder`` from now on."""
+        if not value:
+            return
+        with self._lock:
+            for form in {value, quote(value, safe=""), quote_plus(value)}:
+                self._replacements[form] = placeholder
+            self._pattern = None
+
+    def add_api_keys(self, keys: Iterable[str | None] = ()) -> None:
+        """Register ``keys`` and the keys in the environment variables linewise reads."""
+        for key in [*keys, *(os.environ.get(name) for name in API_KEY_ENV_VARS)]:
+            self.add(key, API_KEY_PLACEHOLDER)
+
+    def is_sensitive(self, text: str) -> bool:
+        return text in self._replacements
+
+    def text(self, text: str) -> str:
+        pattern = self._compiled()
+        if pattern is None:
+            return text
+        return pattern.sub(lambda m: self._replacements[m.group(0)], text)
+
+    def data(self, value: Any) -> Any:
+        """``value`` (JSON-like: dicts, lists, strings, numbers) with every string redacted."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, Mapping):
+            return {self.data(k) if isinstance(k, str) else k: self.data(v)
+                    for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.data(item) for item in value]
+        return value
+
+    def argv(self, argv: Iterable[str]) -> list[str]:
+        """A command line fit to record: the value of ``--api-key`` (both ``--api-key X``
+        and ``--api-key=X``) and any argument that is a registered value become
+        placeholders, then the rest is redacted as text."""
+        out: list[str] = []
+        hide_next = False
+        for arg in argv:
+            if hide_next:
+                out.append(API_KEY_PLACEHOLDER)
+                hide_next = False
+                continue
+            flag, eq, _ = arg.partition("=")
+            if flag in SENSITIVE_FLAGS:
+                if eq:
+                    out.append(f"{flag}={API_KEY_PLACEHOLDER}")
+                else:
+                    out.append(arg)
+                    hide_next = True
+                continue
+            out.append(self._replacements.get(arg, self.text(arg)))
+        return out
+
+    def _compiled(self) -> re.Pattern[str] | None:
+        with self._lock:
+            if self._pattern is None:
+                long_enough = [v for v in self._replacements if len(v) >= MIN_VALUE_LENGTH]
+                if not long_enough:
+                    return None
+                # Longest first, so a value containing another is replaced whole.
+                ordered = sorted(long_enough, key=len, reverse=True)
+                self._pattern = re.compile("|".join(re.escape(v) for v in ordered))
+            return self._pattern
+
+    def clear(self) -> None:
+        """Forget every value (tests; a new run in the same process keeps them)."""
+        with self._lock:
+            self._replacements.clear()
+            self._pattern = None
+
+
+REDACTOR = Redactor()
+"""The process's redactor (see the module docstring for why there is one)."""
+
+
+def redact_text(text: str) -> str:
+    return REDACTOR.text(text)
+
+
+def redact_data(value: Any) -> Any:
+    return REDACTOR.data(value)
+
+
+def redact_argv(argv: Iterable[str]) -> list[str]:
+    return REDACTOR.argv(argv)
+
+
+def redacted_json(record: BaseModel, indent: int | None = None) -> str:
+    """``record`` as JSON with every registered secret and key replaced by its placeholder.
+
+    Redaction works on the values, not on the JSON text, where escaping (quotes,
+    backslashes, non-ASCII) would hide a value from a plain search."""
+    return json.dumps(
+        REDACTOR.data(record.model_dump(mode="json")), indent=indent, ensure_ascii=False
+    )
+
+
+def log_processor(
+    logger: object, method: str, event: structlog.typing.EventDict
+) -> structlog.typing.EventDict:
+    """structlog processor: every value of a log line redacted (exceptions included,
+    so it runs after ``format_exc_info``)."""
+    return {key: _redact_log_value(value) for key, value in event.items()}
+
+
+def _redact_log_value(value: Any) -> Any:
+    if isinstance(value, str | Mapping | list | tuple):
+        return REDACTOR.data(value)
+    if isinstance(value, BaseException):
+        return REDACTOR.text(f"{type(value).__name__}: {value}")
+    return value

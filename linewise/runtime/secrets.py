@@ -1,0 +1,229 @@
+"""Secrets the model never sees: ``<secret:NAME>`` placeholders typed only where allowed.
+
+A run's secrets come from ``--secret NAME=ENV_VAR`` and the task file's ``secrets:``;
+their values are read from the environment once, registered with the redactor (so no
+file or log line of the run holds them) and kept here. The model reads and writes only
+``<secret:NAME>``: ``fill('12', '<secret:password>')`` types the value, and only when
+the page is on one of the secret's domains (by default the host of the task's start
+URL) and the field is in the page's own document, not in a frame another site could
+serve. Anything else is an action error and nothing is typed.
+
+``SecretsEnvironment`` wraps the episode's environment, so the loop stays as it is:
+every observation and action error is redacted before the filter or the model reads
+it, and the goal too (a password written into the goal becomes its placeholder).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import structlog
+
+from linewise.agent.action_parser import ParsedAction
+from linewise.errors import ActionError, ConfigError
+from linewise.records import Tab
+from linewise.runtime.browser.executor import ActionOutcome
+from linewise.runtime.browser.observation import Observation
+from linewise.runtime.envs.base import Environment
+from linewise.runtime.envs.chromium import ChromiumEnv
+from linewise.runtime.redaction import REDACTOR, redact_text
+from linewise.runtime.tasks.browser_task import TaskStart, TaskStatus
+from linewise.settings import SecretSpec
+
+log = structlog.get_logger(__name__)
+
+PLACEHOLDER = re.compile(r"<secret:([A-Za-z0-9_.-]+)>")
+
+SECRET_FIELD_ATTRIBUTE = "data-linewise-secret"
+"""Set on a field a secret was typed into, so screenshots mask it (``mask_secrets.js``)."""
+
+
+def placeholder(name: str) -> str:
+    return f"<secret:{name}>"
+
+
+@dataclass(frozen=True)
+class Secret:
+    name: str
+    value: str = field(repr=False)
+    domains: tuple[str, ...] = ()
+
+
+def host_matches(host: str, pattern: str) -> bool:
+    """``example.com`` (or ``*.example.com``) matches example.com and its subdomains."""
+    host, pattern = host.lower().rstrip("."), pattern.lower().strip().removeprefix("*.")
+    return bool(pattern) and (host == pattern or host.endswith("." + pattern))
+
+
+class SecretStore:
+    """The run's secrets by name; the values never leave this object except into a field."""
+
+    def __init__(self, secrets: Mapping[str, Secret] | None = None) -> None:
+        self._secrets = dict(secrets or {})
+        for secret in self._secrets.values():
+            REDACTOR.add(secret.value, placeholder(secret.name))
+
+    @classmethod
+    def from_specs(
+        cls, specs: Mapping[str, SecretSpec], environ: Mapping[str, str] | None = None
+    ) -> SecretStore:
+        """Read every secret's value from its environment variable; a missing or empty
+        variable is a configuration error (before anything runs, not mid-episode)."""
+        environ = os.environ if environ is None else environ
+        secrets: dict[str, Secret] = {}
+        for name, spec in specs.items():
+            value = environ.get(spec.env, "")
+            if not value:
+                raise ConfigError(
+                    f"secret {name!r}: environment variable {spec.env} is not set or empty"
+                )
+            secrets[name] = Secret(name, value, spec.domains)
+        return cls(secrets)
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._secrets)
+
+    def __bool__(self) -> bool:
+        return bool(self._secrets)
+
+    def reveal(self, text: str, url: str, start_url: str) -> str:
+        """``text`` with each ``<secret:NAME>`` replaced by its value, if every one may be
+        typed on ``url``; otherwise ``ActionError`` (nothing is typed)."""
+        def value_of(match: re.Match[str]) -> str:
+            name = match.group(1)
+            secret = self._secrets.get(name)
+            if secret is None:
+                known = ", ".join(placeholder(n) for n in self.names) or "none"
+                raise ActionError(f"There is no secret named {name!r} (secrets: {known}).")
+            if not self.allowed_on(secret, url, start_url):
+                raise ActionError(
+                    f"{placeholder(name)} may not be typed on this page "
+                    f"({urlsplit(url).hostname or urlsplit(url).scheme + ':'}); "
+                    "nothing was typed."
+                )
+            return secret.value
+
+        return PLACEHOLDER.sub(value_of, text)
+
+    @staticmethod
+    def allowed_on(secret: Secret, url: str, start_url: str) -> bool:
+        """On one of the secret's domains; without domains, on the start URL's host (or,
+        for a ``file:`` start URL, on ``file:`` pages)."""
+        page, start = urlsplit(url), urlsplit(start_url)
+        if secret.domains:
+            return page.scheme in ("http", "https") and any(
+                host_matches(page.hostname or "", d) for d in secret.domains
+            )
+        if start.scheme == "file":
+            return page.scheme == "file"
+        return (page.scheme in ("http", "https") and page.hostname is not None
+                and page.hostname == start.hostname)
+
+
+def has_placeholder(action: ParsedAction) -> bool:
+    return any(isinstance(v, str) and PLACEHOLDER.search(v) for v in action.arguments.values())
+
+
+def redact_observation(obs: Observation) -> Observation:
+    """The observation as the filter and the model may see it."""
+    return dataclasses.replace(
+        obs,
+        url=redact_text(obs.url),
+        title=redact_text(obs.title),
+        tabs=[Tab(index=t.index, url=redact_text(t.url), title=redact_text(t.title),
+                  active=t.active) for t in obs.tabs],
+        lines=[redact_text(line) for line in obs.lines],
+    )
+
+
+class SecretsEnvironment:
+    """An environment whose pages and errors reach the loop redacted, and which types
+    secrets for ``fill``. Wraps any ``Environment``."""
+
+    def __init__(self, inner: Environment, store: SecretStore) -> None:
+        self.inner = inner
+        self.store = store
+        self._start_url = ""
+        self._url = ""
+
+    @property
+    def agent_can_end(self) -> bool:
+        return self.inner.agent_can_end
+
+    async def reset(self) -> TaskStart:
+        start = await self.inner.reset()
+        self._start_url = self._url = start.start_url
+        return TaskStart(goal=redact_text(start.goal), start_url=redact_text(start.start_url))
+
+    async def observe(self, *, screenshot: bool) -> Observation:
+        obs = await self.inner.observe(screenshot=screenshot)
+        self._url = obs.url
+        return redact_observation(obs)
+
+    async def act(self, action: ParsedAction) -> ActionOutcome:
+        if action.name != "fill" or not has_placeholder(action):
+            return _redacted(await self.inner.act(action))
+        bid, text = action.arguments.get("bid"), str(action.arguments.get("value", ""))
+        if not isinstance(bid, str) or not bid[:1].isdigit():
+            return ActionOutcome(error="A secret can only be typed into a field of the page "
+                                 "itself, not inside a frame; nothing was typed.")
+        try:
+            value = self.store.reveal(text, self._url, self._start_url)
+        except ActionError as exc:
+            log.warning("secret refused", action=str(action), url=self._url, reason=str(exc))
+            return ActionOutcome(error=str(exc))
+        filled = action.model_copy(update={"arguments": {**action.arguments, "value": value}})
+        outcome = await self.inner.act(filled)
+        if outcome.error is None:
+            await self._mark_secret_field(bid)
+        return _redacted(outcome)
+
+    async def _mark_secret_field(self, bid: str) -> None:
+        """Tag the field so that screenshots mask it (linewise's Chromium only)."""
+        if not isinstance(self.inner, ChromiumEnv):
+            return
+        try:
+            page = self.inner.session.page
+            await page.get_by_test_id(bid).first.evaluate(
+                "(el, name) => el.setAttribute(name, '')", SECRET_FIELD_ATTRIBUTE
+            )
+        except Exception as exc:  # the page may have navigated away: nothing to mask then
+            log.debug("could not tag a secret field", bid=bid, error=str(exc))
+
+    async def status(self) -> TaskStatus:
+        return await self.inner.status()
+
+    async def judge(self, answer: str | None, reward: float) -> bool | None:
+        return await self.inner.judge(answer, reward)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+def _redacted(outcome: ActionOutcome) -> ActionOutcome:
+    if outcome.error is None:
+        return outcome
+    return outcome.model_copy(update={"error": redact_text(outcome.error)})
+
+
+def merge_secret_specs(
+    base: Mapping[str, SecretSpec], *more: Mapping[str, SecretSpec]
+) -> dict[str, SecretSpec]:
+    """One run's secrets from the settings and each task's; a name given two different
+    ways is an error (the run types one value per name)."""
+    merged = dict(base)
+    for specs in more:
+        for name, spec in specs.items():
+            if name in merged and merged[name] != spec:
+                raise ConfigError(
+                    f"secret {name!r} is defined twice differently "
+                    f"({merged[name].env} and {spec.env}); give each a distinct name"
+                )
+            merged[name] = spec
+    return merged

@@ -1,0 +1,227 @@
+"""Secrets the model never sees and keys that never reach disk: real runs, grepped."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, quote_plus
+
+import pytest
+
+from linewise.cli.flags import settings_from_args
+from linewise.cli.main import build_parser
+from linewise.runtime.models.chat import ChatClient
+from linewise.runtime.redaction import API_KEY_PLACEHOLDER, REDACTOR, Redactor
+from linewise.runtime.run import run_tasks
+from linewise.runtime.secrets import Secret, SecretStore
+from linewise.runtime.tasks.schema import WebTask
+from linewise.settings import EndpointSettings, LinewiseSettings, SecretSpec
+from linewise.testing import ScriptedChatServer, StaticServer, bid_matching, prompt_section
+
+from .test_cli import linewise
+
+SECRET = 'pa55-Wörd!x7"q'
+"""Non-ASCII and a quote: JSON escapes them, so a plain search of the JSON text would
+miss a leak; ``leaked_forms`` covers the escaped and URL-encoded forms too."""
+
+PLACEHOLDER = "<secret:password>"
+
+
+def leaked_forms(value: str) -> list[bytes]:
+    forms = {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1],
+             quote(value, safe=""), quote_plus(value)}
+    return [form.encode() for form in forms]
+
+
+def grep_folder(folder: Path, value: str) -> list[str]:
+    """Every file under ``folder`` that holds ``value`` in any form."""
+    hits = []
+    for path in folder.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            if any(form in data for form in leaked_forms(value)):
+                hits.append(str(path.relative_to(folder)))
+    return hits
+
+
+@pytest.fixture(autouse=True)
+def fresh_redactor() -> Iterator[None]:
+    REDACTOR.clear()
+    yield
+    REDACTOR.clear()
+
+
+def login_script(messages: list[dict[str, Any]]) -> str:
+    """Types <secret:password> into the text field, then the password field, submits,
+    and reports once the page echoes what it received."""
+    prompt = messages[1]["content"]
+    tree = prompt_section(prompt, "Current page")
+    history = prompt_section(prompt, "History of your previous steps")
+    fills = history.count("fill(")
+    if fills < 2:
+        field = bid_matching(tree, "textbox 'User'" if fills == 0 else "textbox 'Password'")
+        return f"<action>fill('{field}', '{PLACEHOLDER}')</action>"
+    if "Echo:" not in tree:
+        button = bid_matching(tree, "button 'Sign in'")
+        return f"<action>click('{button}')</action>"
+    return "<action>send_msg_to_user('signed in')</action>"
+
+
+def write_task_file(path: Path, url: str, domains: list[str] | None = None) -> Path:
+    secret: dict[str, Any] = {"env": "SITE_PASSWORD"}
+    if domains is not None:
+        secret["domains"] = domains
+    task = {"id": "login", "url": url, "goal": f"Sign in with the password {PLACEHOLDER}.",
+            "max_steps": 6, "secrets": {"password": secret}}
+    path.write_text(json.dumps({"tasks": [task]}), encoding="utf-8")
+    return path
+
+
+def test_a_typed_secret_reaches_the_page_and_nothing_else(
+    pages: StaticServer, tmp_path: Path
+) -> None:
+    tasks = write_task_file(tmp_path / "tasks.yaml", pages.url("login.html"))
+    run = tmp_path / "run"
+    with ScriptedChatServer(login_script) as llm:
+        result = linewise(
+            "run", str(tasks), "--base-url", llm.base_url, "--model", "scripted",
+            "--out", str(run), "--log-json", "--log-level", "DEBUG",
+            env={"SITE_PASSWORD": SECRET},
+        )
+        prompts = [json.dumps(r["messages"], ensure_ascii=False) for r in llm.requests]
+    assert result.returncode == 0, result.stderr
+    [episode] = [p for p in run.iterdir() if p.is_dir()]
+    summary = json.loads((episode / "summary.json").read_text())
+    assert summary["answer"] == "signed in", summary
+    # The page received the value in both fields: it echoed it, and the model read the
+    # echo with each value replaced by its placeholder.
+    echo = f"Echo: {PLACEHOLDER} / {PLACEHOLDER}"
+    assert any(echo in p for p in prompts)
+    assert any(echo in line for line in (episode / "steps.jsonl").read_text().splitlines())
+    assert list((episode / "screenshots").glob("*.png"))  # screenshots were taken
+    assert grep_folder(run, SECRET) == []
+    for text in (result.stdout, result.stderr, *prompts):
+        assert not any(form.decode() in text for form in leaked_forms(SECRET))
+
+
+async def test_a_secret_is_typed_only_on_its_domains(
+    pages: StaticServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SITE_PASSWORD", SECRET)
+    task = WebTask(id="login", url=pages.url("login.html"), goal="Sign in.", max_steps=4,
+                   secrets={"password": SecretSpec(env="SITE_PASSWORD",
+                                                   domains=("example.com",))})
+    with ScriptedChatServer(login_script) as llm:
+        model = ChatClient(EndpointSettings(base_url=llm.base_url, model="scripted"))
+        try:
+            [summary] = await run_tasks([task], LinewiseSettings(screenshots=False),
+                                        tmp_path / "run", action_model=model, argv=["t"])
+        finally:
+            await model.close()
+        second_prompt = llm.requests[1]["messages"][1]["content"]
+    assert "may not be typed on this page (127.0.0.1)" in second_prompt
+    assert "nothing was typed" in second_prompt
+    steps = [json.loads(line) for line in
+             next((tmp_path / "run").glob("login*/steps.jsonl")).read_text().splitlines()]
+    assert "may not be typed" in (steps[0]["action_error"] or "")
+    assert "value=" not in steps[1]["axtree"].split("textbox 'User'")[1].split("\n")[0]
+    assert summary.n_steps >= 2
+
+
+def test_store_refuses_unknown_names_frames_and_other_hosts() -> None:
+    store = SecretStore({"pin": Secret("pin", "4711-x", ())})
+    start = "https://bank.example/login"
+    assert store.reveal("<secret:pin>", "https://bank.example/pay", start) == "4711-x"
+    with pytest.raises(Exception, match="no secret named 'pwd'"):
+        store.reveal("<secret:pwd>", start, start)
+    with pytest.raises(Exception, match="may not be typed"):
+        store.reveal("<secret:pin>", "https://evil.example/", start)
+    with pytest.raises(Exception, match="may not be typed"):
+        store.reveal("<secret:pin>", "file:///tmp/x.html", start)
+    scoped = SecretStore({"pin": Secret("pin", "4711-x", ("example.org",))})
+    assert scoped.reveal("<secret:pin>", "https://a.example.org/", start) == "4711-x"
+    with pytest.raises(Exception, match="may not be typed"):
+        scoped.reveal("<secret:pin>", "https://example.org.evil.com/", start)
+
+
+def test_redactor_covers_encoded_forms_and_argv() -> None:
+    redactor = Redactor()
+    redactor.add("s3cret value", "<secret:x>")
+    redactor.add("sk-abc123", API_KEY_PLACEHOLDER)
+    assert redactor.text("u?p=s3cret+value&q=s3cret%20value") == "u?p=<secret:x>&q=<secret:x>"
+    assert redactor.data({"a": ["sk-abc123"]}) == {"a": [API_KEY_PLACEHOLDER]}
+    assert redactor.argv(["run", "--api-key", "other", "--api-key=k2", "--goal", "sk-abc123"]) \
+        == ["run", "--api-key", API_KEY_PLACEHOLDER, f"--api-key={API_KEY_PLACEHOLDER}",
+            "--goal", API_KEY_PLACEHOLDER]
+
+
+FLAG_KEY = "sk-flag-7f3a9c1e5b"
+ENV_KEY = "sk-env-2d8e4b6a0c"
+LINEWISE_KEY = "sk-lw-9b1c3e5f7a"
+
+
+def page_two_or_done(messages: list[dict[str, Any]]) -> str:
+    return "<action>send_msg_to_user('done')</action>"
+
+
+@pytest.mark.parametrize("how", ["flag", "flag=", "env"])
+def test_api_keys_never_land_in_a_run_folder(
+    pages: StaticServer, tmp_path: Path, how: str
+) -> None:
+    run = tmp_path / "run"
+    key_args = {"flag": ["--api-key", FLAG_KEY], "flag=": [f"--api-key={FLAG_KEY}"],
+                "env": []}[how]
+    env = {"OPENAI_API_KEY": ENV_KEY} if how == "env" else {}
+    with ScriptedChatServer(page_two_or_done) as llm:
+        result = linewise(
+            "run", "--url", pages.url("form.html"), "--goal", "Say done",
+            "--base-url", llm.base_url, "--model", "scripted", "--out", str(run),
+            "--log-json", "--log-level", "DEBUG", *key_args, env=env,
+        )
+    assert result.returncode == 0, result.stderr
+    for key in (FLAG_KEY, ENV_KEY):
+        assert grep_folder(run, key) == []
+        assert key not in result.stderr and key not in result.stdout
+    manifest = json.loads((run / "run.json").read_text())
+    if how != "env":
+        assert API_KEY_PLACEHOLDER in " ".join(manifest["argv"])
+    assert stat.S_IMODE(os.stat(run / "run.json").st_mode) == 0o600
+
+
+def test_api_keys_never_land_in_a_bench_folder(pages: StaticServer, tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(json.dumps({"tasks": [
+        {"id": "t", "url": pages.url("form.html"), "goal": "Say done", "max_steps": 2}]}))
+    out = tmp_path / "bench"
+    with ScriptedChatServer(page_two_or_done) as llm:
+        result = linewise(
+            "bench", str(tasks), "--base-url", llm.base_url, "--model", "scripted",
+            "--out", str(out), "--concurrency", "1", "--log-json", "--api-key", FLAG_KEY,
+            env={"OPENAI_API_KEY": ENV_KEY, "LINEWISE_ACTION__API_KEY": LINEWISE_KEY},
+        )
+    assert result.returncode == 0, result.stderr
+    assert (out / "results.jsonl").exists()
+    for key in (FLAG_KEY, ENV_KEY, LINEWISE_KEY):
+        assert grep_folder(out, key) == [], key
+        assert key not in result.stderr and key not in result.stdout
+    assert stat.S_IMODE(os.stat(out / "bench.json").st_mode) == 0o600
+
+
+def test_secret_and_budget_flags_become_settings() -> None:
+    args = build_parser().parse_args([
+        "run", "--url", "http://x.test/", "--goal", "g", "--secret", "password=SITE_PW",
+        "--secret", "pin=BANK_PIN@bank.example,pay.example", "--max-cost", "0.5",
+        "--max-run-tokens", "1000",
+    ])
+    settings = settings_from_args(args, resolve=False)
+    assert settings.secrets == {
+        "password": SecretSpec(env="SITE_PW"),
+        "pin": SecretSpec(env="BANK_PIN", domains=("bank.example", "pay.example")),
+    }
+    assert settings.budget.max_cost_usd == 0.5 and settings.budget.max_run_tokens == 1000
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "--secret", "no-env-var"])
