@@ -16,6 +16,7 @@ from linewise.cli.flags import (
     filter_name,
     settings_from_args,
 )
+from linewise.cli.interrupt import EXIT_INTERRUPTED, run_interruptible
 from linewise.errors import ConfigError
 from linewise.records import EpisodeSummary
 from linewise.runtime.run import default_out_dir, run_tasks
@@ -80,6 +81,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     tasks = tasks_from_args(args)
     settings = settings_from_args(args)
     out_dir = args.out or default_out_dir()
-    summaries = asyncio.run(run_tasks(tasks, settings, out_dir, argv=sys.argv))
-    print_summary_table(summaries, out_dir)
+    outcome = asyncio.run(run_interruptible(
+        lambda stop: run_tasks(tasks, settings, out_dir, argv=sys.argv, stop=stop)
+    ))
+    if outcome.result is not None:
+        print_summary_table(outcome.result, out_dir)
+    if outcome.interrupted:
+        print(f"Interrupted; traces in {out_dir}/")
+        return EXIT_INTERRUPTED
     return 0

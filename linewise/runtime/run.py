@@ -7,6 +7,7 @@ reverse order; ``run_tasks`` runs the episodes one after another and writes
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import platform
@@ -300,13 +301,15 @@ async def run_tasks(
     retriever_model: ChatModel | None = None,
     filter: FilterChoice | None = None,
     argv: list[str] | None = None,
+    stop: asyncio.Event | None = None,
 ) -> list[EpisodeSummary]:
     """Run every task in order; one episode's failure never stops the others.
 
     ``action_model`` and ``retriever_model`` are any objects with the chat-model
     protocol; the endpoints of ``settings`` are opened only for what is not given (the
     retriever only if the filter needs one). ``filter`` defaults to
-    ``settings.filter.name``; ``browser_config`` to ``settings.browser``.
+    ``settings.filter.name``; ``browser_config`` to ``settings.browser``. Once ``stop``
+    is set, the running episode ends after its step and no other starts.
     """
     choice: FilterChoice = filter if filter is not None else settings.filter.name
     write_run_manifest(out_dir, settings, argv or sys.argv)
@@ -322,8 +325,11 @@ async def run_tasks(
             timeout_s=settings.episode_timeout_s,
             retriever_model=retriever.model if retriever is not None else "",
             make_filter=resources.filter_maker(settings, choice),
+            stop=stop,
         )
         for task in tasks:
+            if stop is not None and stop.is_set():
+                break
             summary = await run_episode(task, env, out_dir, config)
             summaries.append(summary)
             log.info(

@@ -27,7 +27,7 @@ from browsergym.core.observation import (
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Frame, Page
 
-from linewise.errors import BrowserError, ObservationError
+from linewise.errors import BrowserError, BrowserStalled, ObservationError
 from linewise.records import SkippedFrame, Tab
 from linewise.runtime.browser.cdp import CDPSender
 from linewise.runtime.browser.chromium import BID_ATTRIBUTE, BrowserSession
@@ -107,13 +107,14 @@ async def observe(
                 raise ObservationError(f"the page at {page.url} is an error page")
             await _mark_frames(page.main_frame, "", frames, lenient=last)
             if page.main_frame in frames.skipped:
-                raise ObservationError(
-                    f"the page at {page.url} did not answer within {frame_timeout_s:g} s"
-                )
+                raise BrowserStalled("observe", frame_timeout_s,
+                                     f"the page at {page.url} runs no script")
             cdp = await session.cdp(page)
             dom, axtree = await asyncio.gather(_dom_snapshot(cdp), _merged_axtree(cdp))
             focused = await _focused_bid(page, frames)
             break
+        except BrowserStalled:
+            raise
         except (PlaywrightError, BrowserError) as exc:
             message = str(exc)
             if last or not any(m in message for m in _TRANSIENT_ERRORS):
