@@ -100,15 +100,25 @@ async def observe(
     started = time.perf_counter()
     page = await session.ensure_page()
     frames = _FrameDeadlines(frame_timeout_s)
+    stopped_loading = False
     for attempt in range(_MAX_TRIES):
         last = attempt == _MAX_TRIES - 1
         try:
+            if page.main_frame in frames.skipped:
+                raise _main_frame_stalled(page, frame_timeout_s)
             if not frames.usable(page.main_frame):
                 raise ObservationError(f"the page at {page.url} is an error page")
             await _mark_frames(page.main_frame, "", frames, lenient=last)
             if page.main_frame in frames.skipped:
-                raise BrowserStalled("observe", frame_timeout_s,
-                                     f"the page at {page.url} runs no script")
+                if stopped_loading or last:
+                    raise _main_frame_stalled(page, frame_timeout_s)
+                # A navigation still waiting on a server that never answers keeps the
+                # old document from running scripts: stop it and read what is there.
+                stopped_loading = True
+                del frames.skipped[page.main_frame]
+                cdp = await session.cdp(page)
+                await asyncio.wait_for(cdp.send("Page.stopLoading"), frame_timeout_s)
+                continue
             cdp = await session.cdp(page)
             dom, axtree = await asyncio.gather(_dom_snapshot(cdp), _merged_axtree(cdp))
             focused = await _focused_bid(page, frames)
@@ -147,6 +157,10 @@ async def observe(
         extraction_ms=(time.perf_counter() - started) * 1000,
         skipped_frames=list(frames.skipped.values()),
     )
+
+
+def _main_frame_stalled(page: Page, timeout_s: float) -> BrowserStalled:
+    return BrowserStalled("observe", timeout_s, f"the page at {page.url} runs no script")
 
 
 async def _mark_frames(
