@@ -35,7 +35,7 @@ def start_run(llm: ScriptedChatServer, url: str, out: Path) -> subprocess.Popen[
 def wait_for_steps(out: Path, count: int, timeout_s: float = 40) -> Path:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        found = list(out.glob("*/steps.jsonl"))
+        found = list(out.rglob("steps.jsonl"))
         if found and len(found[0].read_text().splitlines()) >= count:
             return found[0].parent
         time.sleep(0.05)
@@ -83,3 +83,32 @@ def test_two_ctrl_c_stop_at_once_and_still_write_the_summary(
     assert summary["status"] != "running" and summary["termination"] == "interrupted", summary
     assert summary["finished_at"] is not None and summary["n_steps"] == len(steps)
     assert stopped_in < 10
+
+
+def test_one_ctrl_c_on_a_bench_leaves_the_stopped_episode_to_resume(
+    pages: StaticServer, tmp_path: Path
+) -> None:
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text("tasks:\n" + "".join(
+        f"  - {{id: wait-{n}, url: '{pages.url('form.html')}', goal: Wait, max_steps: 200}}\n"
+        for n in range(3)
+    ))
+    out = tmp_path / "bench"
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LINEWISE_"))}
+    with ScriptedChatServer(waiting_script, delay_s=0.3) as llm:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "linewise.cli.main", "bench", str(tasks), "--out", str(out),
+             "--concurrency", "1", "--base-url", llm.base_url, "--model", "scripted",
+             "--no-screenshots", "--repeat-escapes", "0", "--no-report", "--log-json"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean,
+        )
+        folder = wait_for_steps(out, 2)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=30)
+    assert process.returncode == 130, stderr
+    assert "--resume" in stdout
+    steps, summary = read_trace(folder)
+    assert summary["status"] == "stopped" and summary["n_steps"] == len(steps)
+    results = out / "results.jsonl"
+    assert not results.exists() or results.read_text().strip() == ""
+    assert len(list(out.rglob("summary.json"))) == 1  # no other episode was started

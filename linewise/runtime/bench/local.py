@@ -75,6 +75,8 @@ class EpisodeRunner:
         self.factories: dict[str, FilterMaker] = {
             name: resources.filter_maker(settings, name) for name in filters
         }
+        self.stop: asyncio.Event | None = None
+        """Set (first Ctrl+C): running episodes end after their step, no new one starts."""
 
     @property
     def agent(self) -> str:
@@ -87,6 +89,7 @@ class EpisodeRunner:
             timeout_s=self.options.episode_timeout_s,
             retriever_model=retriever.model if retriever is not None else "",
             make_filter=self.factories[spec.filter],
+            stop=self.stop,
         )
 
     async def run(self, spec: EpisodeSpec) -> EpisodeResult:
@@ -152,13 +155,16 @@ async def run_specs(
         queue.put_nowait(spec)
 
     async def worker() -> None:
-        while True:
+        while runner.stop is None or not runner.stop.is_set():
             try:
                 spec = queue.get_nowait()
             except asyncio.QueueEmpty:
                 return
             on_start(spec)
-            on_result(await runner.run(spec))
+            result = await runner.run(spec)
+            # An episode the user stopped gets no results line: --resume runs it again.
+            if result.termination != "interrupted":
+                on_result(result)
 
     await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(specs))))))
 
@@ -171,9 +177,11 @@ async def run_local(
     options: BenchOptions,
     on_start: StartHook,
     on_result: ResultHook,
+    stop: asyncio.Event | None = None,
 ) -> None:
     """The local backend: open the resources once, run every spec, close them."""
     if not specs:
         return
     async with open_runner(specs, settings, browser_config, out_dir, options) as runner:
+        runner.stop = stop
         await run_specs(runner, specs, options.concurrency, on_start, on_result)
