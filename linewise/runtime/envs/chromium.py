@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import structlog
 from playwright.async_api import Error as PlaywrightError
@@ -155,7 +155,7 @@ class ChromiumEnv:
                 log.warning("browser context did not close", error=str(exc) or "timeout")
 
 
-def _ignore_result(job: asyncio.Future[object]) -> None:
+def _ignore_result(job: asyncio.Future[Any]) -> None:
     """Retrieve an abandoned operation's outcome so asyncio does not report it."""
     if not job.cancelled():
         job.exception()
