@@ -7,6 +7,8 @@ The hierarchy (httpx style: catch the base class to catch them all)::
     ├── TaskFileError          a task file that does not parse or validate
     ├── BrowserError           Chromium cannot be found, launched or driven
     │   ├── ObservationError   the page could not be marked or its AXTree read
+    │   ├── BrowserCrashed     Chromium or the tab's renderer died under the episode
+    │   ├── BrowserStalled     a browser operation of a step passed its deadline
     │   └── CDPError           a DevTools command failed, or its websocket closed
     ├── ActionError            an action the model asked for cannot be run
     │   ├── ActionParseError   the text is not an allowed call with literal arguments
@@ -55,6 +57,28 @@ class BrowserError(LinewiseError):
 
 class ObservationError(BrowserError):
     """The page could not be marked or its accessibility tree could not be read."""
+
+
+class BrowserCrashed(BrowserError):
+    """Chromium died under the episode: ``what`` is ``"browser"`` (the process crashed or
+    its connection dropped; it is relaunched for the next episodes) or ``"renderer"``
+    (the tab's renderer crashed). Infrastructure, not the agent's doing."""
+
+    def __init__(self, what: str, message: str) -> None:
+        super().__init__(message)
+        self.what = what
+
+
+class BrowserStalled(BrowserError):
+    """A browser operation of a step (navigation, observation, action, settle) did not
+    finish within its deadline; ``stage`` names it."""
+
+    def __init__(self, stage: str, timeout_s: float, detail: str = "") -> None:
+        super().__init__(
+            f"{stage} did not finish within {timeout_s:g} s" + (f": {detail}" if detail else "")
+        )
+        self.stage = stage
+        self.timeout_s = timeout_s
 
 
 class CDPError(BrowserError):

@@ -76,6 +76,41 @@ class FilterRecord(BaseModel):
     notes: dict[str, Any] = Field(default_factory=dict)
 
 
+class SkippedFrame(BaseModel):
+    """A frame the observation left out because it did not answer within its deadline
+    (e.g. an iframe whose source Chromium refused: its scripts never run)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    url: str
+    reason: str
+
+
+class DialogRecord(BaseModel):
+    """A JavaScript dialog the page opened, and what the runtime did with it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: str = Field(description="alert, confirm, prompt or beforeunload.")
+    message: str
+    handled: Literal["dismissed", "accepted"]
+    url: str = ""
+
+
+StepStage = Literal["observe", "filter", "decide", "act", "status"]
+
+
+class StepFailure(BaseModel):
+    """Why a step did not finish: what was recorded up to then is kept with it."""
+
+    stage: StepStage
+    kind: str = Field(
+        description="The error's kind: 'stalled' (a deadline passed), 'browser_crash', "
+        "'renderer_crash', 'timeout' (the episode's), 'interrupted' or the exception's class."
+    )
+    message: str
+
+
 RepeatEscape = Literal["escaped", "kept"]
 """What became of an answer that repeated an action which had changed nothing."""
 
@@ -122,6 +157,17 @@ class StepRecord(BaseModel):
     hook_notes: dict[str, Any] = Field(
         default_factory=dict, description="What the step's hooks recorded (StepHooks)."
     )
+    skipped_frames: list[SkippedFrame] = Field(
+        default_factory=list, description="Frames the observation could not read in time."
+    )
+    dialogs: list[DialogRecord] = Field(
+        default_factory=list, description="Dialogs the page opened since the last step."
+    )
+    failure: StepFailure | None = Field(
+        default=None,
+        description="The step ended in trouble after the model answered: the answer is "
+        "kept, and this says which stage failed and why.",
+    )
 
 
 class TokenTotals(BaseModel):
@@ -160,10 +206,13 @@ class TimeTotals(BaseModel):
 
 Termination = Literal[
     "running", "task_done", "agent_done", "infeasible", "max_steps", "error", "timeout",
-    "budget",
+    "budget", "stalled", "browser_crash", "renderer_crash", "interrupted",
 ]
 """How an episode ended. ``budget``: a spending limit (``--max-cost``, ``--max-tokens``,
-or the run's) stopped it: neither the agent's failure nor an infrastructure fault."""
+or the run's) stopped it: neither the agent's failure nor an infrastructure fault.
+``stalled``: a browser operation passed its deadline; ``browser_crash``: Chromium died or
+disconnected (it is relaunched for the next episodes); ``renderer_crash``: the tab's
+renderer crashed; ``interrupted``: the user stopped the run (Ctrl+C)."""
 
 
 class EpisodeSummary(BaseModel):
@@ -174,7 +223,8 @@ class EpisodeSummary(BaseModel):
     task_id: str
     goal: str = ""
     start_url: str = ""
-    status: Literal["running", "finished", "failed"] = "running"
+    status: Literal["running", "finished", "failed", "stopped"] = "running"
+    """``stopped``: the user stopped the run after a step (first Ctrl+C)."""
     termination: Termination = "running"
     success: bool | None = None
     reward: float = 0.0

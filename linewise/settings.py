@@ -32,6 +32,9 @@ DEFAULT_CONTEXT_TOKENS = 32768
 """The context window assumed for a model when nothing says otherwise (the embedded
 model is served with this context by default too)."""
 
+DEFAULT_EPISODE_TIMEOUT_S = 600.0
+"""Every episode has a wall-clock limit unless one is set: a run must always end."""
+
 _FROZEN = ConfigDict(frozen=True)
 
 
@@ -145,6 +148,26 @@ class BrowserSettings(BaseModel):
     action_timeout_ms: int = Field(
         default=5000, ge=1, description="How long an action waits for its element."
     )
+    # Deadlines: every browser operation of a step has one, so a page that stops
+    # answering ends the step (written, with its failure) instead of hanging the run.
+    navigation_timeout_ms: int = Field(
+        default=30000, ge=1, description="How long a navigation (goto, task start) may take."
+    )
+    observe_timeout_ms: int = Field(
+        default=20000, ge=1, description="How long reading the page into an observation may take."
+    )
+    frame_timeout_ms: int = Field(
+        default=2000,
+        ge=1,
+        description="How long one frame may take to run a marking script; a frame that "
+        "does not answer in time is skipped and recorded (StepRecord.skipped_frames).",
+    )
+    settle_timeout_ms: int = Field(
+        default=5000, ge=1, description="How long waiting for the page to settle may take."
+    )
+    close_timeout_ms: int = Field(
+        default=10000, ge=1, description="How long closing an episode's context may take."
+    )
 
 
 class SecretSpec(BaseModel):
@@ -232,7 +255,9 @@ class LinewiseSettings(BaseSettings):
         default_factory=dict, description="<secret:NAME> placeholders: NAME -> where from."
     )
     screenshots: bool = True
-    episode_timeout_s: float | None = Field(default=None, gt=0)
+    episode_timeout_s: float | None = Field(
+        default=DEFAULT_EPISODE_TIMEOUT_S, gt=0, description="Wall-clock limit per episode."
+    )
     log_json: bool | None = None
 
     @field_validator("secrets")

@@ -25,6 +25,7 @@ from linewise.cli.flags import (
     filter_name,
     settings_from_args,
 )
+from linewise.cli.interrupt import EXIT_INTERRUPTED, run_interruptible
 from linewise.errors import ConfigError
 from linewise.runtime.bench.driver import MANIFEST_FILE, run_bench
 from linewise.runtime.bench.local import BenchOptions
@@ -148,10 +149,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     configure_logging(json_lines=True if args.log_json else None, level=level)
     progress = make_progress(rich, level)
 
-    outcome = asyncio.run(run_bench(
+    interruptible = asyncio.run(run_interruptible(lambda stop: run_bench(
         specs, settings, BrowserConfig.from_settings(settings.browser), out_dir, options,
-        backend=args.backend, progress=progress, resume=args.resume, argv=sys.argv,
-    ))
+        backend=args.backend, progress=progress, resume=args.resume, argv=sys.argv, stop=stop,
+    )))
+    outcome = interruptible.result
+    if interruptible.interrupted:
+        print(f"Interrupted: stopped episodes are rerun by --resume (--out {out_dir})")
+    if outcome is None:
+        return EXIT_INTERRUPTED
     mine = {s.key for s in specs}
     results = [r for r in outcome.results if r.key in mine]
     summary = overall(results, prices_from(args, settings))
@@ -166,4 +172,4 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if not args.no_report:
         _, written = write_report(out_dir, prices_from(args, settings), args.max_rounds)
         print("report: " + ", ".join(str(p) for p in written))
-    return 0
+    return EXIT_INTERRUPTED if interruptible.interrupted else 0

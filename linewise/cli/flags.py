@@ -18,7 +18,12 @@ from pydantic import ValidationError
 
 from linewise.agent.filters.registry import check_filter_name
 from linewise.errors import ConfigError
-from linewise.settings import SECRET_NAME_PATTERN, LinewiseSettings, SecretSpec
+from linewise.settings import (
+    DEFAULT_EPISODE_TIMEOUT_S,
+    SECRET_NAME_PATTERN,
+    LinewiseSettings,
+    SecretSpec,
+)
 
 SettingsPath = tuple[str, ...]
 
@@ -41,6 +46,9 @@ SETTINGS_FLAGS: dict[str, tuple[SettingsPath, ...]] = {
     "chromium": (("browser", "chromium"),),
     "slow_mo": (("browser", "slow_mo_ms"),),
     "action_timeout": (("browser", "action_timeout_ms"),),
+    "navigation_timeout": (("browser", "navigation_timeout_ms"),),
+    "observe_timeout": (("browser", "observe_timeout_ms"),),
+    "frame_timeout": (("browser", "frame_timeout_ms"),),
     "screenshots": (("screenshots",),),
     "episode_timeout": (("episode_timeout_s",),),
     "max_cost": (("budget", "max_cost_usd"),),
@@ -111,6 +119,13 @@ def add_browser_flags(parser: argparse.ArgumentParser) -> None:
                         help="delay every browser operation (debugging)")
     parser.add_argument("--action-timeout", type=int, metavar="MS",
                         help="how long an action waits for its element")
+    parser.add_argument("--navigation-timeout", type=int, metavar="MS",
+                        help="deadline of a navigation (default 30000)")
+    parser.add_argument("--observe-timeout", type=int, metavar="MS",
+                        help="deadline of reading the page each step (default 20000)")
+    parser.add_argument("--frame-timeout", type=int, metavar="MS",
+                        help="deadline of one frame's marking; a frame that misses it is "
+                        "skipped and recorded (default 2000)")
 
 
 def add_model_flags(parser: argparse.ArgumentParser) -> None:
@@ -137,7 +152,9 @@ def add_agent_flags(parser: argparse.ArgumentParser) -> None:
                         "on the page (default 2; 0 turns off)")
 
 
-def add_episode_flags(parser: argparse.ArgumentParser, *, timeout_default: str = "none") -> None:
+def add_episode_flags(
+    parser: argparse.ArgumentParser, *, timeout_default: str = f"{DEFAULT_EPISODE_TIMEOUT_S:g}"
+) -> None:
     parser.add_argument("--max-obs-tokens", type=int, help="token budget of the truncate filter")
     parser.add_argument("--episode-timeout", type=float, metavar="S",
                         help="wall-clock limit per episode, in seconds "

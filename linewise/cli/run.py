@@ -17,6 +17,7 @@ from linewise.cli.flags import (
     filter_name,
     settings_from_args,
 )
+from linewise.cli.interrupt import EXIT_INTERRUPTED, run_interruptible
 from linewise.errors import ConfigError
 from linewise.records import EpisodeSummary
 from linewise.runtime.run import default_out_dir, run_tasks
@@ -82,9 +83,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     tasks = tasks_from_args(args)
     settings = settings_from_args(args)
     out_dir = args.out or default_out_dir()
-    summaries = asyncio.run(run_tasks(tasks, settings, out_dir, argv=sys.argv))
-    print_summary_table(summaries, out_dir)
-    if len(summaries) < len(tasks):
-        print(f"{len(tasks) - len(summaries)} tasks not started: the run budget is spent "
-              "(--max-run-cost / --max-run-tokens).")
+    outcome = asyncio.run(run_interruptible(
+        lambda stop: run_tasks(tasks, settings, out_dir, argv=sys.argv, stop=stop)
+    ))
+    if outcome.result is not None:
+        print_summary_table(outcome.result, out_dir)
+        if len(outcome.result) < len(tasks) and not outcome.interrupted:
+            print(f"{len(tasks) - len(outcome.result)} tasks not started: the run budget is "
+                  "spent (--max-run-cost / --max-run-tokens).")
+    if outcome.interrupted:
+        print(f"Interrupted; traces in {out_dir}/")
+        return EXIT_INTERRUPTED
     return 0

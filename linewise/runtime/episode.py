@@ -31,8 +31,15 @@ from linewise.agent.filters.truncate import NoFilter
 from linewise.agent.models import ChatModel
 from linewise.agent.policy import ActionAgent, Decision, page_key
 from linewise.agent.prompt import PageView
-from linewise.errors import LinewiseError, LLMError
-from linewise.records import EpisodeSummary, StepRecord, StepTimings, Termination
+from linewise.errors import BrowserCrashed, BrowserStalled, LinewiseError, LLMError
+from linewise.records import (
+    EpisodeSummary,
+    StepFailure,
+    StepRecord,
+    StepStage,
+    StepTimings,
+    Termination,
+)
 from linewise.runtime.browser.chromium import Browser
 from linewise.runtime.browser.executor import ActionOutcome, SettleConfig
 from linewise.runtime.browser.observation import Observation
@@ -64,6 +71,9 @@ class EpisodeConfig:
     make_filter: Callable[[], ObservationFilter] = NoFilter
     secrets: SecretStore = field(default_factory=SecretStore)
     budget: Budget = field(default_factory=Budget)
+    stop: asyncio.Event | None = None
+    """Set to stop the episode after its current step (the first Ctrl+C): it ends
+    ``stopped``/``interrupted`` with its trace complete."""
 
     @classmethod
     def from_settings(
@@ -157,44 +167,63 @@ class _Episode:
         )
         self.messages_to_user: list[str] = []
         self.infeasible_reason: str | None = None
+        self._deadline: asyncio.Timeout | None = None
 
     async def run(self) -> EpisodeSummary:
         started = time.perf_counter()
         self.writer.start(self.summary)
         try:
-            async with asyncio.timeout(self.config.timeout_s):
+            async with asyncio.timeout(self.config.timeout_s) as self._deadline:
                 start = await self.env.reset()
                 self.summary.goal, self.summary.start_url = start.goal, start.start_url
                 self.writer.write_summary(self.summary)
                 log.info("episode started", task_id=self.task_id, goal=start.goal)
-                await self._loop(start.goal)
-                await self._judge()
-            self.summary.status = "finished"
+                if await self._loop(start.goal):
+                    await self._judge()
+            if self.summary.status == "running":
+                self.summary.status = "finished"
         except TimeoutError:
             self._fail("timeout", f"episode exceeded its {self.config.timeout_s:.0f} s timeout")
+        except BrowserCrashed as exc:
+            self._fail("browser_crash" if exc.what == "browser" else "renderer_crash", str(exc))
+        except BrowserStalled as exc:
+            self._fail("stalled", str(exc))
         except (LinewiseError, PlaywrightError) as exc:
             self._fail("error", f"{type(exc).__name__}: {exc}")
+        except asyncio.CancelledError:
+            # Stopped at once (second Ctrl+C, or the caller cancelled): the summary is
+            # still written below before the cancellation goes on.
+            self._fail("interrupted", "episode was interrupted")
+            raise
         except Exception as exc:  # a bug must still leave a readable trace behind
             self._fail("error", f"{type(exc).__name__}: {exc}")
             log.exception("episode crashed", task_id=self.task_id)
         finally:
-            await self.env.close()
+            # The summary first: closing a context on a dead or hung browser may itself
+            # be cut short, and the trace must be complete whatever happens to it.
             self.summary.mark_ended(time.perf_counter() - started)
             self.writer.write_summary(self.summary)
+            await self.env.close()
         return self.summary
 
     def _fail(self, termination: Termination, message: str) -> None:
         self.summary.mark_failed(termination, message, traceback.format_exc())
         log.warning("episode failed", task_id=self.task_id, error=message)
 
-    async def _loop(self, goal: str) -> None:
+    async def _loop(self, goal: str) -> bool:
+        """The steps; False when the run was stopped (nothing left to judge)."""
         outcome: ActionOutcome | None = None
         last_error: str | None = None
         for index in range(self.max_steps):
+            if self.config.stop is not None and self.config.stop.is_set():
+                log.info("episode stopped", task_id=self.task_id, steps=index)
+                self.summary.status, self.summary.termination = "stopped", "interrupted"
+                self.summary.error = "episode was interrupted"
+                return False
             if (over := self.config.budget.exceeded(self.summary)) is not None:
                 self.summary.termination, self.summary.budget_stop = "budget", over
                 log.warning("episode stopped by its budget", task_id=self.task_id, reason=over)
-                return
+                return True
             record, outcome, last_error = await self._step(index, goal, outcome, last_error)
             self.writer.write_step(record)
             self.summary.add_step(record)
@@ -209,8 +238,9 @@ class _Episode:
                 reward=record.reward,
             )
             if record.done:
-                return
+                return True
         self.summary.termination = "max_steps"
+        return True
 
     async def _step(
         self, index: int, goal: str, previous: ActionOutcome | None, last_error: str | None
@@ -244,23 +274,46 @@ class _Episode:
         decided = time.perf_counter()
         timings.agent_ms = (decided - observed) * 1000
         step.action = step.decision.action
-        for hook in self.hooks:
-            await hook.before_act(step)
-        if step.action is not None:
-            step.outcome = await self.env.act(step.action)
-            timings.act_ms, timings.settle_ms = step.outcome.duration_ms, step.outcome.settle_ms
-            self._note_agent_messages(step.action)
-        for hook in self.hooks:
-            await hook.after_act(step)
-        error = step.outcome.error if step.outcome else None
-        self.agent.remember(step.decision, error)
-        status = await self.env.status()
+        stage: StepStage = "act"
+        try:
+            for hook in self.hooks:
+                await hook.before_act(step)
+            if step.action is not None:
+                step.outcome = await self.env.act(step.action)
+                timings.act_ms = step.outcome.duration_ms
+                timings.settle_ms = step.outcome.settle_ms
+                self._note_agent_messages(step.action)
+            for hook in self.hooks:
+                await hook.after_act(step)
+            error = step.outcome.error if step.outcome else None
+            self.agent.remember(step.decision, error)
+            stage = "status"
+            status = await self.env.status()
+        except BaseException as exc:
+            # The model answered: the step is written with its answer and the failure,
+            # whatever ends the episode (a stall, a crash, its timeout, Ctrl+C).
+            failure = StepFailure(stage=stage, kind=self._failure_kind(exc),
+                                  message=str(exc) or type(exc).__name__)
+            record = self._record(step, view, timings, started, failure=failure)
+            self.writer.write_step(record)
+            self.summary.add_step(record)
+            raise
         done = self._ended(status.done, step.action)
         record = self._record(step, view, timings, started, reward=status.reward, done=done)
         self.summary.time.observe_s += timings.observe_ms / 1000
         self.summary.time.act_s += (timings.act_ms + timings.settle_ms) / 1000
         next_error = error or (step.decision.error if step.decision.action is None else None)
         return record, step.outcome, next_error
+
+    def _failure_kind(self, exc: BaseException) -> str:
+        if isinstance(exc, BrowserCrashed):
+            return f"{exc.what}_crash"
+        if isinstance(exc, BrowserStalled):
+            return "stalled"
+        if isinstance(exc, asyncio.CancelledError):
+            expired = self._deadline is not None and self._deadline.expired()
+            return "timeout" if expired else "interrupted"
+        return type(exc).__name__
 
     def _filter_input(
         self, goal: str, obs: Observation, previous: ActionOutcome | None, last_error: str | None
@@ -313,6 +366,7 @@ class _Episode:
         *,
         reward: float = 0.0,
         done: bool = False,
+        failure: StepFailure | None = None,
     ) -> StepRecord:
         """The step's trace record: built here and nowhere else."""
         obs, filtered, decision = step.observation, step.filtered, step.decision
@@ -357,6 +411,9 @@ class _Episode:
             screenshot=screenshot,
             timings=timings,
             hook_notes=step.notes,
+            skipped_frames=obs.skipped_frames,
+            dialogs=obs.dialogs,
+            failure=failure,
         )
 
     async def _judge(self) -> None:

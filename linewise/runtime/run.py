@@ -340,6 +340,7 @@ async def run_tasks(
     filter: FilterChoice | None = None,
     hooks: Sequence[StepHooks] = (),
     argv: list[str] | None = None,
+    stop: asyncio.Event | None = None,
 ) -> list[EpisodeSummary]:
     """Run every task in order; one episode's failure never stops the others.
 
@@ -347,7 +348,8 @@ async def run_tasks(
     protocol; the endpoints of ``settings`` are opened only for what is not given (the
     retriever only if the filter needs one). ``filter`` defaults to
     ``settings.filter.name``; ``browser_config`` to ``settings.browser``. ``hooks`` see
-    every step of every episode.
+    every step of every episode. Once ``stop`` is set, the running episode ends after its
+    step and no other starts.
     """
     choice: FilterChoice = filter if filter is not None else settings.filter.name
     settings = prepare_run(settings, tasks)
@@ -365,8 +367,11 @@ async def run_tasks(
             retriever_model=retriever.model if retriever is not None else "",
             make_filter=resources.filter_maker(settings, choice),
             run_spend=resources.spend,
+            stop=stop,
         )
         for number, task in enumerate(tasks):
+            if stop is not None and stop.is_set():
+                break
             if (spent := config.budget.run_exceeded()) is not None:
                 log.warning("run budget spent: no more episodes", reason=spent,
                             not_started=len(tasks) - number)

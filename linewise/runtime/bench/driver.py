@@ -13,6 +13,7 @@ the file:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from dataclasses import dataclass, field
@@ -139,6 +140,7 @@ async def run_bench(
     progress: Progress | None = None,
     resume: bool = False,
     argv: list[str] | None = None,
+    stop: asyncio.Event | None = None,
 ) -> BenchOutcome:
     """Run every spec not already in ``out_dir/results.jsonl``; return all results."""
     progress = progress or LogProgress()
@@ -174,7 +176,7 @@ async def run_bench(
                               on_start, on_result)
             else:
                 await run_local(pending, settings, browser_config, out_dir, options,
-                                on_start, on_result)
+                                on_start, on_result, stop)
         finally:
             progress.close()
     not_started = sum(1 for s in pending if str(s.key) not in finished)

@@ -76,6 +76,8 @@ class EpisodeRunner:
         self.factories: dict[str, FilterMaker] = {
             name: resources.filter_maker(settings, name) for name in filters
         }
+        self.stop: asyncio.Event | None = None
+        """Set (first Ctrl+C): running episodes end after their step, no new one starts."""
 
     @property
     def agent(self) -> str:
@@ -89,6 +91,7 @@ class EpisodeRunner:
             retriever_model=retriever.model if retriever is not None else "",
             make_filter=self.factories[spec.filter],
             run_spend=self.resources.spend,
+            stop=self.stop,
         )
 
     async def run(self, spec: EpisodeSpec) -> EpisodeResult:
@@ -157,7 +160,7 @@ async def run_specs(
                     runner.resources.spend)
 
     async def worker() -> None:
-        while True:
+        while runner.stop is None or not runner.stop.is_set():
             if budget.run_exceeded() is not None:
                 return  # the run budget is spent: start no more episodes
             try:
@@ -165,7 +168,10 @@ async def run_specs(
             except asyncio.QueueEmpty:
                 return
             on_start(spec)
-            on_result(await runner.run(spec))
+            result = await runner.run(spec)
+            # An episode the user stopped gets no results line: --resume runs it again.
+            if result.termination != "interrupted":
+                on_result(result)
 
     await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(specs))))))
 
@@ -178,9 +184,11 @@ async def run_local(
     options: BenchOptions,
     on_start: StartHook,
     on_result: ResultHook,
+    stop: asyncio.Event | None = None,
 ) -> None:
     """The local backend: open the resources once, run every spec, close them."""
     if not specs:
         return
     async with open_runner(specs, settings, browser_config, out_dir, options) as runner:
+        runner.stop = stop
         await run_specs(runner, specs, options.concurrency, on_start, on_result)

@@ -11,6 +11,7 @@ import asyncio
 import os
 import shutil
 import socket
+import weakref
 from pathlib import Path
 from types import TracebackType
 
@@ -21,6 +22,7 @@ from playwright.async_api import (
 from playwright.async_api import (
     BrowserContext,
     CDPSession,
+    Dialog,
     Page,
     Playwright,
     async_playwright,
@@ -30,7 +32,8 @@ from playwright.async_api import (
 )
 from pydantic import Field
 
-from linewise.errors import BrowserError
+from linewise.errors import BrowserCrashed, BrowserError
+from linewise.records import DialogRecord
 from linewise.runtime.browser.cdp import CDPConnection, CDPSender
 from linewise.settings import BrowserSettings
 
@@ -62,7 +65,6 @@ class BrowserConfig(BrowserSettings):
 
     viewport_width: int = 1280
     viewport_height: int = 720
-    navigation_timeout_ms: int = 30000
     locale: str = "en-US"
     timezone_id: str = "UTC"
     direct_cdp: bool = Field(
@@ -108,12 +110,22 @@ class Browser:
         self._browser: PlaywrightBrowser | None = None
         self.executable_path: str | None = None
         self.devtools_port: int | None = None
+        self.relaunches = 0
+        """How many times Chromium was launched again after it died or disconnected."""
+        self._sessions: weakref.WeakSet[BrowserSession] = weakref.WeakSet()
+        self._launch_lock = asyncio.Lock()
+        self._closing = False
 
     async def start(self) -> Browser:
         self.executable_path = find_chromium(self.config.chromium)
         self._playwright = await async_playwright().start()
         # Elements are found by the bid attribute that the marking script sets.
         self._playwright.selectors.set_test_id_attribute(BID_ATTRIBUTE)
+        await self._launch()
+        return self
+
+    async def _launch(self) -> None:
+        assert self._playwright is not None
         args = list(CHROMIUM_ARGS)
         if self.config.direct_cdp:
             self.devtools_port = _free_port()
@@ -136,20 +148,55 @@ class Browser:
                 f"Could not launch Chromium ({where}): {exc.message.splitlines()[0]}. "
                 "Install it (apt-get install chromium) or set LINEWISE_CHROMIUM."
             ) from exc
+        self._browser.on("disconnected", self._on_disconnected)
         log.info(
             "browser started",
             chromium=self.executable_path or "playwright",
             version=self._browser.version,
             headless=self.config.headless,
         )
-        return self
+
+    # Crash recovery: a Chromium that died or disconnected fails the sessions open on it
+    # (their episodes end as infrastructure endings) and is launched again for the next
+    # session; the Playwright driver itself is kept.
+
+    @property
+    def connected(self) -> bool:
+        return self._browser is not None and self._browser.is_connected()
+
+    def _on_disconnected(self, browser: PlaywrightBrowser) -> None:
+        if self._closing or browser is not self._browser:
+            return
+        log.warning("browser disconnected; it will be relaunched",
+                    open_sessions=len(self._sessions))
+        crash = BrowserCrashed("browser", "Chromium crashed or disconnected during the episode")
+        for session in list(self._sessions):
+            session.fail(crash)
+
+    async def _ensure_connected(self) -> None:
+        async with self._launch_lock:
+            if self._playwright is None:
+                raise BrowserError("Browser is not started")
+            if self.connected:
+                return
+            old, self._browser = self._browser, None
+            if old is not None:
+                try:
+                    await asyncio.wait_for(old.close(), self.config.close_timeout_ms / 1000)
+                except (PlaywrightError, TimeoutError):
+                    pass
+            await self._launch()
+            self.relaunches += 1
+            log.warning("browser relaunched", relaunches=self.relaunches)
 
     @property
     def version(self) -> str:
         return self._browser.version if self._browser else ""
 
     async def new_session(self) -> BrowserSession:
-        """A fresh, isolated browser context with one blank tab."""
+        """A fresh, isolated browser context with one blank tab (on a relaunched
+        Chromium if the previous one died)."""
+        await self._ensure_connected()
         if self._browser is None:
             raise BrowserError("Browser is not started")
         context = await self._browser.new_context(
@@ -160,10 +207,12 @@ class Browser:
         context.set_default_timeout(self.config.action_timeout_ms)
         context.set_default_navigation_timeout(self.config.navigation_timeout_ms)
         session = BrowserSession(context, self.config, self.devtools_port)
+        self._sessions.add(session)
         await session.open_tab()
         return session
 
     async def close(self) -> None:
+        self._closing = True
         if self._browser is not None:
             try:
                 await self._browser.close()
@@ -202,11 +251,44 @@ class BrowserSession:
         self.devtools_port = devtools_port
         self._history: list[Page] = []
         self._cdp: dict[Page, CDPSender] = {}
+        self.fault: BrowserCrashed | None = None
+        """Set when Chromium or one of the context's renderers died: the episode is over."""
+        self.faulted = asyncio.Event()
+        self._dialogs: list[DialogRecord] = []
         context.on("page", self._on_new_page)
 
     def _on_new_page(self, page: Page) -> None:
         self.activate(page)
         page.on("close", self._on_close)
+        page.on("crash", self._on_crash)
+        page.on("dialog", self._on_dialog)
+
+    def fail(self, fault: BrowserCrashed) -> None:
+        """Mark the session dead: every guarded operation on it ends with ``fault``."""
+        if self.fault is None:
+            self.fault = fault
+            self.faulted.set()
+
+    def _on_crash(self, page: Page) -> None:
+        log.warning("renderer crashed", url=page.url)
+        self.fail(BrowserCrashed("renderer", f"the tab's renderer crashed at {page.url}"))
+
+    def _on_dialog(self, dialog: Dialog) -> None:
+        # A dialog blocks the page's scripts until it is answered: answer at once, and
+        # keep a record. beforeunload is accepted so a navigation the agent asked for
+        # happens; alert, confirm and prompt are dismissed.
+        accept = dialog.type == "beforeunload"
+        self._dialogs.append(DialogRecord(
+            type=dialog.type, message=dialog.message[:500],
+            handled="accepted" if accept else "dismissed",
+            url=dialog.page.url if dialog.page else "",
+        ))
+        asyncio.get_running_loop().create_task(_answer(dialog, accept))
+
+    def take_dialogs(self) -> list[DialogRecord]:
+        """The dialogs opened since the last call."""
+        taken, self._dialogs = self._dialogs, []
+        return taken
 
     def _on_close(self, page: Page) -> None:
         sender = self._cdp.pop(page, None)
@@ -287,6 +369,13 @@ class BrowserSession:
             await self.context.close()
         except PlaywrightError:
             pass
+
+
+async def _answer(dialog: Dialog, accept: bool) -> None:
+    try:
+        await (dialog.accept() if accept else dialog.dismiss())
+    except PlaywrightError:
+        pass  # the page or its context closed first
 
 
 def _free_port() -> int:

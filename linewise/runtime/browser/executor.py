@@ -7,6 +7,7 @@ model reads as ``last_action_error`` on the next step.
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import structlog
@@ -43,9 +44,14 @@ class ActionOutcome(BaseModel):
 
 
 async def execute_action(
-    action: ParsedAction, ctx: ActionContext, settle: SettleConfig | None = None
+    action: ParsedAction,
+    ctx: ActionContext,
+    settle: SettleConfig | None = None,
+    settle_timeout_s: float | None = None,
 ) -> ActionOutcome:
-    """Run the action, then wait for the page to settle. Never raises for page trouble."""
+    """Run the action, then wait for the page to settle (at most ``settle_timeout_s``:
+    a page busy in a script or a dialog loop is observed as it is). Never raises for
+    page trouble."""
     started = time.perf_counter()
     error: str | None = None
     failed_bid: str | None = None
@@ -62,7 +68,10 @@ async def execute_action(
     except (ValueError, TypeError) as exc:
         error = f"{type(exc).__name__}: {exc}"
     acted = time.perf_counter()
-    await settle_page(ctx, settle or SettleConfig())
+    try:
+        await asyncio.wait_for(settle_page(ctx, settle or SettleConfig()), settle_timeout_s)
+    except TimeoutError:
+        log.info("page did not settle in time", timeout_s=settle_timeout_s)
     done = time.perf_counter()
     if error:
         log.debug("action failed", action=str(action), error=error)

@@ -15,7 +15,9 @@ import asyncio
 import base64
 import contextlib
 import time
-from typing import Any
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import structlog
 from browsergym.core.observation import (
@@ -26,8 +28,8 @@ from browsergym.core.observation import (
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Frame, Page
 
-from linewise.errors import BrowserError, ObservationError
-from linewise.records import Tab
+from linewise.errors import BrowserError, BrowserStalled, ObservationError
+from linewise.records import SkippedFrame, Tab
 from linewise.runtime.browser.cdp import CDPSender
 from linewise.runtime.browser.chromium import BID_ATTRIBUTE, BrowserSession
 from linewise.runtime.browser.observation import (
@@ -51,18 +53,79 @@ _TRANSIENT_ERRORS = (
 )
 
 
-async def observe(session: BrowserSession, *, screenshot: bool = True) -> Observation:
-    """Mark the active tab, read its AXTree and DOM snapshot, and flatten them."""
+T = TypeVar("T")
+
+# Chromium shows a refused or failed frame source (file://, chrome://, a dead host) as an
+# error page whose scripts never run: evaluating in it would wait forever.
+_DEAD_FRAME_PREFIXES = ("chrome-error://",)
+
+
+@dataclass
+class _FrameDeadlines:
+    """Every script run in a frame gets ``timeout_s``; a frame that misses it is left out
+    of this observation (and of its clean-up) and recorded."""
+
+    timeout_s: float
+    skipped: dict[Frame, SkippedFrame] = field(default_factory=dict)
+
+    def skip(self, frame: Frame, reason: str) -> None:
+        if frame not in self.skipped:
+            log.info("frame skipped", url=frame.url, reason=reason)
+            self.skipped[frame] = SkippedFrame(url=frame.url, reason=reason)
+
+    def usable(self, frame: Frame) -> bool:
+        if frame in self.skipped or frame.is_detached():
+            return False
+        if frame.url.startswith(_DEAD_FRAME_PREFIXES):
+            self.skip(frame, "Chromium refused or could not load the frame's source")
+            return False
+        return True
+
+    async def run(self, frame: Frame, work: Awaitable[T]) -> T | None:
+        """``work`` in ``frame`` within the deadline; None (frame skipped) if it misses it."""
+        try:
+            return await asyncio.wait_for(work, self.timeout_s)
+        except TimeoutError:
+            self.skip(frame, f"its scripts did not answer within {self.timeout_s:g} s")
+            return None
+
+
+async def observe(
+    session: BrowserSession, *, screenshot: bool = True, frame_timeout_s: float = 2.0
+) -> Observation:
+    """Mark the active tab, read its AXTree and DOM snapshot, and flatten them.
+
+    A frame whose scripts do not answer within ``frame_timeout_s`` is skipped (its
+    content stays unmarked) and listed in ``Observation.skipped_frames``.
+    """
     started = time.perf_counter()
     page = await session.ensure_page()
+    frames = _FrameDeadlines(frame_timeout_s)
+    stopped_loading = False
     for attempt in range(_MAX_TRIES):
         last = attempt == _MAX_TRIES - 1
         try:
-            await _mark_frames(page.main_frame, "", lenient=last)
+            if page.main_frame in frames.skipped:
+                raise _main_frame_stalled(page, frame_timeout_s)
+            if not frames.usable(page.main_frame):
+                raise ObservationError(f"the page at {page.url} is an error page")
+            await _mark_frames(page.main_frame, "", frames, lenient=last)
+            if page.main_frame in frames.skipped:
+                if stopped_loading or last:
+                    raise _main_frame_stalled(page, frame_timeout_s)
+                # A navigation still waiting on a server that never answers keeps the
+                # old document from running scripts: stop it and read what is there.
+                stopped_loading = True
+                del frames.skipped[page.main_frame]
+                cdp = await session.cdp(page)
+                await asyncio.wait_for(cdp.send("Page.stopLoading"), frame_timeout_s)
+                continue
             cdp = await session.cdp(page)
             dom, axtree = await asyncio.gather(_dom_snapshot(cdp), _merged_axtree(cdp))
-            focused = await _focused_bid(page)
+            focused = await _focused_bid(page, frames)
             break
+        except BrowserStalled:
+            raise
         except (PlaywrightError, BrowserError) as exc:
             message = str(exc)
             if last or not any(m in message for m in _TRANSIENT_ERRORS):
@@ -70,7 +133,7 @@ async def observe(session: BrowserSession, *, screenshot: bool = True) -> Observ
             log.debug("observation retry", attempt=attempt, error=message.splitlines()[0])
             await asyncio.sleep(0.2)
         finally:
-            await _unmark_frames(page)
+            await _unmark_frames(page, frames)
 
     raw_elements = extract_dom_extra_properties(dom, scale_factor=1.0)
     elements = {
@@ -80,7 +143,7 @@ async def observe(session: BrowserSession, *, screenshot: bool = True) -> Observ
     lines = flatten_axtree(axtree, elements)
     png = await _screenshot(cdp, page) if screenshot else None
     tabs = [
-        Tab(index=i, url=p.url, title=await _safe_title(p), active=p is page)
+        Tab(index=i, url=p.url, title=await _safe_title(p, frame_timeout_s), active=p is page)
         for i, p in enumerate(session.pages)
     ]
     active = next(t for t in tabs if t.active)
@@ -93,41 +156,61 @@ async def observe(session: BrowserSession, *, screenshot: bool = True) -> Observ
         elements=elements,
         screenshot_png=png,
         extraction_ms=(time.perf_counter() - started) * 1000,
+        skipped_frames=list(frames.skipped.values()),
     )
 
 
-async def _mark_frames(frame: Frame, frame_bid: str, *, lenient: bool) -> None:
-    warnings = await frame.evaluate(
+def _main_frame_stalled(page: Page, timeout_s: float) -> BrowserStalled:
+    return BrowserStalled("observe", timeout_s, f"the page at {page.url} runs no script")
+
+
+async def _mark_frames(
+    frame: Frame, frame_bid: str, frames: _FrameDeadlines, *, lenient: bool
+) -> None:
+    if not frames.usable(frame):
+        return
+    marked = await frames.run(frame, frame.evaluate(
         browsergym_js("frame_mark_elements.js"), [frame_bid, BID_ATTRIBUTE, "standard_html"]
-    )
-    for warning in warnings or []:
+    ))
+    if frame in frames.skipped:
+        return
+    for warning in marked or []:
         log.debug("marking warning", frame=frame_bid, warning=warning)
     children = []
     for child in frame.child_frames:
-        if child.is_detached():
+        if not frames.usable(child):
             continue
-        element = await child.frame_element()
-        if await element.content_frame() != child:
-            continue  # e.g. the PDF viewer inside an <embed>
-        sandbox = await element.get_attribute("sandbox")
-        if sandbox is not None and "allow-scripts" not in sandbox.split():
+        child_bid = await frames.run(child, _child_frame_bid(child))
+        if child in frames.skipped or child_bid == "":
             continue
-        child_bid = await element.get_attribute(BID_ATTRIBUTE)
         if child_bid is None:
             if lenient:
                 continue
             raise ObservationError("Cannot mark a child frame without a bid")
-        children.append(_mark_frames(child, child_bid, lenient=lenient))
+        children.append(_mark_frames(child, child_bid, frames, lenient=lenient))
     await asyncio.gather(*children)
 
 
-async def _unmark_frames(page: Page) -> None:
+async def _child_frame_bid(child: Frame) -> str | None:
+    """The bid of the element holding ``child``; "" for frames that are not marked."""
+    element = await child.frame_element()
+    if await element.content_frame() != child:
+        return ""  # e.g. the PDF viewer inside an <embed>
+    sandbox = await element.get_attribute("sandbox")
+    if sandbox is not None and "allow-scripts" not in sandbox.split():
+        return ""
+    return await element.get_attribute(BID_ATTRIBUTE)
+
+
+async def _unmark_frames(page: Page, frames: _FrameDeadlines) -> None:
+    # Runs in a ``finally``, also after a cancellation: a frame that did not answer
+    # before is never waited on again, and every other one only within its deadline.
     script = browsergym_js("frame_unmark_elements.js")
     for frame in page.frames:
-        if frame.is_detached():
+        if not frames.usable(frame):
             continue
         try:
-            await frame.evaluate(script)
+            await frames.run(frame, frame.evaluate(script))
         except PlaywrightError:
             continue  # detached or script-blocked frames keep nothing of ours that matters
 
@@ -197,12 +280,16 @@ def _extract_bid(node: dict[str, Any]) -> None:
         node["browsergym_id"] = items[0]
 
 
-async def _focused_bid(page: Page) -> str:
+async def _focused_bid(page: Page, frames: _FrameDeadlines) -> str:
     """The bid of the focused element, looking inside focused iframes."""
     frame: Frame | None = page.main_frame
     bid = ""
-    while frame is not None:
-        found = await frame.evaluate(own_js("focused_element.js"), BID_ATTRIBUTE)
+    while frame is not None and frames.usable(frame):
+        found = await frames.run(
+            frame, frame.evaluate(own_js("focused_element.js"), BID_ATTRIBUTE)
+        )
+        if found is None:
+            break
         bid = found["bid"] or bid
         if not (found["isFrame"] and found["bid"]):
             break
@@ -226,8 +313,8 @@ async def _screenshot(cdp: CDPSender, page: Page) -> bytes | None:
     return base64.b64decode(shot["data"])
 
 
-async def _safe_title(page: Page) -> str:
+async def _safe_title(page: Page, timeout_s: float) -> str:
     try:
-        return await page.title()
-    except PlaywrightError:
+        return await asyncio.wait_for(page.title(), timeout_s)
+    except (PlaywrightError, TimeoutError):
         return ""

@@ -20,7 +20,7 @@ from typing import Any
 from browsergym.utils.obs import IGNORED_AXTREE_PROPERTIES, flatten_axtree_to_str
 
 from linewise.axtree import INTERACTIVE_ROLES, number_lines, parse_line
-from linewise.records import Tab
+from linewise.records import DialogRecord, SkippedFrame, Tab
 
 IGNORED_ROLES = ("LineBreak", "InlineTextBox")
 _SKIPPED_ROLE = "__linewise_skipped__"
@@ -53,6 +53,10 @@ class Observation:
     elements: dict[str, ElementProperties] = field(default_factory=dict)
     screenshot_png: bytes | None = field(default=None, repr=False)
     extraction_ms: float = 0.0
+    skipped_frames: list[SkippedFrame] = field(default_factory=list)
+    """Frames left out because their scripts did not answer in time."""
+    dialogs: list[DialogRecord] = field(default_factory=list)
+    """Dialogs the page opened since the previous observation (answered at once)."""
 
     @property
     def text(self) -> str:

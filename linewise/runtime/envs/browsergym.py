@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import structlog
 
 from linewise.agent.action_parser import ParsedAction
-from linewise.errors import BrowserError
+from linewise.errors import BrowserError, BrowserStalled
 from linewise.records import Tab
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.browser.executor import ActionOutcome
@@ -37,6 +37,12 @@ T = TypeVar("T")
 
 CLOSE_TIMEOUT_S = 30.0
 """How long closing may wait for the worker thread (a hung page can block it)."""
+
+START_MARGIN_S = 60.0
+"""Beyond the navigation deadline, for ``reset``: it launches BrowserGym's own Chromium."""
+
+STEP_MARGIN_S = 10.0
+"""Beyond the action, navigation and settle deadlines, for ``step``: it also observes."""
 
 
 class BrowserGymEnv:
@@ -58,6 +64,15 @@ class BrowserGymEnv:
     async def _in_thread(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._thread, fn)
 
+    async def _bounded(self, stage: str, fn: Callable[[], T], timeout_s: float) -> T:
+        """``fn`` on the worker thread within ``timeout_s``. A thread cannot be
+        interrupted: past the deadline it is left to finish and the step ends stalled
+        (``close`` then gives up on the thread after ``CLOSE_TIMEOUT_S``)."""
+        try:
+            return await asyncio.wait_for(self._in_thread(fn), timeout_s)
+        except TimeoutError:
+            raise BrowserStalled(stage, timeout_s, f"BrowserGym task {self.task.id}") from None
+
     async def reset(self) -> TaskStart:
         def start() -> dict[str, Any]:
             self._gym = make_env(
@@ -68,7 +83,9 @@ class BrowserGymEnv:
             obs, _ = self._gym.reset(seed=self.task.seed)
             return dict(obs)
 
-        self._obs = await self._in_thread(start)
+        self._obs = await self._bounded(
+            "task start", start, self.browser.navigation_timeout_ms / 1000 + START_MARGIN_S
+        )
         return TaskStart(goal=self._obs.get("goal") or "", start_url=self._obs.get("url", ""))
 
     async def observe(self, *, screenshot: bool) -> Observation:
@@ -85,7 +102,10 @@ class BrowserGymEnv:
 
         loop = asyncio.get_running_loop()
         started = loop.time()
-        self._obs, reward, done = await self._in_thread(step)
+        config = self.browser
+        longest_ms = max(config.action_timeout_ms, config.navigation_timeout_ms)
+        deadline_s = (longest_ms + config.settle_timeout_ms) / 1000 + STEP_MARGIN_S
+        self._obs, reward, done = await self._bounded("act", step, deadline_s)
         self._status = TaskStatus(reward=reward, done=done)
         return ActionOutcome(
             error=self._obs.get("last_action_error") or None,

@@ -1,15 +1,35 @@
-"""linewise's own environment: an isolated context on the shared Chromium, async throughout."""
+"""linewise's own environment: an isolated context on the shared Chromium, async throughout.
+
+Every operation runs under a deadline and against the session's fault: a stalled page
+ends the step with ``BrowserStalled`` in bounded time, and a crashed renderer or a dead
+Chromium ends it at once with ``BrowserCrashed`` instead of leaving it to wait on a
+page that will never answer.
+"""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+import structlog
+from playwright.async_api import Error as PlaywrightError
+
 from linewise.agent.action_parser import ParsedAction
 from linewise.agent.actions import ActionContext
-from linewise.errors import BrowserError
+from linewise.errors import BrowserCrashed, BrowserError, BrowserStalled
 from linewise.runtime.browser.chromium import Browser, BrowserSession
 from linewise.runtime.browser.executor import ActionOutcome, SettleConfig, execute_action
 from linewise.runtime.browser.extraction import observe
 from linewise.runtime.browser.observation import Observation
 from linewise.runtime.tasks.browser_task import BrowserTask, TaskStart, TaskStatus
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+MARGIN_S = 5.0
+"""Beyond the sum of an operation's own Playwright timeouts, before the step gives up."""
 
 
 class ChromiumEnv:
@@ -20,7 +40,7 @@ class ChromiumEnv:
     ) -> None:
         self.browser = browser
         self.task = task
-        self.settle = settle
+        self.settle = settle or SettleConfig()
         self._session: BrowserSession | None = None
         self._last: Observation | None = None
 
@@ -34,32 +54,108 @@ class ChromiumEnv:
             raise BrowserError("the environment is not reset")
         return self._session
 
+    async def _guarded(self, stage: str, work: Awaitable[T], timeout_s: float) -> T:
+        """``work`` within ``timeout_s``, ended at once by a crash of the browser or the
+        tab (the crash wins over whatever the operation saw of it)."""
+        session = self.session
+        job = asyncio.ensure_future(work)
+        fault = asyncio.ensure_future(session.faulted.wait())
+        try:
+            await asyncio.wait({job, fault}, timeout=timeout_s,
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            fault.cancel()
+            if not job.done():
+                job.cancel()
+                job.add_done_callback(_ignore_result)
+        if not job.done() or job.cancelled():
+            if session.fault is not None:
+                raise session.fault
+            raise BrowserStalled(stage, timeout_s, f"at {self._url()}")
+        error = job.exception()
+        if session.fault is None and isinstance(error, PlaywrightError):
+            self._notice_crash(error)
+        if session.fault is not None:
+            raise session.fault from error
+        return job.result()
+
+    def _notice_crash(self, error: PlaywrightError) -> None:
+        """A crash can reach an operation as its error before Playwright's event."""
+        if not self.browser.connected:
+            self.session.fail(BrowserCrashed("browser", "Chromium disconnected during the episode"))
+        elif "crash" in str(error).lower():
+            self.session.fail(BrowserCrashed("renderer", f"the tab's renderer crashed: {error}"))
+
+    def _url(self) -> str:
+        try:
+            return self.session.page.url
+        except BrowserError:
+            return "(no tab)"
+
     async def reset(self) -> TaskStart:
-        self._session = await self.browser.new_session()
-        return await self.task.setup(self._session.page)
+        config = self.browser.config
+        self._session = await asyncio.wait_for(
+            self.browser.new_session(), config.navigation_timeout_ms / 1000 + MARGIN_S
+        )
+        return await self._guarded(
+            "task start", self.task.setup(self._session.page),
+            config.navigation_timeout_ms / 1000 + MARGIN_S,
+        )
 
     async def observe(self, *, screenshot: bool) -> Observation:
-        self._last = await observe(self.session, screenshot=screenshot)
+        config = self.browser.config
+        self._last = await self._guarded(
+            "observe",
+            observe(self.session, screenshot=screenshot,
+                    frame_timeout_s=config.frame_timeout_ms / 1000),
+            config.observe_timeout_ms / 1000,
+        )
+        self._last.dialogs = self.session.take_dialogs()
         return self._last
 
     async def act(self, action: ParsedAction) -> ActionOutcome:
         last = self._last
+        config = self.browser.config
         ctx = ActionContext(
             self.session,
-            timeout_ms=self.browser.config.action_timeout_ms,
+            timeout_ms=config.action_timeout_ms,
             known_bids=frozenset(last.elements) if last is not None else None,
             interactive_hint=last.interactive_hint() if last is not None else "",
         )
-        return await execute_action(action, ctx, self.settle)
+        # The action's own timeouts (its element, or a navigation) and the settle bound
+        # come first; the deadline only catches what ignores them.
+        longest_ms = max(config.action_timeout_ms, config.navigation_timeout_ms)
+        deadline_s = (longest_ms + config.settle_timeout_ms) / 1000 + MARGIN_S
+        return await self._guarded(
+            "act", execute_action(action, ctx, self.settle, config.settle_timeout_ms / 1000),
+            deadline_s,
+        )
 
     async def status(self) -> TaskStatus:
-        return await self.task.status(self.session.page)
+        return await self._guarded(
+            "status", self.task.status(self.session.page),
+            self.browser.config.frame_timeout_ms / 1000 + MARGIN_S,
+        )
 
     async def judge(self, answer: str | None, reward: float) -> bool | None:
         page = await self.session.ensure_page()
-        return await self.task.judge(page, answer, reward)
+        return await self._guarded(
+            "judge", self.task.judge(page, answer, reward),
+            self.browser.config.navigation_timeout_ms / 1000 + MARGIN_S,
+        )
 
     async def close(self) -> None:
         if self._session is not None:
-            await self._session.close()
-            self._session = None
+            session, self._session = self._session, None
+            try:
+                await asyncio.wait_for(
+                    session.close(), self.browser.config.close_timeout_ms / 1000
+                )
+            except (TimeoutError, PlaywrightError) as exc:
+                log.warning("browser context did not close", error=str(exc) or "timeout")
+
+
+def _ignore_result(job: asyncio.Future[Any]) -> None:
+    """Retrieve an abandoned operation's outcome so asyncio does not report it."""
+    if not job.cancelled():
+        job.exception()
