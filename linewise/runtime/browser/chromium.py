@@ -32,6 +32,7 @@ from pydantic import Field
 
 from linewise.errors import BrowserError
 from linewise.runtime.browser.cdp import CDPConnection, CDPSender
+from linewise.runtime.browser.guard import NavigationGuard
 from linewise.settings import BrowserSettings
 
 log = structlog.get_logger(__name__)
@@ -148,17 +149,25 @@ class Browser:
     def version(self) -> str:
         return self._browser.version if self._browser else ""
 
-    async def new_session(self) -> BrowserSession:
-        """A fresh, isolated browser context with one blank tab."""
+    async def new_session(self, guard: NavigationGuard | None = None) -> BrowserSession:
+        """A fresh, isolated browser context with one blank tab, watched by ``guard``.
+
+        Service workers are always blocked: a worker's fetches would skip the guard's
+        route. Without a guard, downloads are refused.
+        """
         if self._browser is None:
             raise BrowserError("Browser is not started")
         context = await self._browser.new_context(
             viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},
             locale=self.config.locale,
             timezone_id=self.config.timezone_id,
+            service_workers="block",
+            accept_downloads=guard is not None and guard.accept_downloads,
         )
         context.set_default_timeout(self.config.action_timeout_ms)
         context.set_default_navigation_timeout(self.config.navigation_timeout_ms)
+        if guard is not None:
+            await guard.attach(context)
         session = BrowserSession(context, self.config, self.devtools_port)
         await session.open_tab()
         return session

@@ -41,6 +41,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from linewise.runtime.browser.navigation import parse_patterns
 from linewise.runtime.tasks.miniwob_server import check_task_name
 
 __all__ = [
@@ -157,6 +158,16 @@ class WebTask(BaseModel):
     max_steps: MaxSteps = DEFAULT_MAX_STEPS
     success: SuccessCheck | None = None
     """Checked at the end of the episode; without it success is unknown (None)."""
+    allowed_domains: tuple[str, ...] = ()
+    """Added to the run's ``--allow-domain`` patterns (runtime/browser/navigation.py)."""
+    blocked_domains: tuple[str, ...] = ()
+    """Added to the run's ``--block-domain`` patterns."""
+
+    @field_validator("allowed_domains", "blocked_domains")
+    @classmethod
+    def _check_patterns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        parse_patterns(value)  # a PatternError is a ValueError: pydantic reports it
+        return value
 
     @property
     def kind(self) -> Literal["web"]:
