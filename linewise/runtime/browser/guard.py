@@ -28,7 +28,16 @@ from typing import Any
 from urllib.parse import urljoin
 
 import structlog
-from playwright.async_api import APIResponse, BrowserContext, Download, Frame, Page, Route
+from playwright.async_api import (
+    APIResponse,
+    BrowserContext,
+    ConsoleMessage,
+    Download,
+    Frame,
+    Page,
+    Request,
+    Route,
+)
 from playwright.async_api import Error as PlaywrightError
 
 from linewise.records import (
@@ -42,12 +51,16 @@ from linewise.runtime.browser.navigation import NavigationPolicy
 log = structlog.get_logger(__name__)
 
 MAX_REDIRECTS = 20
+SETTLE_TIMEOUT_S = 5.0
+POPUP_WAIT_ROUNDS = 20
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 DOWNLOADS_FOLDER = "downloads"
 DOWNLOADS_OFF = "downloads are off (the --downloads flag saves them in the episode folder)"
 
 # The browser's own error page after a failed or aborted load: not a page's navigation.
 _BROWSER_PAGES = ("chrome-error://", "about:blank", "about:srcdoc")
+_CHROMIUM_REFUSALS = ("Not allowed to load local resource:",
+                      "Not allowed to navigate top frame to data URL:")
 
 
 class NavigationGuard:
@@ -84,10 +97,14 @@ class NavigationGuard:
                                            from_url=from_url), tell_model=False)
         return reason
 
-    async def settle(self) -> None:
-        """Wait until the watcher has undone what it caught (going back, closing a popup)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+    async def settle(self, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
+        """Wait (bounded) until the watcher has undone what it caught (going back,
+        closing a popup) and pending downloads are saved or refused."""
+        if not self._tasks:
+            return
+        _, pending = await asyncio.wait(list(self._tasks), timeout=timeout_s)
+        if pending:
+            log.warning("navigation guard still busy", tasks=len(pending))
 
     def take_events(self) -> NavigationEvents:
         """Blocks and downloads since the last call."""
@@ -124,7 +141,7 @@ class NavigationGuard:
                     log.debug("sub-resource blocked", url=request.url[:200], reason=reason)
                     await route.abort("blockedbyclient")
                 return
-            frame = request.frame
+            frame = _frame_of(request)
             initiator = await _initiator(frame)
             reason = self.policy.refusal(request.url)
             if reason is not None:
@@ -132,25 +149,40 @@ class NavigationGuard:
             elif not request.url.startswith(("http:", "https:")):
                 await route.continue_()  # a file: page inside the task's folder
             else:
-                await self._load_checking_redirects(route, frame, initiator)
+                await self._load_checking_redirects(route, frame)
         except PlaywrightError as exc:  # the page or context closed meanwhile
             log.debug("route handler gave up", url=request.url[:200], error=str(exc)[:200])
 
     async def _refuse(
-        self, route: Route, frame: Frame, url: str, reason: str, initiator: NavigationInitiator,
-        from_url: str | None = None,
+        self, route: Route, frame: Frame | None, url: str, reason: str,
+        initiator: NavigationInitiator, from_url: str | None = None,
     ) -> None:
+        if from_url is None:
+            from_url = frame.url if frame is not None else ""
         self._record(BlockedNavigation(url=url, reason=reason, initiator=initiator,
-                                       from_url=frame.url if from_url is None else from_url))
+                                       from_url=from_url))
         # "aborted" (net::ERR_ABORTED) cancels the load without an error page: the frame
         # keeps the document it had.
         await route.abort("aborted")
         if initiator == "popup":
-            self._spawn(_close(frame.page))
+            self._spawn(self._close_blank_popups(frame.page if frame is not None else None))
 
-    async def _load_checking_redirects(
-        self, route: Route, frame: Frame, initiator: NavigationInitiator
-    ) -> None:
+    async def _close_blank_popups(self, page: Page | None) -> None:
+        """Close the tab a refused popup left behind, so the agent stays on its own."""
+        context = self._context
+        assert context is not None
+        for _ in range(POPUP_WAIT_ROUNDS):  # its page object may arrive after its request
+            for candidate in [page] if page is not None else list(context.pages):
+                try:
+                    if (candidate.url in ("", "about:blank") and len(context.pages) > 1
+                            and await candidate.opener() is not None):
+                        await candidate.close()
+                        return
+                except PlaywrightError:
+                    return
+            await asyncio.sleep(0.05)
+
+    async def _load_checking_redirects(self, route: Route, frame: Frame | None) -> None:
         url = route.request.url
         try:
             first = await route.fetch(max_redirects=0)
@@ -196,6 +228,21 @@ class NavigationGuard:
     def _on_page(self, page: Page) -> None:
         page.on("framenavigated", self._on_frame_navigated)
         page.on("download", lambda download: self._spawn(self._on_download(download)))
+        page.on("console", self._on_console)
+
+    def _on_console(self, message: ConsoleMessage) -> None:
+        """Chromium refuses a web page's navigations to file:, chrome: and top-level data:
+        URLs itself, before any request; its console error is the only trace of them."""
+        if message.type != "error":
+            return
+        for prefix in _CHROMIUM_REFUSALS:
+            if message.text.startswith(prefix):
+                url = message.text.removeprefix(prefix).strip()
+                reason = self.policy.refusal(url) or "Chromium does not let web pages open it"
+                self._record(BlockedNavigation(url=url, reason=reason, initiator="page",
+                                               from_url=message.page.url if message.page
+                                               else ""))
+                return
 
     def _on_frame_navigated(self, frame: Frame) -> None:
         url = frame.url
@@ -247,21 +294,24 @@ class NavigationGuard:
         self._events.downloads.append(record)
 
 
-async def _initiator(frame: Frame) -> NavigationInitiator:
+def _frame_of(request: Request) -> Frame | None:
+    """The request's frame; None for a popup's first request, sent before its frame
+    exists."""
+    try:
+        return request.frame
+    except PlaywrightError:
+        return None
+
+
+async def _initiator(frame: Frame | None) -> NavigationInitiator:
+    if frame is None:
+        return "popup"
     if frame.parent_frame is not None:
         return "frame"
     page = frame.page
     if frame.url in ("", "about:blank") and await page.opener() is not None:
         return "popup"
     return "page"
-
-
-async def _close(page: Page) -> None:
-    try:
-        if len(page.context.pages) > 1:
-            await page.close()
-    except PlaywrightError:
-        pass
 
 
 def _safe_filename(name: str) -> str:

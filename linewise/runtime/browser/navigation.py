@@ -258,7 +258,7 @@ class NavigationPolicy:
             return "the browser's DevTools port is always blocked"
         if any(p.matches(host, port) for p in self.block):
             return f"{host} is on the blocklist"
-        is_start = self.start_host is not None and self.start_host[0] == host
+        is_start = self.start_host == (host, port)
         listed = any(p.matches(host, port) for p in self.allow)
         if is_private_host(host) and not (self.allow_private or listed or is_start):
             return f"{host} is a loopback or private address"
