@@ -137,3 +137,43 @@ def test_address_helpers() -> None:
     assert host_address("cafe.be") is None
     assert is_metadata_host("169.254.169.254") and not is_metadata_host("example.org")
     assert is_private_host("LOCALHOST".lower()) and not is_private_host("8.8.8.8")
+
+
+def test_flags_become_navigation_settings() -> None:
+    from linewise.cli.flags import settings_from_args
+    from linewise.cli.main import build_parser
+
+    args = build_parser().parse_args([
+        "run", "--url", "https://example.org", "--goal", "g", "--allow-domain", "example.org",
+        "--allow-domain", "*.wiki.org", "--block-domain", "ads.example.org", "--downloads",
+    ])
+    navigation = settings_from_args(args, resolve=False).browser.navigation
+    assert navigation.allow_domains == ("example.org", "*.wiki.org")
+    assert navigation.block_domains == ("ads.example.org",)
+    assert navigation.downloads and navigation.enforce and not navigation.allow_private
+    default = settings_from_args(build_parser().parse_args(["run"]), resolve=False)
+    assert default.browser.navigation == NavigationSettings()
+    off = build_parser().parse_args(["run", "--no-navigation-policy"])
+    assert not settings_from_args(off, resolve=False).browser.navigation.enforce
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "--allow-domain", "https://example.org/x"])
+
+
+def test_task_files_take_domain_lists(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from linewise.errors import TaskFileError
+    from linewise.runtime.tasks.loader import load_task_file
+
+    assert isinstance(tmp_path, Path)
+    good = tmp_path / "tasks.yaml"
+    good.write_text("tasks:\n  - id: t\n    url: https://example.org\n    goal: g\n"
+                    "    allowed_domains: [example.org, '*.cdn.org']\n"
+                    "    blocked_domains: [ads.example.org]\n")
+    [task] = load_task_file(good)
+    assert task.allowed_domains == ("example.org", "*.cdn.org")  # type: ignore[union-attr]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tasks:\n  - id: t\n    url: https://example.org\n    goal: g\n"
+                   "    allowed_domains: ['https://example.org/']\n")
+    with pytest.raises(TaskFileError, match="allowed_domains"):
+        load_task_file(bad)
