@@ -111,6 +111,40 @@ class StepFailure(BaseModel):
     message: str
 
 
+NavigationInitiator = Literal["model", "page", "redirect", "popup", "frame"]
+"""Who started a navigation: the model's action, the page itself (a link, a script, a
+meta refresh), a redirect hop, a new tab the page opened, or an iframe."""
+
+
+class BlockedNavigation(BaseModel):
+    """A page load the navigation policy refused (runtime/browser/navigation.py)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    url: str
+    reason: str
+    initiator: NavigationInitiator
+    from_url: str = Field(default="", description="The page (or redirect) it came from.")
+
+
+class DownloadRecord(BaseModel):
+    """A download a page started: saved into the episode folder, or refused."""
+
+    model_config = ConfigDict(frozen=True)
+
+    url: str
+    filename: str = Field(description="The name the server suggested.")
+    saved_as: str | None = Field(default=None, description="Relative to the episode folder.")
+    refused: str | None = None
+
+
+class NavigationEvents(BaseModel):
+    """What the navigation guard saw since it was last asked."""
+
+    blocked: list[BlockedNavigation] = Field(default_factory=list)
+    downloads: list[DownloadRecord] = Field(default_factory=list)
+
+
 RepeatEscape = Literal["escaped", "kept"]
 """What became of an answer that repeated an action which had changed nothing."""
 
@@ -168,6 +202,10 @@ class StepRecord(BaseModel):
         description="The step ended in trouble after the model answered: the answer is "
         "kept, and this says which stage failed and why.",
     )
+    blocked: list[BlockedNavigation] = Field(
+        default_factory=list, description="Page loads the navigation policy refused."
+    )
+    downloads: list[DownloadRecord] = Field(default_factory=list)
 
 
 class TokenTotals(BaseModel):
@@ -240,6 +278,9 @@ class EpisodeSummary(BaseModel):
     filter_misses: int = 0
     repeats_escaped: int = Field(default=0, description="Steps with repeat_escape 'escaped'.")
     repeats_kept: int = Field(default=0, description="Steps with repeat_escape 'kept'.")
+    blocked_navigations: int = Field(default=0, description="Page loads the policy refused.")
+    downloads_saved: int = 0
+    downloads_refused: int = 0
     time: TimeTotals = Field(default_factory=TimeTotals)
     error: str | None = None
     traceback: str | None = None
@@ -261,6 +302,9 @@ class EpisodeSummary(BaseModel):
         self.filter_misses += len(record.filter_result.misses)
         self.repeats_escaped += record.repeat_escape == "escaped"
         self.repeats_kept += record.repeat_escape == "kept"
+        self.blocked_navigations += len(record.blocked)
+        self.downloads_saved += sum(d.saved_as is not None for d in record.downloads)
+        self.downloads_refused += sum(d.refused is not None for d in record.downloads)
         self.time.filter_s += record.filter_result.latency_ms / 1000
 
     def mark_failed(self, termination: Termination, message: str, trace: str | None) -> None:

@@ -135,6 +135,26 @@ class AgentSettings(BaseModel):
     )
 
 
+class NavigationSettings(BaseModel):
+    """Where an episode's pages may go and what they may download (the navigation policy,
+    runtime/browser/navigation.py). On by default; the task's own lists are added."""
+
+    model_config = _FROZEN
+
+    enforce: bool = Field(default=True, description="False turns the whole policy off.")
+    allow_domains: tuple[str, ...] = Field(
+        default=(), description="When set, pages and frames outside these are blocked."
+    )
+    block_domains: tuple[str, ...] = ()
+    allow_private: bool = Field(
+        default=False,
+        description="Allow loopback and private addresses even when the start URL is public.",
+    )
+    downloads: bool = Field(
+        default=False, description="Save downloads into the episode's downloads/ folder."
+    )
+
+
 class BrowserSettings(BaseModel):
     """How Chromium is launched (runtime/browser/chromium.py ``BrowserConfig`` adds the rest)."""
 
@@ -168,6 +188,8 @@ class BrowserSettings(BaseModel):
     close_timeout_ms: int = Field(
         default=10000, ge=1, description="How long closing an episode's context may take."
     )
+
+    navigation: NavigationSettings = Field(default_factory=NavigationSettings)
 
 
 class SecretSpec(BaseModel):

@@ -28,7 +28,7 @@ from linewise.runtime.run import run_tasks
 from linewise.runtime.tasks.browser_task import WebBrowserTask
 from linewise.runtime.tasks.schema import WebTask
 from linewise.runtime.trace import read_steps, read_summary
-from linewise.settings import BrowserSettings, LinewiseSettings
+from linewise.settings import BrowserSettings, LinewiseSettings, NavigationSettings
 from linewise.testing import CallInfo, FunctionModel, StaticServer, bid_matching, prompt_section
 
 FAST = BrowserSettings(
@@ -123,15 +123,25 @@ async def run_page(
     return summary, steps, wall
 
 
+@pytest.fixture(scope="module")
+async def unguarded_browser() -> AsyncIterator[Browser]:
+    """Without the navigation policy, which would block these iframes before they load:
+    the frame deadline must hold on its own."""
+    settings = FAST.model_copy(update={"navigation": NavigationSettings(enforce=False)})
+    async with Browser(BrowserConfig.from_settings(settings)) as browser:
+        yield browser
+
+
 @pytest.mark.parametrize("page", ["iframe-file.html", "iframe-chrome.html"])
 async def test_a_refused_iframe_is_skipped_and_recorded(
-    fast_browser: Browser, fault_pages: StaticServer, tmp_path: Path, page: str
+    unguarded_browser: Browser, fault_pages: StaticServer, tmp_path: Path, page: str
 ) -> None:
     summary, steps, wall = await run_page(
-        fast_browser, fault_pages.url(page), tmp_path, FunctionModel(click_then_report)
+        unguarded_browser, fault_pages.url(page), tmp_path, FunctionModel(click_then_report)
     )
     assert summary.termination == "agent_done" and summary.answer == "done", summary
-    assert [s.action_error for s in steps] == [None, None]
+    # the model may be told that Chromium itself refused the frame's source; nothing else
+    assert all(s.action_error is None or "refused to open" in s.action_error for s in steps)
     for step in steps:
         assert len(step.skipped_frames) == 1, step.skipped_frames
         assert "did not answer" in step.skipped_frames[0].reason
@@ -201,7 +211,9 @@ async def test_a_goto_to_a_server_that_never_answers_is_bounded(
         fast_browser, fault_pages.url("plain.html"), tmp_path, FunctionModel(goto_then_report)
     )
     assert len(steps) >= 1 and steps[0].action == f"goto('{silent_server}')"
-    assert steps[0].action_error is not None and "Timeout" in steps[0].action_error
+    # a timeout of the navigation, or of the navigation guard's own fetch of the document
+    error = steps[0].action_error or ""
+    assert "Timeout" in error or "ERR_FAILED" in error, error
     assert summary.termination == "agent_done", summary
     assert wall < 20
 

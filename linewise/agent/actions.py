@@ -55,6 +55,9 @@ class ActionContext:
     """A few interactive elements of the page, quoted when the model names a wrong bid."""
     messages_to_user: list[str] = field(default_factory=list)
     infeasible_reason: str | None = None
+    check_url: Callable[[str], str | None] | None = None
+    """The navigation policy: why a URL the model asks for is refused, or None if it is
+    allowed (and None for no policy)."""
 
     @property
     def page(self) -> Page:
@@ -229,6 +232,11 @@ async def goto(ctx: ActionContext, url: str) -> None:
     Examples:
         goto('http://www.example.com')
     """
+    if not isinstance(url, str) or not url.strip():
+        raise ActionError(f"goto needs a URL such as 'https://example.com', got {url!r}.")
+    reason = ctx.check_url(url) if ctx.check_url is not None else None
+    if reason is not None:
+        raise ActionError(f"goto({url!r}) was refused by the navigation policy: {reason}.")
     await ctx.page.goto(url)
 
 

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from linewise.agent.filters.registry import check_filter_name
 from linewise.errors import ConfigError
+from linewise.runtime.browser.navigation import DomainPattern, PatternError
 from linewise.settings import (
     DEFAULT_EPISODE_TIMEOUT_S,
     SECRET_NAME_PATTERN,
@@ -49,6 +50,11 @@ SETTINGS_FLAGS: dict[str, tuple[SettingsPath, ...]] = {
     "navigation_timeout": (("browser", "navigation_timeout_ms"),),
     "observe_timeout": (("browser", "observe_timeout_ms"),),
     "frame_timeout": (("browser", "frame_timeout_ms"),),
+    "allow_domain": (("browser", "navigation", "allow_domains"),),
+    "block_domain": (("browser", "navigation", "block_domains"),),
+    "allow_private": (("browser", "navigation", "allow_private"),),
+    "downloads": (("browser", "navigation", "downloads"),),
+    "navigation_policy": (("browser", "navigation", "enforce"),),
     "screenshots": (("screenshots",),),
     "episode_timeout": (("episode_timeout_s",),),
     "max_cost": (("budget", "max_cost_usd"),),
@@ -111,6 +117,15 @@ def filter_name(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def domain_pattern(text: str) -> str:
+    """argparse ``type`` of ``--allow-domain``/``--block-domain``."""
+    try:
+        DomainPattern.parse(text)
+    except PatternError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def add_browser_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--headed", dest="headless", action="store_const", const=False,
                         help="show the browser window")
@@ -126,6 +141,26 @@ def add_browser_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--frame-timeout", type=int, metavar="MS",
                         help="deadline of one frame's marking; a frame that misses it is "
                         "skipped and recorded (default 2000)")
+    add_navigation_flags(parser)
+
+
+def add_navigation_flags(parser: argparse.ArgumentParser) -> None:
+    """The navigation policy (README: "Safety on the live web: navigation")."""
+    group = parser.add_argument_group("navigation policy (on by default)")
+    group.add_argument("--allow-domain", action="append", type=domain_pattern,
+                       metavar="PATTERN", help="only pages on these domains (repeatable; "
+                       "example.org includes its subdomains, *.example.org only them)")
+    group.add_argument("--block-domain", action="append", type=domain_pattern,
+                       metavar="PATTERN", help="never pages on these domains (repeatable)")
+    group.add_argument("--allow-private", action="store_const", const=True,
+                       help="allow loopback and private addresses even when the start URL "
+                       "is public")
+    group.add_argument("--downloads", action="store_const", const=True,
+                       help="save downloads into the episode folder's downloads/ "
+                       "(default: refused)")
+    group.add_argument("--no-navigation-policy", dest="navigation_policy",
+                       action="store_const", const=False,
+                       help="turn the navigation policy off (experiments only)")
 
 
 def add_model_flags(parser: argparse.ArgumentParser) -> None:

@@ -300,6 +300,8 @@ class _Episode:
             raise
         done = self._ended(status.done, step.action)
         record = self._record(step, view, timings, started, reward=status.reward, done=done)
+        navigation = self.env.take_navigation_events()
+        record.blocked, record.downloads = navigation.blocked, navigation.downloads
         self.summary.time.observe_s += timings.observe_ms / 1000
         self.summary.time.act_s += (timings.act_ms + timings.settle_ms) / 1000
         next_error = error or (step.decision.error if step.decision.action is None else None)
@@ -462,8 +464,8 @@ async def run_episode(
     """Run one task to the end and write its trace under ``out_dir``. Never raises for
     page, model or task trouble: the summary says what went wrong."""
     config = config or EpisodeConfig()
-    env = environment_for(task, resources.browser, resources.miniwob, config.settle)
+    directory = episode_directory(out_dir, task.id)
+    env = environment_for(task, resources.browser, resources.miniwob, config.settle, directory)
     return await run_in_environment(
-        env, task.id, task.max_steps, resources.action_model,
-        episode_directory(out_dir, task.id), config, hooks,
+        env, task.id, task.max_steps, resources.action_model, directory, config, hooks,
     )

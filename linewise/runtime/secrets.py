@@ -26,12 +26,12 @@ import structlog
 
 from linewise.agent.action_parser import ParsedAction
 from linewise.errors import ActionError, ConfigError
-from linewise.records import Tab
+from linewise.records import NavigationEvents, Tab
 from linewise.runtime.browser.executor import ActionOutcome
 from linewise.runtime.browser.observation import Observation
 from linewise.runtime.envs.base import Environment
 from linewise.runtime.envs.chromium import ChromiumEnv
-from linewise.runtime.redaction import REDACTOR, redact_text
+from linewise.runtime.redaction import REDACTOR, redact_data, redact_text
 from linewise.runtime.tasks.browser_task import TaskStart, TaskStatus
 from linewise.settings import SecretSpec
 
@@ -201,6 +201,10 @@ class SecretsEnvironment:
 
     async def judge(self, answer: str | None, reward: float) -> bool | None:
         return await self.inner.judge(answer, reward)
+
+    def take_navigation_events(self) -> NavigationEvents:
+        events = self.inner.take_navigation_events()
+        return NavigationEvents.model_validate(redact_data(events.model_dump()))
 
     async def close(self) -> None:
         await self.inner.close()

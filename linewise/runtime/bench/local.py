@@ -105,7 +105,8 @@ class EpisodeRunner:
             async with asyncio.timeout(limit):
                 config = self.episode_config(spec)
                 env = environment_for(
-                    spec.task, self.resources.browser, self.resources.miniwob, config.settle
+                    spec.task, self.resources.browser, self.resources.miniwob, config.settle,
+                    folder,
                 )
                 summary = await run_in_environment(
                     env, spec.task.id, spec.task.max_steps, self.resources.action_client,

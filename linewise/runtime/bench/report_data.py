@@ -28,6 +28,8 @@ class Report(BaseModel):
     """Per agent and filter, over every benchmark."""
     by_benchmark: list[GroupMetrics]
     by_task: list[GroupMetrics]
+    blocked_navigations: int = 0
+    """Page loads the navigation policy refused, over every episode."""
 
 
 def build_report(results: list[EpisodeResult], bench: str, prices: Prices,
@@ -44,6 +46,7 @@ def build_report(results: list[EpisodeResult], bench: str, prices: Prices,
                              ("benchmark", "agent", "filter"), prices, max_rounds),
         by_task=grouped(results, lambda r: (r.base_task, r.filter, r.agent),
                         ("task", "filter", "agent"), prices, max_rounds),
+        blocked_navigations=sum(r.blocked_navigations for r in results),
     )
 
 
@@ -126,4 +129,6 @@ def preamble(report: Report) -> list[str]:
         "input/output tokens.",
         "Loops: answers that repeated an action which had changed nothing on the page; "
         "escaped when a re-ask chose another action, kept when every re-ask repeated it.",
+        f"Navigation policy: {report.blocked_navigations} page load(s) blocked "
+        "(steps.jsonl `blocked` says which, why and who started them).",
     ]

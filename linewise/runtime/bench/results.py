@@ -59,6 +59,7 @@ class EpisodeResult(BaseModel):
     llm_calls: int = 0
     repeats_escaped: int = Field(default=0, description="Futile repeats a re-ask replaced.")
     repeats_kept: int = Field(default=0, description="Futile repeats every re-ask kept.")
+    blocked_navigations: int = Field(default=0, description="Page loads the policy refused.")
     obs_tokens_full: int = 0
     obs_tokens_shown: int = 0
     reduction: float | None = Field(
@@ -140,6 +141,7 @@ def result_from_summary(
         llm_calls=summary.tokens.llm_calls,
         repeats_escaped=summary.repeats_escaped,
         repeats_kept=summary.repeats_kept,
+        blocked_navigations=summary.blocked_navigations,
         obs_tokens_full=summary.obs_tokens_full,
         obs_tokens_shown=summary.obs_tokens_shown,
         reduction=sum(reductions) / len(reductions) if reductions else None,

@@ -35,6 +35,7 @@ from pydantic import Field
 from linewise.errors import BrowserCrashed, BrowserError
 from linewise.records import DialogRecord
 from linewise.runtime.browser.cdp import CDPConnection, CDPSender
+from linewise.runtime.browser.guard import NavigationGuard
 from linewise.settings import BrowserSettings
 
 log = structlog.get_logger(__name__)
@@ -193,9 +194,13 @@ class Browser:
     def version(self) -> str:
         return self._browser.version if self._browser else ""
 
-    async def new_session(self) -> BrowserSession:
-        """A fresh, isolated browser context with one blank tab (on a relaunched
-        Chromium if the previous one died)."""
+    async def new_session(self, guard: NavigationGuard | None = None) -> BrowserSession:
+        """A fresh, isolated browser context with one blank tab, watched by ``guard``, on
+        a relaunched Chromium if the previous one died.
+
+        Service workers are always blocked: a worker's fetches would skip the guard's
+        route. Without a guard, downloads are refused.
+        """
         await self._ensure_connected()
         if self._browser is None:
             raise BrowserError("Browser is not started")
@@ -203,9 +208,13 @@ class Browser:
             viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},
             locale=self.config.locale,
             timezone_id=self.config.timezone_id,
+            service_workers="block",
+            accept_downloads=guard is not None and guard.accept_downloads,
         )
         context.set_default_timeout(self.config.action_timeout_ms)
         context.set_default_navigation_timeout(self.config.navigation_timeout_ms)
+        if guard is not None:
+            await guard.attach(context)
         session = BrowserSession(context, self.config, self.devtools_port)
         self._sessions.add(session)
         await session.open_tab()

@@ -108,7 +108,9 @@ async def observe(
             if page.main_frame in frames.skipped:
                 raise _main_frame_stalled(page, frame_timeout_s)
             if not frames.usable(page.main_frame):
-                raise ObservationError(f"the page at {page.url} is an error page")
+                # Chromium's own error page (a server that refused or dropped the
+                # connection) runs no page scripts: the agent is told, and can go back.
+                return await _error_page_observation(session, page, started, frame_timeout_s)
             await _mark_frames(page.main_frame, "", frames, lenient=last)
             if page.main_frame in frames.skipped:
                 if stopped_loading or last:
@@ -157,6 +159,27 @@ async def observe(
         screenshot_png=png,
         extraction_ms=(time.perf_counter() - started) * 1000,
         skipped_frames=list(frames.skipped.values()),
+    )
+
+
+async def _error_page_observation(
+    session: BrowserSession, page: Page, started: float, frame_timeout_s: float
+) -> Observation:
+    """The observation of a tab showing Chromium's error page instead of a document."""
+    tabs = [
+        Tab(index=i, url=p.url, title=await _safe_title(p, frame_timeout_s), active=p is page)
+        for i, p in enumerate(session.pages)
+    ]
+    return Observation(
+        url=page.url,
+        title="",
+        tabs=tabs,
+        lines=[
+            "RootWebArea 'Error'",
+            "\tStaticText 'This page could not be loaded (the server refused, dropped or "
+            "never answered the connection). Go back or open another page.'",
+        ],
+        extraction_ms=(time.perf_counter() - started) * 1000,
     )
 
 

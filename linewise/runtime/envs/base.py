@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from linewise.agent.action_parser import ParsedAction
+from linewise.records import NavigationEvents
 from linewise.runtime.browser.executor import ActionOutcome
 from linewise.runtime.browser.observation import Observation
 from linewise.runtime.tasks.browser_task import TaskStart, TaskStatus
@@ -38,6 +39,10 @@ class Environment(Protocol):
     async def judge(self, answer: str | None, reward: float) -> bool | None:
         """Success once the loop is over, given the agent's last message and the last
         reward; None when the task has no way to tell."""
+        ...
+
+    def take_navigation_events(self) -> NavigationEvents:
+        """Page loads the navigation policy refused, and downloads, since the last call."""
         ...
 
     async def close(self) -> None: ...

@@ -23,7 +23,7 @@ import structlog
 
 from linewise.agent.action_parser import ParsedAction
 from linewise.errors import BrowserError, BrowserStalled
-from linewise.records import Tab
+from linewise.records import NavigationEvents, Tab
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.browser.executor import ActionOutcome
 from linewise.runtime.browser.observation import ElementProperties, Observation, flatten_axtree
@@ -117,6 +117,10 @@ class BrowserGymEnv:
 
     async def judge(self, answer: str | None, reward: float) -> bool | None:
         return reward > 0
+
+    def take_navigation_events(self) -> NavigationEvents:
+        """BrowserGym's gym env runs its own browser: the navigation policy is not applied."""
+        return NavigationEvents()
 
     async def close(self) -> None:
         gym = self._gym

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import structlog
@@ -18,9 +19,13 @@ from playwright.async_api import Error as PlaywrightError
 from linewise.agent.action_parser import ParsedAction
 from linewise.agent.actions import ActionContext
 from linewise.errors import BrowserCrashed, BrowserError, BrowserStalled
+from linewise.prompts import render_prompt
+from linewise.records import BlockedNavigation, NavigationEvents
 from linewise.runtime.browser.chromium import Browser, BrowserSession
 from linewise.runtime.browser.executor import ActionOutcome, SettleConfig, execute_action
 from linewise.runtime.browser.extraction import observe
+from linewise.runtime.browser.guard import NavigationGuard
+from linewise.runtime.browser.navigation import NavigationPolicy
 from linewise.runtime.browser.observation import Observation
 from linewise.runtime.tasks.browser_task import BrowserTask, TaskStart, TaskStatus
 
@@ -33,14 +38,28 @@ MARGIN_S = 5.0
 
 
 class ChromiumEnv:
-    """One episode in a fresh browser context of ``browser``, running ``task``."""
+    """One episode in a fresh browser context of ``browser``, running ``task``, under the
+    navigation policy of the browser's settings and the task (downloads, when allowed,
+    go to ``episode_dir/downloads``)."""
 
     def __init__(
-        self, browser: Browser, task: BrowserTask, settle: SettleConfig | None = None
+        self,
+        browser: Browser,
+        task: BrowserTask,
+        settle: SettleConfig | None = None,
+        episode_dir: Path | None = None,
     ) -> None:
         self.browser = browser
         self.task = task
         self.settle = settle or SettleConfig()
+        self.policy = NavigationPolicy.for_task(
+            browser.config.navigation,
+            task.start_url,
+            allowed_domains=task.allowed_domains,
+            blocked_domains=task.blocked_domains,
+            devtools_port=browser.devtools_port,
+        )
+        self.guard = NavigationGuard(self.policy, episode_dir)
         self._session: BrowserSession | None = None
         self._last: Observation | None = None
 
@@ -95,15 +114,20 @@ class ChromiumEnv:
     async def reset(self) -> TaskStart:
         config = self.browser.config
         self._session = await asyncio.wait_for(
-            self.browser.new_session(), config.navigation_timeout_ms / 1000 + MARGIN_S
+            self.browser.new_session(self.guard), config.navigation_timeout_ms / 1000 + MARGIN_S
         )
-        return await self._guarded(
+        start = await self._guarded(
             "task start", self.task.setup(self._session.page),
             config.navigation_timeout_ms / 1000 + MARGIN_S,
         )
+        await self._guarded("task start", self.guard.settle(),
+                            config.navigation_timeout_ms / 1000 + MARGIN_S)
+        return start
 
     async def observe(self, *, screenshot: bool) -> Observation:
         config = self.browser.config
+        await self._guarded("observe", self.guard.settle(),
+                            config.navigation_timeout_ms / 1000 + MARGIN_S)
         self._last = await self._guarded(
             "observe",
             observe(self.session, screenshot=screenshot,
@@ -121,15 +145,30 @@ class ChromiumEnv:
             timeout_ms=config.action_timeout_ms,
             known_bids=frozenset(last.elements) if last is not None else None,
             interactive_hint=last.interactive_hint() if last is not None else "",
+            check_url=self._check_model_url,
         )
         # The action's own timeouts (its element, or a navigation) and the settle bound
         # come first; the deadline only catches what ignores them.
         longest_ms = max(config.action_timeout_ms, config.navigation_timeout_ms)
         deadline_s = (longest_ms + config.settle_timeout_ms) / 1000 + MARGIN_S
-        return await self._guarded(
+        outcome = await self._guarded(
             "act", execute_action(action, ctx, self.settle, config.settle_timeout_ms / 1000),
             deadline_s,
         )
+        await self._guarded("act", self.guard.settle(),
+                            config.navigation_timeout_ms / 1000 + MARGIN_S)
+        notes = self.guard.take_notes()
+        if not notes:
+            return outcome
+        told = "".join(_blocked_note(block) for block in notes).strip()
+        error = f"{outcome.error}\n{told}" if outcome.error else told
+        return outcome.model_copy(update={"error": error})
+
+    def take_navigation_events(self) -> NavigationEvents:
+        return self.guard.take_events()
+
+    def _check_model_url(self, url: str) -> str | None:
+        return self.guard.check_model_url(url, from_url=self.session.page.url)
 
     async def status(self) -> TaskStatus:
         return await self._guarded(
@@ -159,3 +198,8 @@ def _ignore_result(job: asyncio.Future[Any]) -> None:
     """Retrieve an abandoned operation's outcome so asyncio does not report it."""
     if not job.cancelled():
         job.exception()
+
+
+def _blocked_note(block: BlockedNavigation) -> str:
+    return render_prompt("navigation_blocked.md", url=block.url, reason=block.reason,
+                         initiator=block.initiator)

@@ -51,6 +51,10 @@ class BrowserTask(Protocol):
 
     agent_can_end: bool
     """Whether the agent's message to the user (or its infeasibility report) ends it."""
+    start_url: str
+    """Where the task starts; the navigation policy derives what it implies."""
+    allowed_domains: tuple[str, ...]
+    blocked_domains: tuple[str, ...]
 
     async def setup(self, page: Page) -> TaskStart: ...
 
@@ -66,6 +70,9 @@ class WebBrowserTask:
 
     def __init__(self, task: WebTask) -> None:
         self.task = task
+        self.start_url = task.url
+        self.allowed_domains = task.allowed_domains
+        self.blocked_domains = task.blocked_domains
 
     async def setup(self, page: Page) -> TaskStart:
         try:
@@ -97,6 +104,9 @@ class MiniWoBBrowserTask:
     def __init__(self, task: MiniWoBTask, server: MiniWoBServer) -> None:
         self.task = task
         self.server = server
+        self.start_url = server.url_for(task.miniwob)
+        self.allowed_domains: tuple[str, ...] = ()
+        self.blocked_domains: tuple[str, ...] = ()
 
     async def setup(self, page: Page) -> TaskStart:
         goal = await start_miniwob_episode(page, self.task.miniwob, self.task.seed, self.server)

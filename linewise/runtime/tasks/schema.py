@@ -41,6 +41,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from linewise.runtime.browser.navigation import parse_patterns
 from linewise.runtime.tasks.miniwob_server import check_task_name
 from linewise.settings import SECRET_NAME_PATTERN, SecretSpec
 
@@ -163,6 +164,16 @@ class WebTask(BaseModel):
         description="NAME: ENV_VAR or NAME: {env: ENV_VAR, domains: [...]}; the goal and "
         "the model write <secret:NAME>, fill() types the value (see runtime/secrets.py).",
     )
+    allowed_domains: tuple[str, ...] = ()
+    """Added to the run's ``--allow-domain`` patterns (runtime/browser/navigation.py)."""
+    blocked_domains: tuple[str, ...] = ()
+    """Added to the run's ``--block-domain`` patterns."""
+
+    @field_validator("allowed_domains", "blocked_domains")
+    @classmethod
+    def _check_patterns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        parse_patterns(value)  # a PatternError is a ValueError: pydantic reports it
+        return value
 
     @property
     def kind(self) -> Literal["web"]:

@@ -1,0 +1,267 @@
+"""The navigation policy: which URLs a page of an episode may load, and why not.
+
+A pure function of the URL and the policy's settings, used twice with the same object:
+by the ``goto`` action before the model's navigation starts, and by the network guard
+(``runtime/browser/guard.py``) for every document, frame and redirect hop the browser
+requests, whoever started it.
+
+Rules, in order:
+
+1. Only ``http:`` and ``https:`` pages. ``about:blank`` and ``about:srcdoc`` (an empty
+   page, an iframe's inline document) are allowed; ``file:`` only inside the folder of a
+   task whose own start URL is a ``file:`` URL; every other scheme (``chrome:``,
+   ``javascript:``, ``data:``, ``view-source:``, ``blob:``, ``about:config``…) is refused.
+2. Cloud metadata addresses (link-local 169.254.0.0/16 and fe80::/10, fd00:ec2::254,
+   100.100.100.200, metadata.google.internal…) and the browser's own DevTools port are
+   always refused.
+3. ``block_domains`` patterns are refused.
+4. Loopback and private addresses (127.0.0.0/8, ::1, 10/8, 172.16/12, 192.168/16,
+   fc00::/7, 0.0.0.0, ``localhost``…) are refused unless the start URL is itself on one,
+   ``allow_private`` is set, or an allowlist pattern names the host.
+5. With an allowlist (``allow_domains``), hosts outside it are refused; the start URL's
+   own host is always on it.
+
+Domain patterns: ``example.org`` matches example.org and every subdomain;
+``*.example.org`` only the subdomains; an IP address matches itself; a pattern with a
+port (``127.0.0.1:8000``, ``localhost:3000``) matches only that port.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import socket
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from urllib.parse import unquote, urlsplit
+
+from linewise.settings import NavigationSettings
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+WEB_SCHEMES = ("http", "https")
+ALLOWED_ABOUT = ("about:blank", "about:srcdoc")
+
+METADATA_HOSTS = frozenset({
+    "metadata.google.internal", "metadata.goog", "metadata", "instance-data",
+    "instance-data.ec2.internal", "metadata.azure.internal", "metadata.tencentyun.com",
+})
+METADATA_NETWORKS = (
+    ipaddress.ip_network("169.254.0.0/16"),  # AWS, GCP, Azure, ECS, OpenStack metadata
+    ipaddress.ip_network("fe80::/10"),
+    ipaddress.ip_network("fd00:ec2::254/128"),  # AWS IMDS over IPv6
+    ipaddress.ip_network("100.100.100.200/32"),  # Alibaba Cloud
+)
+
+_PATTERN = re.compile(r"(\*\.)?[a-z0-9_.\-]+|\[[0-9a-f:.]+\]")
+
+
+class PatternError(ValueError):
+    """A domain pattern that is not ``host``, ``*.host`` or ``host:port``."""
+
+
+@dataclass(frozen=True)
+class DomainPattern:
+    """One ``--allow-domain``/``--block-domain`` pattern, parsed."""
+
+    host: str
+    subdomains_only: bool = False
+    port: int | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> DomainPattern:
+        raw = text.strip().lower().rstrip(".")
+        if "://" in raw or "/" in raw:
+            raise PatternError(f"{text!r}: give a host name (example.org), not a URL")
+        host, port = raw, None
+        if raw.startswith("["):  # [::1]:8080
+            host, _, rest = raw.partition("]")
+            host += "]"
+            if rest.startswith(":"):
+                port = _port(text, rest[1:])
+        elif raw.count(":") == 1:
+            host, port_text = raw.split(":")
+            port = _port(text, port_text)
+        if not _PATTERN.fullmatch(host):
+            raise PatternError(
+                f"{text!r}: expected example.org, *.example.org, an IP address or host:port"
+            )
+        subdomains_only = host.startswith("*.")
+        return cls(host.removeprefix("*.").strip("[]"), subdomains_only, port)
+
+    def matches(self, host: str, port: int | None) -> bool:
+        if self.port is not None and self.port != port:
+            return False
+        if host == self.host:
+            return not self.subdomains_only
+        return host.endswith("." + self.host)
+
+
+def _port(text: str, port: str) -> int:
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise PatternError(f"{text!r}: bad port {port!r}")
+    return int(port)
+
+
+def parse_patterns(patterns: tuple[str, ...] | list[str]) -> tuple[DomainPattern, ...]:
+    return tuple(DomainPattern.parse(p) for p in patterns)
+
+
+def host_address(host: str) -> IPAddress | None:
+    """The IP address a host names literally, in any form Chromium accepts
+    (``2852039166`` and ``0xa9fea9fe`` are 169.254.169.254), else None."""
+    host = host.strip("[]")
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    if re.fullmatch(r"[0-9a-fx.]+", host) and any(c.isdigit() for c in host):
+        try:
+            return ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:
+            return None
+    return None
+
+
+def is_metadata_host(host: str) -> bool:
+    address = host_address(host)
+    if address is None:
+        return host in METADATA_HOSTS
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return any(address in network for network in METADATA_NETWORKS if
+               network.version == address.version)
+
+
+def is_private_host(host: str) -> bool:
+    """Loopback, private, unspecified or reserved addresses, and ``localhost`` names."""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    address = host_address(host)
+    if address is None:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return (address.is_loopback or address.is_private or address.is_unspecified
+            or address.is_reserved or address.is_link_local)
+
+
+@dataclass(frozen=True)
+class ParsedURL:
+    scheme: str
+    host: str
+    port: int | None
+    path: str
+
+
+def parse_url(url: str) -> ParsedURL | None:
+    """Scheme, lower-cased host, effective port and path; None when it cannot be parsed."""
+    try:
+        parts = urlsplit(url.strip())
+        scheme = parts.scheme.lower()
+        host = (parts.hostname or "").rstrip(".")
+        port = parts.port
+    except ValueError:
+        return None
+    if port is None and scheme in WEB_SCHEMES:
+        port = 443 if scheme == "https" else 80
+    return ParsedURL(scheme, host, port, unquote(parts.path))
+
+
+@dataclass(frozen=True)
+class NavigationPolicy:
+    """Whether a URL may be loaded as a page or frame of the episode (``refusal``)."""
+
+    allow: tuple[DomainPattern, ...] = ()
+    block: tuple[DomainPattern, ...] = ()
+    allow_private: bool = False
+    file_root: PurePosixPath | None = None
+    """The folder a ``file:`` start URL may stay inside."""
+    start_host: tuple[str, int | None] | None = None
+    devtools_port: int | None = None
+    enforce: bool = True
+    downloads: bool = False
+
+    @classmethod
+    def for_task(
+        cls,
+        settings: NavigationSettings,
+        start_url: str,
+        *,
+        allowed_domains: tuple[str, ...] = (),
+        blocked_domains: tuple[str, ...] = (),
+        devtools_port: int | None = None,
+    ) -> NavigationPolicy:
+        """The policy of one episode: the run's settings, the task's own lists (added to
+        the run's), and what the start URL implies (private addresses, a file folder)."""
+        start = parse_url(start_url)
+        file_root = None
+        start_host = None
+        allow_private = settings.allow_private
+        if start is not None and start.scheme == "file":
+            file_root = PurePosixPath(start.path).parent
+        elif start is not None and start.host:
+            start_host = (start.host, start.port)
+            allow_private = allow_private or is_private_host(start.host)
+        return cls(
+            allow=parse_patterns((*settings.allow_domains, *allowed_domains)),
+            block=parse_patterns((*settings.block_domains, *blocked_domains)),
+            allow_private=allow_private,
+            file_root=file_root,
+            start_host=start_host,
+            devtools_port=devtools_port,
+            enforce=settings.enforce,
+            downloads=settings.downloads,
+        )
+
+    def refusal(self, url: str) -> str | None:
+        """None if ``url`` may be loaded, else the reason it may not (a short phrase)."""
+        if not self.enforce:
+            return None
+        if url.strip().lower() in ALLOWED_ABOUT:
+            return None
+        parsed = parse_url(url)
+        if parsed is None:
+            return "the URL cannot be parsed"
+        if parsed.scheme == "file":
+            return self._file_refusal(parsed)
+        if parsed.scheme not in WEB_SCHEMES:
+            scheme = parsed.scheme or url.split(":", 1)[0]
+            return f"{scheme}: URLs are not allowed (only http and https pages)"
+        if not parsed.host:
+            return "the URL has no host"
+        return self._host_refusal(parsed.host, parsed.port, document=True)
+
+    def subresource_refusal(self, url: str) -> str | None:
+        """For images, scripts and fetches: only the address rules (metadata, DevTools,
+        private networks); which domains a page may load resources from is its business."""
+        if not self.enforce:
+            return None
+        parsed = parse_url(url)
+        if parsed is None or parsed.scheme not in WEB_SCHEMES or not parsed.host:
+            return None
+        return self._host_refusal(parsed.host, parsed.port, document=False)
+
+    def _file_refusal(self, parsed: ParsedURL) -> str | None:
+        if self.file_root is None:
+            return "file: URLs are not allowed (only http and https pages)"
+        path = PurePosixPath(parsed.path)
+        if ".." in path.parts or not path.is_relative_to(self.file_root):
+            return f"file: URLs are allowed only inside the task's folder {self.file_root}"
+        return None
+
+    def _host_refusal(self, host: str, port: int | None, *, document: bool) -> str | None:
+        if is_metadata_host(host):
+            return "cloud metadata addresses are always blocked"
+        if (self.devtools_port is not None and port == self.devtools_port
+                and is_private_host(host)):
+            return "the browser's DevTools port is always blocked"
+        if any(p.matches(host, port) for p in self.block):
+            return f"{host} is on the blocklist"
+        is_start = self.start_host == (host, port)
+        listed = any(p.matches(host, port) for p in self.allow)
+        if is_private_host(host) and not (self.allow_private or listed or is_start):
+            return f"{host} is a loopback or private address"
+        if document and self.allow and not (listed or is_start):
+            return f"{host} is not on the allowlist"
+        return None

