@@ -31,8 +31,8 @@ from linewise.agent.filters.truncate import NoFilter
 from linewise.agent.models import ChatModel
 from linewise.agent.policy import ActionAgent, Decision, page_key
 from linewise.agent.prompt import PageView
-from linewise.errors import LinewiseError, LLMError
-from linewise.records import EpisodeSummary, StepRecord, StepTimings, Termination
+from linewise.errors import EndpointRefused, LinewiseError, LLMError, infra_kind_of
+from linewise.records import EpisodeSummary, InfraKind, StepRecord, StepTimings, Termination
 from linewise.runtime.browser.chromium import Browser
 from linewise.runtime.browser.executor import ActionOutcome, SettleConfig
 from linewise.runtime.browser.observation import Observation
@@ -162,10 +162,15 @@ class _Episode:
             self.summary.status = "finished"
         except TimeoutError:
             self._fail("timeout", f"episode exceeded its {self.config.timeout_s:.0f} s timeout")
-        except (LinewiseError, PlaywrightError) as exc:
-            self._fail("error", f"{type(exc).__name__}: {exc}")
+        except EndpointRefused as exc:  # no episode can run: the whole run stops
+            self._fail("error", f"{type(exc).__name__}: {exc}", infra_kind_of(exc))
+            raise
+        except PlaywrightError as exc:
+            self._fail("error", f"{type(exc).__name__}: {exc}", "browser")
+        except LinewiseError as exc:
+            self._fail("error", f"{type(exc).__name__}: {exc}", infra_kind_of(exc))
         except Exception as exc:  # a bug must still leave a readable trace behind
-            self._fail("error", f"{type(exc).__name__}: {exc}")
+            self._fail("error", f"{type(exc).__name__}: {exc}", infra_kind_of(exc))
             log.exception("episode crashed", task_id=self.task_id)
         finally:
             await self.env.close()
@@ -173,8 +178,10 @@ class _Episode:
             self.writer.write_summary(self.summary)
         return self.summary
 
-    def _fail(self, termination: Termination, message: str) -> None:
-        self.summary.mark_failed(termination, message, traceback.format_exc())
+    def _fail(
+        self, termination: Termination, message: str, infra_kind: InfraKind | None = None
+    ) -> None:
+        self.summary.mark_failed(termination, message, traceback.format_exc(), infra_kind)
         log.warning("episode failed", task_id=self.task_id, error=message)
 
     async def _loop(self, goal: str) -> None:
