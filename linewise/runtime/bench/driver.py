@@ -4,10 +4,13 @@ The driver is the only writer of ``results.jsonl`` (Ray workers hand their resul
 back), so appends never interleave. Before anything runs it reconciles the folder with
 the file:
 
-1. episodes with a results line are done;
-2. an episode whose folder holds an ended summary but no line (killed between the two
-   writes) is recovered from its folder, not run again;
-3. every other episode that left a folder is set aside under ``_incomplete/`` and runs
+1. a results line of an infrastructure (or stopped) ending is taken out of the file
+   into ``_infra/results.jsonl``, its folder moved under ``_infra/``, and the episode
+   runs again; with ``retry_errors``, so is every line with an error;
+2. episodes with a results line left are done;
+3. an episode whose folder holds an ended summary of an agent outcome but no line
+   (killed between the two writes) is recovered from its folder, not run again;
+4. every other episode that left a folder is set aside under ``_incomplete/`` and runs
    from scratch.
 """
 
@@ -24,7 +27,12 @@ import structlog
 
 from linewise.errors import ConfigError
 from linewise.runtime.bench.local import BenchOptions, run_local
-from linewise.runtime.bench.plan import EpisodeSpec, finished_summary, set_aside_unfinished
+from linewise.runtime.bench.plan import (
+    INFRA_DIR,
+    EpisodeSpec,
+    finished_summary,
+    set_aside_unfinished,
+)
 from linewise.runtime.bench.progress import LogProgress, Progress
 from linewise.runtime.bench.results import (
     RESULTS_FILE,
@@ -32,6 +40,7 @@ from linewise.runtime.bench.results import (
     ResultsWriter,
     read_results,
     result_from_summary,
+    take_out,
 )
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.run import environment_manifest
@@ -53,6 +62,10 @@ class BenchOutcome:
     recovered: int
     skipped: int
     set_aside: list[Path] = field(default_factory=list)
+    retried: int = 0
+    """Earlier infrastructure endings (and, with retry_errors, errors) run again."""
+    stopped: str | None = None
+    """Why the bench stopped before running everything (resumable), or None."""
 
 
 def check_manifest(out_dir: Path, settings: LinewiseSettings, resume: bool) -> None:
@@ -103,6 +116,24 @@ def write_manifest(
     tmp.replace(path)
 
 
+def take_back_endings(
+    out_dir: Path, specs: list[EpisodeSpec], *, retry_errors: bool = False
+) -> int:
+    """Take the results lines that do not stand (``EpisodeResult.is_final``; with
+    ``retry_errors`` also every line with an error) out of results.jsonl, and their
+    folders under ``_infra/``: those episodes run again. Returns how many."""
+    path = out_dir / RESULTS_FILE
+    mine = {s.key: s for s in specs}
+    again = {r.key for r in read_results(path) if r.key in mine
+             and (not r.is_final or (retry_errors and r.error_kind is not None))}
+    taken = take_out(path, again, out_dir / INFRA_DIR / RESULTS_FILE)
+    set_aside_unfinished(out_dir, [mine[r.key] for r in taken], INFRA_DIR)
+    for r in taken:
+        log.info("episode runs again", episode=str(r.key), outcome=r.outcome,
+                 infra_kind=r.infra_kind, error=r.error)
+    return len(taken)
+
+
 def reconcile(
     out_dir: Path, specs: list[EpisodeSpec], writer: ResultsWriter, backend: str
 ) -> tuple[list[EpisodeSpec], int, int, list[Path]]:
@@ -134,15 +165,20 @@ async def run_bench(
     backend: Backend = "local",
     progress: Progress | None = None,
     resume: bool = False,
+    retry_errors: bool = False,
     argv: list[str] | None = None,
 ) -> BenchOutcome:
-    """Run every spec not already in ``out_dir/results.jsonl``; return all results."""
+    """Run every spec not already in ``out_dir/results.jsonl`` (infrastructure endings
+    run again, and with ``retry_errors`` every ending with an error); return all
+    results. Raises ``EndpointRefused`` when the endpoint refuses the run."""
     progress = progress or LogProgress()
     out_dir.mkdir(parents=True, exist_ok=True)
     check_manifest(out_dir, settings, resume)
     write_manifest(out_dir, settings, specs, backend=backend, options=options,
                    argv=argv if argv is not None else sys.argv)
     path = out_dir / RESULTS_FILE
+    retried = take_back_endings(out_dir, specs, retry_errors=retry_errors)
+    stopped: str | None = None
     with ResultsWriter(path) as writer:
         pending, skipped, recovered, moved = reconcile(out_dir, specs, writer, backend)
         progress.start(len(specs), len(specs) - len(pending))
@@ -154,6 +190,9 @@ async def run_bench(
             writer.append(result)
             progress.episode_finished(result)
 
+        def on_retry(spec: EpisodeSpec, result: EpisodeResult) -> None:
+            progress.episode_retried(result)
+
         try:
             if backend == "ray":
                 from linewise.runtime.bench.ray_backend import run_ray
@@ -161,12 +200,14 @@ async def run_bench(
                 await run_ray(pending, settings, browser_config, out_dir, options,
                               on_start, on_result)
             else:
-                await run_local(pending, settings, browser_config, out_dir, options,
-                                on_start, on_result)
+                stopped = await run_local(
+                    pending, settings, browser_config, out_dir, options, on_start, on_result,
+                    on_retry=on_retry, on_outage=progress.endpoint_down,
+                )
         finally:
             progress.close()
     return BenchOutcome(
         results=read_results(path), ran=len(pending), recovered=recovered, skipped=skipped,
-        set_aside=moved,
+        set_aside=moved, retried=retried, stopped=stopped,
     )
 
