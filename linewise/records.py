@@ -203,7 +203,7 @@ AGENT_TERMINATIONS: frozenset[str] = frozenset(
     {"task_done", "agent_done", "infeasible", "max_steps"}
 )
 BUDGET_TERMINATIONS: frozenset[str] = frozenset()
-STOPPED_TERMINATIONS: frozenset[str] = frozenset({"running"})
+STOPPED_TERMINATIONS: frozenset[str] = frozenset()
 
 
 def outcome_of(termination: str, infra_kind: InfraKind | None) -> Outcome:

@@ -178,8 +178,9 @@ class OutageSettings(BaseModel):
     max_outage_s: float = Field(default=1800.0, gt=0)
     infra_retries: int = Field(
         default=1, ge=0,
-        description="Times an episode that ended on an infrastructure fault runs again "
-        "within the same bench (its partial trace is set aside).",
+        description="Times an episode that ended on a passing infrastructure fault "
+        "(model endpoint, browser, local server) runs again within the same bench (its "
+        "partial trace is set aside); --resume reruns every infrastructure ending.",
     )
 
 

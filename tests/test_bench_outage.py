@@ -195,3 +195,33 @@ def test_bench_stops_at_once_with_exit_3_when_the_key_is_refused(tmp_path: Path)
     assert refused.returncode == 3, refused.stderr[-3000:]
     assert f"LLM endpoint {server.base_url} refused the API key (401)" in refused.stderr
     assert read_results(tmp_path / "bench" / "results.jsonl") == []
+
+
+def test_resume_reruns_endpoint_failures_recorded_before_endings_were_classified(
+    tmp_path: Path,
+) -> None:
+    """The lines an older bench wrote for an endpoint outage (``error_kind: model``, no
+    outcome) were skipped by --resume forever; now they are taken back and rerun."""
+    from linewise.runtime.bench.driver import take_back_endings
+
+    specs = expand([MiniWoBTask(miniwob="click-test", seed=0)], ["none"], 3)
+    ok, outage, wrong = specs
+    base = {"base_task": "miniwob.click-test", "benchmark": "miniwob", "filter": "none",
+            "agent": "m"}
+    lines = [
+        {**base, "task_id": ok.task.id, "seed": ok.seed, "success": True,
+         "termination": "task_done"},
+        {**base, "task_id": outage.task.id, "seed": outage.seed, "success": False,
+         "termination": "error", "error": "EndpointUnreachable: down", "error_kind": "model"},
+        {**base, "task_id": wrong.task.id, "seed": wrong.seed, "success": False,
+         "termination": "max_steps"},
+    ]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    outage.folder(tmp_path).mkdir(parents=True)
+    assert take_back_endings(tmp_path, specs) == 1
+    assert [r.key for r in read_results(tmp_path / "results.jsonl")] == [ok.key, wrong.key]
+    assert not outage.folder(tmp_path).exists()
+    assert len(list((tmp_path / INFRA_DIR / "none").iterdir())) == 1
+    kept = json.loads((tmp_path / INFRA_DIR / "results.jsonl").read_text())
+    assert kept["outcome"] == "infrastructure" and kept["infra_kind"] == "model"
+    assert take_back_endings(tmp_path, specs) == 0  # agent outcomes stand

@@ -11,9 +11,11 @@ wall-clock guard (the episode's own timeout plus a grace period for closing its
 context) and a catch-all for bugs, so one bad episode is a results line, never a
 stopped bench. Only ``EndpointRefused`` stops it: no episode could run.
 
-Infrastructure faults: an episode that ended on one runs again, up to
-``OutageSettings.infra_retries`` times, its partial trace set aside under ``_infra/``;
-an ``EndpointWatch`` pauses the bench while the model endpoint is down (outage.py).
+Infrastructure faults: an episode that ended on a passing one (``RERUN_IN_BENCH``) runs
+again, up to ``OutageSettings.infra_retries`` times, its partial trace set aside under
+``_infra/``; the other infrastructure endings (a deadline, a bug) are recorded and left
+to ``--resume``, as running them again at once would most likely end the same way. An
+``EndpointWatch`` pauses the bench while the model endpoint is down (outage.py).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import structlog
 from linewise.agent.filters.registry import FilterMaker
 from linewise.agent.models import ChatModel
 from linewise.errors import EndpointRefused
+from linewise.records import InfraKind
 from linewise.runtime.bench.outage import EndpointWatch, OutageHook, Probe
 from linewise.runtime.bench.plan import INFRA_DIR, EpisodeKey, EpisodeSpec, set_aside_unfinished
 from linewise.runtime.bench.results import EpisodeResult, failed_result, result_from_summary
@@ -51,6 +54,9 @@ StartHook = Callable[[EpisodeSpec], None]
 ResultHook = Callable[[EpisodeResult], None]
 RetryHook = Callable[[EpisodeSpec, EpisodeResult], None]
 """An episode ended on an infrastructure fault and will run again (no results line)."""
+
+RERUN_IN_BENCH: frozenset[InfraKind] = frozenset({"model", "browser", "server"})
+"""Infrastructure kinds that pass: an episode ending on one runs again in the same bench."""
 
 
 @dataclass
@@ -199,7 +205,7 @@ async def run_specs(
             on_start(spec)
             result = await runner.run(spec)
             watch.record(result)
-            if (result.outcome == "infrastructure"
+            if (result.outcome == "infrastructure" and result.infra_kind in RERUN_IN_BENCH
                     and retries.get(spec.key, 0) < outage.infra_retries):
                 retries[spec.key] = retries.get(spec.key, 0) + 1
                 set_aside_unfinished(runner.out_dir, [spec], INFRA_DIR)
