@@ -58,7 +58,7 @@ def infra_kind_of(exc: BaseException) -> InfraKind | None:
 class ConfigError(LinewiseError):
     """A setting, flag or environment variable has a value that cannot work."""
 
-    infra_kind = "task"
+    infra_kind: ClassVar[InfraKind | None] = "task"
 
 
 class TaskFileError(LinewiseError):
@@ -68,13 +68,13 @@ class TaskFileError(LinewiseError):
         super().__init__(f"{path}: {message}")
         self.path = path
 
-    infra_kind = "task"
+    infra_kind: ClassVar[InfraKind | None] = "task"
 
 
 class BrowserError(LinewiseError):
     """Chromium could not be found, launched or driven."""
 
-    infra_kind = "browser"
+    infra_kind: ClassVar[InfraKind | None] = "browser"
 
 
 class ObservationError(BrowserError):
@@ -97,7 +97,7 @@ class CDPError(BrowserError):
 class ActionError(LinewiseError):
     """An action cannot be run; the message is shown to the model as the last action error."""
 
-    infra_kind = None
+    infra_kind: ClassVar[InfraKind | None] = None
 
 
 class ActionParseError(ActionError):
@@ -122,7 +122,7 @@ class LLMError(LinewiseError):
     otherwise: the endpoint failed, not the agent.
     """
 
-    infra_kind = "model"
+    infra_kind: ClassVar[InfraKind | None] = "model"
 
     def __init__(
         self, message: str, *, status: int | None = None, call: LLMCall | None = None
@@ -153,7 +153,7 @@ class EndpointRefused(LLMError):
     """The endpoint will not serve this run: it refused the key (401/403) or does not
     know the model (404). Retrying cannot help, so the whole run stops at once."""
 
-    infra_kind = "refused"
+    infra_kind: ClassVar[InfraKind | None] = "refused"
 
     def __init__(
         self, base_url: str, model: str, status: int, detail: str = "", *,
@@ -194,7 +194,7 @@ class ResponseFormatError(LLMError):
     """The model answered, but not in the format that was asked for (after retries):
     the model's own outcome, not a fault of the endpoint."""
 
-    infra_kind = None
+    infra_kind: ClassVar[InfraKind | None] = None
 
 
 class RangeParseError(ResponseFormatError):
@@ -205,7 +205,7 @@ class RangeParseError(ResponseFormatError):
 class ModelError(LinewiseError):
     """The embedded model cannot be assembled, verified or served."""
 
-    infra_kind = "server"
+    infra_kind: ClassVar[InfraKind | None] = "server"
 
 
 class PruneError(LinewiseError):
