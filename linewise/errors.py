@@ -15,6 +15,8 @@ The hierarchy (httpx style: catch the base class to catch them all)::
     │   └── ElementNotFound    an unknown, hidden or detached bid
     ├── LLMError               the model endpoint failed
     │   ├── EndpointUnreachable  nothing answers at the configured base URL
+    │   ├── EndpointRefused      401/403, or the model is unknown (404): stops the run
+    │   ├── InvalidResponse      the body is not a chat completion (bad JSON, no choices)
     │   └── ResponseFormatError  the answer is not in the asked-for format
     │       └── RangeParseError  a retriever answer holds no usable line ranges
     ├── ModelError             the embedded model cannot be assembled, verified or served
@@ -24,23 +26,41 @@ The hierarchy (httpx style: catch the base class to catch them all)::
         └── GraphBuildError    the LLM extractor gave no valid graph after its retries
 
 An ``ActionError`` never ends an episode: its message becomes the next step's
-``last_action_error``. The others end the episode (or the run, for ``ConfigError``
-and ``TaskFileError``) with a recorded error.
+``last_action_error``. The others end the episode (or the run, for ``ConfigError``,
+``TaskFileError`` and ``EndpointRefused``) with a recorded error.
+
+Each class says what kind of infrastructure fault it is (``infra_kind``, see
+``records.InfraKind``) or ``None`` when an episode ending on it is the agent's own
+outcome; ``infra_kind_of`` reads it for any exception, so the classification of an
+ending lives here and in ``records.outcome_of``, nowhere else.
 """
 
 from __future__ import annotations
 
-from typing import Self
+from typing import ClassVar, Self
 
-from linewise.records import LLMCall
+from linewise.records import InfraKind, LLMCall
 
 
 class LinewiseError(Exception):
     """Base class of every error linewise raises on purpose."""
 
+    infra_kind: ClassVar[InfraKind | None] = "crash"
+    """What an episode ending on this error is (``None``: the agent's own outcome)."""
+
+
+def infra_kind_of(exc: BaseException) -> InfraKind | None:
+    """The infrastructure kind of an episode that ended on ``exc``: the error's own for
+    linewise errors, ``crash`` (a bug) for any other exception."""
+    if isinstance(exc, LinewiseError):
+        return exc.infra_kind
+    return "crash"
+
 
 class ConfigError(LinewiseError):
     """A setting, flag or environment variable has a value that cannot work."""
+
+    infra_kind: ClassVar[InfraKind | None] = "task"
 
 
 class TaskFileError(LinewiseError):
@@ -50,9 +70,13 @@ class TaskFileError(LinewiseError):
         super().__init__(f"{path}: {message}")
         self.path = path
 
+    infra_kind: ClassVar[InfraKind | None] = "task"
+
 
 class BrowserError(LinewiseError):
     """Chromium could not be found, launched or driven."""
+
+    infra_kind: ClassVar[InfraKind | None] = "browser"
 
 
 class ObservationError(BrowserError):
@@ -97,6 +121,8 @@ class CDPError(BrowserError):
 class ActionError(LinewiseError):
     """An action cannot be run; the message is shown to the model as the last action error."""
 
+    infra_kind: ClassVar[InfraKind | None] = None
+
 
 class ActionParseError(ActionError):
     """The model's action text is not a single allowed call with literal arguments."""
@@ -116,7 +142,11 @@ class LLMError(LinewiseError):
     ``status`` is the HTTP status the endpoint answered with, when it answered at all
     (400: it refused the request's parameters). ``call`` is the trace record of the failed
     call (messages, latency, the error), when the failure happened in a recorded call.
+    Any of them is an infrastructure fault of kind ``model`` unless a subclass says
+    otherwise: the endpoint failed, not the agent.
     """
+
+    infra_kind: ClassVar[InfraKind | None] = "model"
 
     def __init__(
         self, message: str, *, status: int | None = None, call: LLMCall | None = None
@@ -143,8 +173,52 @@ class EndpointUnreachable(LLMError):
         return type(self)(self.base_url, self.detail, call=call)
 
 
+class EndpointRefused(LLMError):
+    """The endpoint will not serve this run: it refused the key (401/403) or does not
+    know the model (404). Retrying cannot help, so the whole run stops at once."""
+
+    infra_kind: ClassVar[InfraKind | None] = "refused"
+
+    def __init__(
+        self, base_url: str, model: str, status: int, detail: str = "", *,
+        call: LLMCall | None = None,
+    ) -> None:
+        reason = {401: "refused the API key", 403: "refused access",
+                  404: f"does not know the model {model!r}"}.get(status, f"answered {status}")
+        msg = f"LLM endpoint {base_url} {reason} ({status})"
+        super().__init__(f"{msg}: {detail}" if detail else msg, status=status, call=call)
+        self.base_url = base_url
+        self.model = model
+        self.detail = detail
+
+    def recorded(self, call: LLMCall) -> Self:
+        assert self.status is not None
+        return type(self)(self.base_url, self.model, self.status, self.detail, call=call)
+
+
+class InvalidResponse(LLMError):
+    """The endpoint answered 200 with a body that is not a usable chat completion
+    (invalid JSON, no ``choices``): a fault of the endpoint, not an answer of the model.
+    ``raw_body`` is what came back, kept for the trace."""
+
+    def __init__(
+        self, base_url: str, reason: str, raw_body: str, *, call: LLMCall | None = None
+    ) -> None:
+        super().__init__(f"LLM endpoint {base_url} sent an invalid response: {reason}",
+                         status=200, call=call)
+        self.base_url = base_url
+        self.reason = reason
+        self.raw_body = raw_body
+
+    def recorded(self, call: LLMCall) -> Self:
+        return type(self)(self.base_url, self.reason, self.raw_body, call=call)
+
+
 class ResponseFormatError(LLMError):
-    """The model answered, but not in the format that was asked for (after retries)."""
+    """The model answered, but not in the format that was asked for (after retries):
+    the model's own outcome, not a fault of the endpoint."""
+
+    infra_kind: ClassVar[InfraKind | None] = None
 
 
 class RangeParseError(ResponseFormatError):
@@ -154,6 +228,8 @@ class RangeParseError(ResponseFormatError):
 
 class ModelError(LinewiseError):
     """The embedded model cannot be assembled, verified or served."""
+
+    infra_kind: ClassVar[InfraKind | None] = "server"
 
 
 class PruneError(LinewiseError):

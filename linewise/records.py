@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 TRACE_VERSION = 1
 
@@ -34,6 +34,11 @@ class LLMCall(BaseModel):
     started_at: datetime = Field(default_factory=utcnow)
     attempt: int = 0
     error: str | None = None
+    raw_body: str | None = Field(
+        default=None,
+        description="The endpoint's body when it was not a usable chat completion "
+        "(invalid JSON, no choices): kept so that nothing answered is lost.",
+    )
 
 
 class StepTimings(BaseModel):
@@ -252,6 +257,60 @@ or the run's) stopped it: neither the agent's failure nor an infrastructure faul
 disconnected (it is relaunched for the next episodes); ``renderer_crash``: the tab's
 renderer crashed; ``interrupted``: the user stopped the run (Ctrl+C)."""
 
+# ------------------------------------------------------------- how an episode ended
+#
+# Every ending is one of four outcomes, so that a benchmark's numbers never mix the
+# agent's results with faults of the machinery around it:
+#
+# - ``agent``: the agent's own result, judged: success, a wrong answer, the step limit,
+#   action or parse errors, ``agent_done``, ``infeasible``, and a model answer that never
+#   came in the asked-for format. Only these count in a success rate.
+# - ``infrastructure``: something around the agent failed (``InfraKind`` says what). The
+#   episode says nothing about the agent: its partial trace is set aside and
+#   ``bench --resume`` runs it again.
+# - ``budget``: a resource limit of the run (not of the task) ended it.
+# - ``stopped``: the user or the runtime stopped it before its end (Ctrl+C).
+#
+# The outcome is derived from the termination and the infrastructure kind by
+# ``outcome_of``; a new termination is classified by adding it to one of the sets below.
+
+Outcome = Literal["agent", "infrastructure", "budget", "stopped"]
+
+InfraKind = Literal["model", "refused", "browser", "server", "timeout", "task", "crash"]
+"""What failed around the agent:
+
+- ``model``: the model endpoint (unreachable, 429/5xx after the retry budget, a call
+  timeout, an invalid body or no choices, a 400);
+- ``refused``: the endpoint refused the key or does not know the model (the run stops);
+- ``browser``: Chromium, a renderer or a page load (``BrowserError``, Playwright errors);
+- ``server``: a local server linewise runs (the embedded model, MiniWoB++);
+- ``timeout``: a deadline of the runtime itself (the episode's wall-clock limit);
+- ``task``: the task could not be set up as written;
+- ``crash``: an unexpected exception, i.e. a bug.
+"""
+
+AGENT_TERMINATIONS: frozenset[str] = frozenset(
+    {"task_done", "agent_done", "infeasible", "max_steps"}
+)
+BUDGET_TERMINATIONS: frozenset[str] = frozenset({"budget"})
+STOPPED_TERMINATIONS: frozenset[str] = frozenset({"interrupted"})
+# ``stalled``, ``browser_crash`` and ``renderer_crash`` are infrastructure of kind
+# ``browser`` (the loop records them so).
+
+
+def outcome_of(termination: str, infra_kind: InfraKind | None) -> Outcome:
+    """The outcome of an ending (see the table above). An ``error`` or ``timeout`` with
+    no infrastructure kind is the agent's (e.g. its answers never parsed)."""
+    if termination in AGENT_TERMINATIONS:
+        return "agent"
+    if termination in BUDGET_TERMINATIONS:
+        return "budget"
+    if termination in STOPPED_TERMINATIONS:
+        return "stopped"
+    if termination == "timeout":
+        return "infrastructure"
+    return "infrastructure" if infra_kind is not None else "agent"
+
 
 class EpisodeSummary(BaseModel):
     """The outcome of one episode; rewritten when it ends."""
@@ -283,12 +342,21 @@ class EpisodeSummary(BaseModel):
     downloads_refused: int = 0
     time: TimeTotals = Field(default_factory=TimeTotals)
     error: str | None = None
+    infra_kind: InfraKind | None = Field(
+        default=None, description="What failed around the agent, when something did."
+    )
     traceback: str | None = None
     budget_stop: str | None = Field(
         default=None, description="Which limit ended the episode (termination 'budget')."
     )
     started_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def outcome(self) -> Outcome:
+        """Agent, infrastructure, budget or stopped (``outcome_of``)."""
+        return outcome_of(self.termination, self.infra_kind)
 
     def add_step(self, record: StepRecord) -> None:
         """Count a finished step into the totals."""
@@ -307,13 +375,19 @@ class EpisodeSummary(BaseModel):
         self.downloads_refused += sum(d.refused is not None for d in record.downloads)
         self.time.filter_s += record.filter_result.latency_ms / 1000
 
-    def mark_failed(self, termination: Termination, message: str, trace: str | None) -> None:
-        """The episode ended in trouble: ``termination`` says which kind."""
+    def mark_failed(
+        self, termination: Termination, message: str, trace: str | None,
+        infra_kind: InfraKind | None = None,
+    ) -> None:
+        """The episode ended in trouble: ``termination`` says which kind, ``infra_kind``
+        what failed around the agent (``errors.infra_kind_of`` of the exception); a
+        timeout is the runtime's deadline unless said otherwise."""
         self.status = "failed"
         self.termination = termination
         self.error = message
         self.traceback = trace
         self.success = False
+        self.infra_kind = infra_kind or ("timeout" if termination == "timeout" else None)
 
     def mark_ended(self, wall_s: float) -> None:
         """Stamp the end; an episode still "running" here was cut short (Ctrl-C, timeout)."""
@@ -321,5 +395,5 @@ class EpisodeSummary(BaseModel):
         self.finished_at = utcnow()
         if self.status == "running":
             self.status = "failed"
-            self.termination = "error"
+            self.termination = "interrupted"
             self.error = self.error or "episode was interrupted"

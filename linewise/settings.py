@@ -48,10 +48,28 @@ class EndpointSettings(BaseModel):
     model: str | None = None
     temperature: float = 0.0
     max_tokens: int = Field(default=768, ge=1)
-    timeout_s: float = Field(default=600.0, gt=0)
+    timeout_s: float = Field(
+        default=120.0, gt=0,
+        description="Per attempt of a call: a remote endpoint that has not answered in two "
+        "minutes is stalled (the embedded model gets a longer one, see runtime/run.py).",
+    )
     max_in_flight: int = Field(default=4, ge=1, description="Concurrent requests.")
     requests_per_second: float | None = Field(default=None, gt=0)
-    max_retries: int = Field(default=2, ge=0, description="Transport retries by the client.")
+    max_retries: int = Field(
+        default=8, ge=0,
+        description="Retries of one call after a 429, a 5xx, a timeout or a dropped "
+        "connection, within retry_budget_s.",
+    )
+    retry_budget_s: float = Field(
+        default=180.0, ge=0,
+        description="Longest time one call may spend on retries (waits included); after "
+        "it the call fails as an infrastructure fault.",
+    )
+    backoff_initial_s: float = Field(
+        default=1.0, gt=0, description="First wait before a retry; doubled each time, "
+        "with jitter, unless the endpoint sends Retry-After."
+    )
+    backoff_max_s: float = Field(default=30.0, gt=0, description="Longest wait between tries.")
 
     @field_validator("base_url")
     @classmethod
@@ -233,6 +251,29 @@ class BudgetSettings(BaseModel):
     max_run_tokens: int | None = Field(default=None, ge=1)
 
 
+class OutageSettings(BaseModel):
+    """How a bench rides out a model endpoint that stops answering (runtime/bench/outage.py).
+
+    After ``failures_to_pause`` episodes in a row end on an endpoint fault, the bench
+    starts no new episode and probes the endpoint, waiting ``probe_initial_s`` doubled
+    each time (with jitter) up to ``probe_max_s``; it carries on when the endpoint
+    answers, and stops cleanly (resumable) once it has been down for ``max_outage_s``.
+    """
+
+    model_config = _FROZEN
+
+    failures_to_pause: int = Field(default=2, ge=1)
+    probe_initial_s: float = Field(default=2.0, gt=0)
+    probe_max_s: float = Field(default=60.0, gt=0)
+    max_outage_s: float = Field(default=1800.0, gt=0)
+    infra_retries: int = Field(
+        default=1, ge=0,
+        description="Times an episode that ended on a passing infrastructure fault "
+        "(model endpoint, browser, local server) runs again within the same bench (its "
+        "partial trace is set aside); --resume reruns every infrastructure ending.",
+    )
+
+
 FLAT_ENV_NAMES: dict[str, tuple[str, str]] = {
     "LINEWISE_PARSE_RETRIES": ("agent", "parse_retries"),
     "LINEWISE_REPEAT_ESCAPES": ("agent", "repeat_escapes"),
@@ -276,6 +317,7 @@ class LinewiseSettings(BaseSettings):
     secrets: dict[str, SecretSpec] = Field(
         default_factory=dict, description="<secret:NAME> placeholders: NAME -> where from."
     )
+    outage: OutageSettings = Field(default_factory=OutageSettings)
     screenshots: bool = True
     episode_timeout_s: float | None = Field(
         default=DEFAULT_EPISODE_TIMEOUT_S, gt=0, description="Wall-clock limit per episode."

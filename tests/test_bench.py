@@ -288,8 +288,9 @@ def test_bench_usage_errors(tmp_path: Path) -> None:
 def test_progress_bar_and_log_lines_count_the_same(capsys: pytest.CaptureFixture[str]) -> None:
     from linewise.runtime.bench.progress import LogProgress, RichProgress
 
-    results = [_result("a"), _result("b", success=False, error="x", error_kind="model"),
-               _result("c", action_prompt_tokens=100)]
+    results = [_result("a"), _result("b", success=False, termination="max_steps"),
+               _result("c", action_prompt_tokens=100),
+               _result("d", success=False, error="x", error_kind="model")]
     for progress in (RichProgress(), LogProgress()):
         progress.start(total=5, already_done=1)
         for r in results:
@@ -298,8 +299,9 @@ def test_progress_bar_and_log_lines_count_the_same(capsys: pytest.CaptureFixture
             progress.episode_finished(r)
         counts = progress.counts  # type: ignore[attr-defined]
         progress.close()
-        assert (counts.done, counts.running, counts.failed, counts.tokens) == (3, 0, 1, 100)
-        assert counts.rate_text() == "67%"
+        assert (counts.done, counts.running, counts.failed, counts.tokens) == (4, 0, 1, 100)
+        # the endpoint fault is counted beside the rate, not in it
+        assert counts.infra == 1 and counts.rate_text() == "67%"
         assert counts.eta_s is not None and counts.eta_s >= 0
 
 

@@ -11,6 +11,7 @@ from linewise.runtime.episode import EpisodeResources, run_episode
 from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.models.files import ensure_embedded_model
 from linewise.runtime.models.local_server import LocalModelServer
+from linewise.runtime.run import LOCAL_TIMEOUT_S
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 from linewise.runtime.tasks.schema import MiniWoBTask
 from linewise.runtime.trace import read_steps
@@ -23,8 +24,10 @@ async def test_one_real_step_with_the_embedded_model(
 ) -> None:
     model = ensure_embedded_model()
     async with LocalModelServer(model, ctx_size=8192) as server:
+        # as open_endpoints sets up the embedded model: its long timeout, no retries
         client = ChatClient(EndpointSettings(
-            base_url=server.base_url, model=server.model_name, max_tokens=128))
+            base_url=server.base_url, model=server.model_name, max_tokens=128,
+            timeout_s=LOCAL_TIMEOUT_S, max_retries=0))
         env = EpisodeResources(browser, client, miniwob_server)
         task = MiniWoBTask(miniwob="click-test", seed=1, max_steps=1)
         summary = await run_episode(task, env, tmp_path)

@@ -13,11 +13,12 @@ import linewise
 README = Path(__file__).parents[1] / "README.md"
 
 PUBLIC = [
-    "ActionError", "ActionParseError", "AgentSettings", "AnyTask", "BrowserError",
-    "BrowserGymTask", "BrowserSettings", "CDPError", "ChatModel", "Completion",
-    "ConfigError", "ElementNotFound", "EndpointSettings", "EndpointUnreachable",
-    "EpisodeSummary", "FilterContext", "FilterInput", "FilterResult", "FilterSettings",
-    "GraphBuildError", "GraphError", "LLMCall", "LLMError", "LinewiseError",
+    "ActionError", "ActionParseError", "AgentSettings", "AnyTask", "BrowserCrashed",
+    "BrowserError", "BrowserGymTask", "BrowserSettings", "BrowserStalled", "CDPError",
+    "ChatModel", "Completion", "ConfigError", "ElementNotFound", "EndpointRefused",
+    "EndpointSettings", "EndpointUnreachable", "EpisodeSummary", "FilterContext",
+    "FilterInput", "FilterResult", "FilterSettings", "GraphBuildError", "GraphError",
+    "InvalidResponse", "LLMCall", "LLMError", "LinewiseError",
     "LinewiseSettings", "MiniWoBTask", "ModelError", "ObservationError", "ObservationFilter",
     "PruneError", "RangeParseError", "ResponseFormatError", "StepContext", "StepHooks",
     "StepRecord", "SuccessCheck", "Tab", "TaskFileError", "Usage", "WebTask", "__version__",
@@ -33,7 +34,9 @@ def test_the_public_names_are_pinned() -> None:
 
 
 def test_every_public_error_is_a_linewise_error() -> None:
-    errors = [getattr(linewise, n) for n in PUBLIC if n.endswith("Error") or n == "ElementNotFound"]
+    errors = [getattr(linewise, n) for n in PUBLIC
+              if n.endswith(("Error", "Crashed", "Stalled", "Refused", "Response"))
+              or n == "ElementNotFound"]
     assert errors and all(issubclass(e, linewise.LinewiseError) for e in errors)
 
 

@@ -79,19 +79,24 @@ def test_report_numbers(tmp_path: Path) -> None:
     assert [p.name for p in written] == ["report.md", "report.html", "report.json"]
     groups = {g.label["filter"]: g for g in report.overall}
     none, lines = groups["none"], groups["lines+structure"]
-    assert none.episodes == 4 and none.successes == 2
-    assert none.success_rate == 0.5 and none.success_se == pytest.approx(0.25)
-    assert none.steps == pytest.approx(4.75) and none.max_rounds == 10
-    assert none.f_ae == pytest.approx(2 * 0.5 * 0.525 / 1.025)
+    # the timed-out episode is an infrastructure ending: beside the rate, not in it
+    assert none.episodes == 4 and none.successes == 2 and none.judged == 3
+    assert none.infrastructure == 1 and none.infra_kinds == {"timeout": 1}
+    assert none.success_rate == pytest.approx(2 / 3)
+    assert none.success_se == pytest.approx(math.sqrt(2 / 3 * 1 / 3 / 3))
+    assert none.steps == pytest.approx(3.0) and none.max_rounds == 10
+    assert none.f_ae == pytest.approx(2 * 2 / 3 * 0.7 / (2 / 3 + 0.7))
     assert none.errors == {"timeout": 1}
     assert (none.repeats_escaped, none.repeats_kept) == (2, 1)
     assert (lines.repeats_escaped, lines.repeats_kept) == (1, 0)
     assert none.action_tokens_per_episode == pytest.approx((1100 + 3100 + 2000) / 4)
     assert none.action_tokens_per_step == pytest.approx(6200 / 19)
     assert none.reduction == 0.0
-    # unknown success (a web task without a check) is left out of the rate, not a failure
-    assert lines.episodes == 4 and lines.judged == 3 and lines.successes == 2
-    assert lines.success_se == pytest.approx(math.sqrt(2 / 3 * 1 / 3 / 3))
+    # unknown success (a web task without a check) is left out of the rate, not a failure;
+    # so is the episode whose model endpoint failed (infrastructure)
+    assert lines.episodes == 4 and lines.judged == 2 and lines.successes == 2
+    assert lines.infrastructure == 1 and lines.infra_kinds == {"model": 1}
+    assert lines.success_rate == 1.0 and lines.success_se == 0.0
     assert lines.reduction == pytest.approx((0.675 + 0.75 + 0.75 + 0.8) / 4)
     assert lines.retriever_tokens_per_episode == pytest.approx((1260 + 6080) / 4)
     assert lines.errors == {"model": 1}
@@ -106,13 +111,13 @@ def test_report_numbers(tmp_path: Path) -> None:
     assert tasks[("miniwob.a", "none")].success_rate == 0.5
 
     markdown = (bench / "report.md").read_text()
-    assert "| gpt-x | none | 4 | 50.0 ± 25.0 | 0.512 | 4.8 | 0.0 |" in markdown
+    assert "| gpt-x | none | 4 | 66.7 ± 27.2 | 1 (timeout 1) | 0.683 | 3.0 | 0.0 |" in markdown
     assert "timeout 1" in markdown and "model 1" in markdown
     assert "| 2 / 1 | timeout 1 |" in markdown
-    assert "| miniwob.b | lines+structure | gpt-x | 1 | 100.0 | 2.0 |" in markdown
+    assert "| miniwob.b | lines+structure | gpt-x | 1 | 100.0 | 0 | 2.0 |" in markdown
     # a fixed Max_Rounds (the paper's 100) changes F-AE only
     fixed, _ = write_report(bench, Prices(), 100)
-    assert fixed.overall[1].f_ae == pytest.approx(2 * 0.5 * 0.9525 / 1.4525)
+    assert fixed.overall[1].f_ae == pytest.approx(2 * 2 / 3 * 0.97 / (2 / 3 + 0.97))
 
 
 def test_report_command(tmp_path: Path) -> None:

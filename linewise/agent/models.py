@@ -8,7 +8,8 @@ endpoint; ``linewise.testing.FunctionModel`` is one, in-process, over a Python f
 Models do not build trace records: :func:`call_model` does, for every caller alike, so
 that every ``LLMCall`` has its messages, answer, tiktoken counts (whatever the model
 reported is kept beside them in ``usage``), latency and attempt, and a failed call raises
-an ``LLMError`` that carries its partial record.
+an ``LLMError`` that carries its partial record (with the endpoint's raw body when it
+sent one that was not a completion).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import structlog
 from pydantic import BaseModel, ConfigDict
 
-from linewise.errors import LLMError
+from linewise.errors import InvalidResponse, LLMError
 from linewise.records import LLMCall
 from linewise.tokens import count_message_tokens, count_tokens
 
@@ -138,6 +139,8 @@ async def _recorded_call(
     except LLMError as exc:
         record.latency_ms = (time.perf_counter() - started) * 1000
         record.error = str(exc)
+        if isinstance(exc, InvalidResponse):  # nothing the endpoint sent is lost
+            record.raw_body = exc.raw_body
         log.warning("llm call failed", model=model.model, error=str(exc))
         raise exc.recorded(record) from exc
     record.latency_ms = (time.perf_counter() - started) * 1000

@@ -1,7 +1,8 @@
 """``linewise bench`` and ``linewise report``.
 
     linewise bench TASKS.yaml [--filter NAME]... [--seeds K] [--concurrency N] [--out DIR]
-                   [--resume] [--backend local|ray] [model, endpoint and browser flags]
+                   [--resume] [--retry-errors] [--backend local|ray]
+                   [model, endpoint and browser flags]
     linewise report DIR [--max-rounds N] [--price-… $/1M]
 """
 
@@ -14,12 +15,14 @@ from datetime import datetime
 from pathlib import Path
 
 from linewise.agent.filters.cost_gate import Prices
+from linewise.cli.exit_codes import exit_code_for
 from linewise.cli.flags import (
     add_agent_flags,
     add_browser_flags,
     add_episode_flags,
     add_log_flags,
     add_model_flags,
+    add_outage_flags,
     add_request_limit_flags,
     add_safety_flags,
     filter_name,
@@ -32,7 +35,7 @@ from linewise.runtime.bench.local import BenchOptions
 from linewise.runtime.bench.plan import expand
 from linewise.runtime.bench.progress import make_progress
 from linewise.runtime.bench.report import write_report
-from linewise.runtime.bench.report_data import overall, success_text
+from linewise.runtime.bench.report_data import infra_text, overall, success_text
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.budget import prices_of
 from linewise.runtime.log import configure_logging
@@ -56,13 +59,18 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     bench.add_argument("--out", type=Path, help="bench folder (default runs/bench-<timestamp>); "
                        "rerunning into it skips finished episodes")
     bench.add_argument("--resume", action="store_true",
-                       help="continue the bench in --out (default: the latest runs/bench-*)")
+                       help="continue the bench in --out (default: the latest runs/bench-*); "
+                       "episodes that ended on an infrastructure fault run again")
+    bench.add_argument("--retry-errors", action="store_true",
+                       help="like --resume, and also run again every episode that ended "
+                       "with an error of any kind (e.g. after fixing a bug)")
     bench.add_argument("--backend", choices=("local", "ray"), default="local",
                        help="local: one process; ray: Ray tasks (RAY_ADDRESS or a local Ray)")
     bench.add_argument("--task", action="append", default=[], metavar="ID",
                        help="run only these task ids (repeatable)")
     bench.add_argument("--max-steps", type=int, help="override every task's step limit")
     add_request_limit_flags(bench)
+    add_outage_flags(bench)
     add_browser_flags(bench)
     add_model_flags(bench)
     add_agent_flags(bench)
@@ -122,7 +130,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def _out_dir(args: argparse.Namespace) -> Path:
     if args.out is not None:
         return Path(args.out)
-    if args.resume:
+    if args.resume or args.retry_errors:
         found = sorted(Path("runs").glob(f"bench-*/{MANIFEST_FILE}"))
         if not found:
             raise ConfigError("--resume: no runs/bench-* folder to resume; give --out DIR")
@@ -151,7 +159,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     interruptible = asyncio.run(run_interruptible(lambda stop: run_bench(
         specs, settings, BrowserConfig.from_settings(settings.browser), out_dir, options,
-        backend=args.backend, progress=progress, resume=args.resume, argv=sys.argv, stop=stop,
+        backend=args.backend, progress=progress, resume=args.resume or args.retry_errors,
+        retry_errors=args.retry_errors, argv=sys.argv, stop=stop,
     )))
     outcome = interruptible.result
     if interruptible.interrupted:
@@ -163,13 +172,20 @@ def cmd_bench(args: argparse.Namespace) -> int:
     summary = overall(results, prices_from(args, settings))
     print(f"{len(results)}/{len(specs)} episodes in {out_dir} (ran {outcome.ran}, "
           f"recovered {outcome.recovered}, already done {outcome.skipped}); "
-          f"success {success_text(summary)} %")
+          f"success {success_text(summary)} % of {summary.judged} agent outcomes; "
+          f"infrastructure endings {infra_text(summary)}")
     if outcome.budget_stop is not None:
         print(f"stopped by the run budget: {outcome.budget_stop}; {outcome.not_started} "
               "episodes not started (raise the limit and rerun with --resume to run them)")
     if summary.errors:
         print("errors: " + ", ".join(f"{k} {v}" for k, v in summary.errors.items()))
+    if outcome.stopped:
+        print(f"stopped early: {outcome.stopped}; continue with --resume --out {out_dir}")
+    elif summary.infrastructure:
+        print(f"run them again with: linewise bench {args.tasks} --resume --out {out_dir}")
     if not args.no_report:
         _, written = write_report(out_dir, prices_from(args, settings), args.max_rounds)
         print("report: " + ", ".join(str(p) for p in written))
-    return EXIT_INTERRUPTED if interruptible.interrupted else 0
+    if interruptible.interrupted:
+        return EXIT_INTERRUPTED
+    return exit_code_for((r.outcome for r in results), stopped_early=outcome.stopped is not None)

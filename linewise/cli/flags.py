@@ -36,6 +36,9 @@ SETTINGS_FLAGS: dict[str, tuple[SettingsPath, ...]] = {
     "retriever_model": (("retriever", "model"),),
     "max_in_flight": (("action", "max_in_flight"), ("retriever", "max_in_flight")),
     "rps": (("action", "requests_per_second"), ("retriever", "requests_per_second")),
+    "request_timeout": (("action", "timeout_s"), ("retriever", "timeout_s")),
+    "retry_budget": (("action", "retry_budget_s"), ("retriever", "retry_budget_s")),
+    "max_outage": (("outage", "max_outage_s"),),
     "gguf": (("local", "gguf"),),
     "ctx_size": (("local", "ctx_size"),),
     "filter": (("filter", "name"),),
@@ -171,6 +174,12 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--retriever-model", help="retriever model name")
     parser.add_argument("--gguf", type=Path, help="serve this GGUF instead of the embedded model")
     parser.add_argument("--ctx-size", type=int, help="context size of the local model server")
+    parser.add_argument("--request-timeout", type=float, metavar="S",
+                        help="per try of an LLM call, in seconds (default 120; the embedded "
+                        "model gets at least 1800)")
+    parser.add_argument("--retry-budget", type=float, metavar="S",
+                        help="longest time one LLM call may spend retrying 429s, 5xx, "
+                        "timeouts and dropped connections (default 180)")
 
 
 def add_request_limit_flags(parser: argparse.ArgumentParser) -> None:
@@ -178,6 +187,12 @@ def add_request_limit_flags(parser: argparse.ArgumentParser) -> None:
                         help="LLM requests in flight per endpoint (default 4)")
     parser.add_argument("--rps", type=float, metavar="R",
                         help="LLM requests per second per endpoint (default unlimited)")
+
+
+def add_outage_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--max-outage", type=float, metavar="S",
+                        help="stop the bench (resumable) once the model endpoint has been "
+                        "down this long, in seconds (default 1800)")
 
 
 def add_agent_flags(parser: argparse.ArgumentParser) -> None:

@@ -13,6 +13,7 @@
 
 Each subcommand lives in its own module (cli/run.py, cli/bench.py, …) with an
 ``add_parser(s)`` that sets its handler; the flag groups they share are in cli/flags.py.
+Exit codes: cli/exit_codes.py.
 """
 
 from __future__ import annotations
@@ -21,11 +22,9 @@ import argparse
 import sys
 
 from linewise.cli import bench, filter_eval, prune, run, setup, snapshot
+from linewise.cli.exit_codes import EXIT_INTERRUPTED, EXIT_SETUP, EXIT_USAGE
 from linewise.errors import ConfigError, LinewiseError, TaskFileError
 from linewise.runtime.log import configure_logging
-
-EXIT_USAGE = 2
-EXIT_SETUP = 3
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_SETUP
     except KeyboardInterrupt:
         print("linewise: interrupted; traces written so far are kept", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

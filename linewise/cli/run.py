@@ -7,6 +7,7 @@ import asyncio
 import sys
 from pathlib import Path
 
+from linewise.cli.exit_codes import exit_code_for
 from linewise.cli.flags import (
     add_agent_flags,
     add_browser_flags,
@@ -76,7 +77,11 @@ def print_summary_table(summaries: list[EpisodeSummary], out_dir: Path) -> None:
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     solved = sum(1 for s in summaries if s.success)
+    infra = [s for s in summaries if s.outcome == "infrastructure"]
     print(f"\n{solved}/{len(summaries)} succeeded. Traces in {out_dir}/")
+    if infra:
+        kinds = ", ".join(sorted({s.infra_kind or "unknown" for s in infra}))
+        print(f"{len(infra)} ended on an infrastructure fault ({kinds}), not the agent's doing.")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -91,7 +96,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if len(outcome.result) < len(tasks) and not outcome.interrupted:
             print(f"{len(tasks) - len(outcome.result)} tasks not started: the run budget is "
                   "spent (--max-run-cost / --max-run-tokens).")
-    if outcome.interrupted:
+    if outcome.interrupted or outcome.result is None:
         print(f"Interrupted; traces in {out_dir}/")
         return EXIT_INTERRUPTED
-    return 0
+    return exit_code_for(s.outcome for s in outcome.result)

@@ -31,9 +31,17 @@ from linewise.agent.filters.truncate import NoFilter
 from linewise.agent.models import ChatModel
 from linewise.agent.policy import ActionAgent, Decision, page_key
 from linewise.agent.prompt import PageView
-from linewise.errors import BrowserCrashed, BrowserStalled, LinewiseError, LLMError
+from linewise.errors import (
+    BrowserCrashed,
+    BrowserStalled,
+    EndpointRefused,
+    LinewiseError,
+    LLMError,
+    infra_kind_of,
+)
 from linewise.records import (
     EpisodeSummary,
+    InfraKind,
     StepFailure,
     StepRecord,
     StepStage,
@@ -184,19 +192,25 @@ class _Episode:
                 self.summary.status = "finished"
         except TimeoutError:
             self._fail("timeout", f"episode exceeded its {self.config.timeout_s:.0f} s timeout")
+        except EndpointRefused as exc:  # no episode can run: the whole run stops
+            self._fail("error", f"{type(exc).__name__}: {exc}", infra_kind_of(exc))
+            raise
         except BrowserCrashed as exc:
-            self._fail("browser_crash" if exc.what == "browser" else "renderer_crash", str(exc))
+            self._fail("browser_crash" if exc.what == "browser" else "renderer_crash", str(exc),
+                       "browser")
         except BrowserStalled as exc:
-            self._fail("stalled", str(exc))
-        except (LinewiseError, PlaywrightError) as exc:
-            self._fail("error", f"{type(exc).__name__}: {exc}")
+            self._fail("stalled", str(exc), "browser")
+        except PlaywrightError as exc:
+            self._fail("error", f"{type(exc).__name__}: {exc}", "browser")
+        except LinewiseError as exc:
+            self._fail("error", f"{type(exc).__name__}: {exc}", infra_kind_of(exc))
         except asyncio.CancelledError:
             # Stopped at once (second Ctrl+C, or the caller cancelled): the summary is
             # still written below before the cancellation goes on.
             self._fail("interrupted", "episode was interrupted")
             raise
         except Exception as exc:  # a bug must still leave a readable trace behind
-            self._fail("error", f"{type(exc).__name__}: {exc}")
+            self._fail("error", f"{type(exc).__name__}: {exc}", infra_kind_of(exc))
             log.exception("episode crashed", task_id=self.task_id)
         finally:
             # The summary first: closing a context on a dead or hung browser may itself
@@ -206,8 +220,10 @@ class _Episode:
             await self.env.close()
         return self.summary
 
-    def _fail(self, termination: Termination, message: str) -> None:
-        self.summary.mark_failed(termination, message, traceback.format_exc())
+    def _fail(
+        self, termination: Termination, message: str, infra_kind: InfraKind | None = None
+    ) -> None:
+        self.summary.mark_failed(termination, message, traceback.format_exc(), infra_kind)
         log.warning("episode failed", task_id=self.task_id, error=message)
 
     async def _loop(self, goal: str) -> bool:

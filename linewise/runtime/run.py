@@ -34,7 +34,7 @@ from linewise.agent.filters.registry import (
     shared_embedder,
 )
 from linewise.agent.models import ChatModel
-from linewise.errors import EndpointUnreachable, LLMError
+from linewise.errors import EndpointRefused, EndpointUnreachable
 from linewise.records import EpisodeSummary
 from linewise.runtime.browser.chromium import Browser, BrowserConfig
 from linewise.runtime.budget import RunSpend
@@ -87,9 +87,11 @@ def default_out_dir() -> Path:
 
 
 async def check_endpoint(endpoint: EndpointSettings) -> None:
-    """Fail fast, naming the URL, when nothing answers at the endpoint or it refuses the key.
+    """Fail fast, naming the URL, when nothing answers at the endpoint
+    (``EndpointUnreachable``) or it refuses the key (``EndpointRefused``).
 
-    Any other answer (even 404: not every server lists models) counts as reachable.
+    Any other answer (even 404: not every server lists models) counts as reachable; an
+    unknown model is found by the first chat call (``EndpointRefused`` too).
     """
     assert endpoint.base_url is not None
     client = openai.AsyncOpenAI(
@@ -100,8 +102,9 @@ async def check_endpoint(endpoint: EndpointSettings) -> None:
     )
     try:
         await client.models.list()
-    except openai.AuthenticationError as exc:
-        raise LLMError(f"LLM endpoint {endpoint.base_url} refused the API key: {exc}") from exc
+    except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
+        raise EndpointRefused(endpoint.base_url, endpoint.model or "", exc.status_code,
+                              str(exc.body or exc.message)[:300]) from exc
     except openai.APIConnectionError as exc:
         raise EndpointUnreachable(endpoint.base_url, str(exc.__cause__ or exc)) from exc
     except openai.APIStatusError:
@@ -173,7 +176,8 @@ def _local_slots(endpoint: EndpointSettings, settings: LinewiseSettings) -> dict
     and the client would then send the timed-out request again from scratch (hence
     ``max_retries=0`` for the embedded server). Waiting happens in the client instead.
     A CPU model may take many minutes over one long prompt on a busy machine, so its
-    timeout is at least ``LOCAL_TIMEOUT_S``.
+    timeout is at least ``LOCAL_TIMEOUT_S``, where a remote endpoint's default
+    (``EndpointSettings.timeout_s``) is much shorter.
     """
     return {
         "max_in_flight": min(endpoint.max_in_flight, settings.local.parallel),

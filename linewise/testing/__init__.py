@@ -9,9 +9,10 @@
 """
 
 from linewise.testing.function_model import CallInfo, FunctionModel, ModelFunction, ModelRequest
-from linewise.testing.json_server import JSONServer, Reply
+from linewise.testing.json_server import JSONServer, RawReply, Reply
 from linewise.testing.miniwob_solver import bid_matching, miniwob_solver, prompt_section
 from linewise.testing.openai_server import (
+    Fault,
     LogprobScript,
     Script,
     ScriptedChatServer,
@@ -23,11 +24,13 @@ from linewise.testing.static_server import StaticServer
 
 __all__ = [
     "CallInfo",
+    "Fault",
     "FunctionModel",
     "JSONServer",
     "LogprobScript",
     "ModelFunction",
     "ModelRequest",
+    "RawReply",
     "Reply",
     "Script",
     "ScriptedChatServer",

@@ -8,17 +8,25 @@ Two llama.cpp behaviours can be switched on: ``logprobs`` (a function giving eac
 token its log-probability, sent when a request asks for ``logprobs``) and
 ``follow_grammar`` (a request whose ``grammar`` is one literal, ``root ::= "..."``, is
 answered with exactly that literal, as llama.cpp's constrained decoding does).
+
+Faults of a real endpoint are played with ``inject``: the next chat requests are
+answered by ``Fault``s (an error status with or without Retry-After, an invalid body,
+no choices, a stall) before the script answers again; ``go_down``/``down_for`` play an
+endpoint that does not answer at all (see ``JSONServer``).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import threading
 import time
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from linewise.testing.json_server import JSONServer, Reply
+from linewise.testing.json_server import JSONServer, RawReply, Reply
 
 Script = Callable[[list[dict[str, Any]]], str]
 LogprobScript = Callable[[list[dict[str, Any]], str], list[tuple[str, float]]]
@@ -49,6 +57,42 @@ class ScriptedHTTPError(Exception):
         self.status = status
 
 
+@dataclass(frozen=True)
+class Fault:
+    """How one chat request is answered instead of by the script."""
+
+    status: int = 200
+    """An error status (with an OpenAI-style error body), or 200."""
+    retry_after: str | None = None
+    """The ``Retry-After`` header to send (seconds or an HTTP date)."""
+    body: bytes | None = None
+    """A raw body to send as it is (with status 200: an invalid completion)."""
+    no_choices: bool = False
+    """Answer 200 with a completion whose ``choices`` list is empty."""
+    stall_s: float = 0.0
+    """Wait this long first; with nothing else set, the script then answers."""
+
+    @classmethod
+    def error(cls, status: int, retry_after: str | float | None = None) -> Fault:
+        return cls(status=status, retry_after=None if retry_after is None else str(retry_after))
+
+    @classmethod
+    def invalid_body(cls, body: str = '{"id": "chatcmpl-1", "choices": [') -> Fault:
+        return cls(body=body.encode())
+
+    @classmethod
+    def empty_choices(cls) -> Fault:
+        return cls(no_choices=True)
+
+    @classmethod
+    def stall(cls, seconds: float) -> Fault:
+        return cls(stall_s=seconds)
+
+    @property
+    def answers_normally(self) -> bool:
+        return self.status == 200 and self.body is None and not self.no_choices
+
+
 class ScriptedChatServer(JSONServer):
     """Answers each chat completion with ``script(messages)``; records every request.
 
@@ -71,6 +115,22 @@ class ScriptedChatServer(JSONServer):
         self.delay_s = delay_s
         self.logprobs = logprobs
         self.follow_grammar = follow_grammar
+        self._faults: deque[Fault] = deque()
+        self._faults_lock = threading.Lock()
+
+    def inject(self, *faults: Fault) -> None:
+        """Answer the next chat requests with ``faults``, one each, in order."""
+        with self._faults_lock:
+            self._faults.extend(faults)
+
+    @property
+    def pending_faults(self) -> int:
+        with self._faults_lock:
+            return len(self._faults)
+
+    def _next_fault(self) -> Fault | None:
+        with self._faults_lock:
+            return self._faults.popleft() if self._faults else None
 
     @property
     def requests(self) -> list[dict[str, Any]]:
@@ -78,7 +138,7 @@ class ScriptedChatServer(JSONServer):
         return [body for method, path, body in self.calls
                 if method == "POST" and path.endswith("/chat/completions")]
 
-    def handle(self, method: str, path: str, body: dict[str, Any]) -> Reply:
+    def handle(self, method: str, path: str, body: dict[str, Any]) -> Reply | RawReply:
         if method == "GET" and path.rstrip("/").endswith("/models"):
             return 200, {"object": "list", "data": [
                 {"id": self.model, "object": "model", "owned_by": "tests"}]}
@@ -86,6 +146,11 @@ class ScriptedChatServer(JSONServer):
             return 404, {"error": {"message": f"no route {method} {path}"}}
         if self.delay_s:
             time.sleep(self.delay_s)
+        fault = self._next_fault()
+        if fault is not None:
+            time.sleep(fault.stall_s)
+            if not fault.answers_normally:
+                return self._fault_reply(fault)
         forced = literal_of_grammar(str(body.get("grammar", ""))) if self.follow_grammar \
             else None
         try:
@@ -113,3 +178,17 @@ class ScriptedChatServer(JSONServer):
             "choices": [choice],
             "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
         }
+
+    def _fault_reply(self, fault: Fault) -> RawReply:
+        headers = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
+        if fault.body is not None:
+            return RawReply(fault.status, fault.body, headers)
+        if fault.no_choices:
+            data: dict[str, Any] = {
+                "id": "chatcmpl-empty", "object": "chat.completion",
+                "created": int(time.time()), "model": self.model, "choices": [],
+            }
+        else:
+            data = {"error": {"message": f"injected fault {fault.status}",
+                              "type": "server_error" if fault.status >= 500 else "error"}}
+        return RawReply(fault.status, json.dumps(data).encode(), headers)

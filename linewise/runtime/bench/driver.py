@@ -4,10 +4,13 @@ The driver is the only writer of ``results.jsonl`` (Ray workers hand their resul
 back), so appends never interleave. Before anything runs it reconciles the folder with
 the file:
 
-1. episodes with a results line are done;
-2. an episode whose folder holds an ended summary but no line (killed between the two
-   writes) is recovered from its folder, not run again;
-3. every other episode that left a folder is set aside under ``_incomplete/`` and runs
+1. a results line of an infrastructure (or stopped) ending is taken out of the file
+   into ``_infra/results.jsonl``, its folder moved under ``_infra/``, and the episode
+   runs again; with ``retry_errors``, so is every line with an error;
+2. episodes with a results line left are done;
+3. an episode whose folder holds an ended summary of an agent outcome but no line
+   (killed between the two writes) is recovered from its folder, not run again;
+4. every other episode that left a folder is set aside under ``_incomplete/`` and runs
    from scratch.
 """
 
@@ -26,7 +29,12 @@ import structlog
 from linewise.errors import ConfigError
 from linewise.runtime.bench.local import BenchOptions, run_local
 from linewise.runtime.bench.metrics import episode_cost
-from linewise.runtime.bench.plan import EpisodeSpec, finished_summary, set_aside_unfinished
+from linewise.runtime.bench.plan import (
+    INFRA_DIR,
+    EpisodeSpec,
+    finished_summary,
+    set_aside_unfinished,
+)
 from linewise.runtime.bench.progress import LogProgress, Progress
 from linewise.runtime.bench.results import (
     RESULTS_FILE,
@@ -34,6 +42,7 @@ from linewise.runtime.bench.results import (
     ResultsWriter,
     read_results,
     result_from_summary,
+    take_out,
 )
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.budget import Budget, RunSpend, prices_of
@@ -60,6 +69,10 @@ class BenchOutcome:
     budget_stop: str | None = None
     """Why the bench started no more episodes (its run budget), if it stopped early."""
     not_started: int = 0
+    retried: int = 0
+    """Earlier infrastructure endings (and, with retry_errors, errors) run again."""
+    stopped: str | None = None
+    """Why the bench stopped before running everything (resumable), or None."""
 
 
 def check_manifest(out_dir: Path, settings: LinewiseSettings, resume: bool) -> None:
@@ -108,6 +121,24 @@ def write_manifest(
     write_private(path, json.dumps(redact_data(manifest), indent=2))
 
 
+def take_back_endings(
+    out_dir: Path, specs: list[EpisodeSpec], *, retry_errors: bool = False
+) -> int:
+    """Take the results lines that do not stand (``EpisodeResult.is_final``; with
+    ``retry_errors`` also every line with an error) out of results.jsonl, and their
+    folders under ``_infra/``: those episodes run again. Returns how many."""
+    path = out_dir / RESULTS_FILE
+    mine = {s.key: s for s in specs}
+    again = {r.key for r in read_results(path) if r.key in mine
+             and (not r.is_final or (retry_errors and r.error_kind is not None))}
+    taken = take_out(path, again, out_dir / INFRA_DIR / RESULTS_FILE)
+    set_aside_unfinished(out_dir, [mine[r.key] for r in taken], INFRA_DIR)
+    for r in taken:
+        log.info("episode runs again", episode=str(r.key), outcome=r.outcome,
+                 infra_kind=r.infra_kind, error=r.error)
+    return len(taken)
+
+
 def reconcile(
     out_dir: Path, specs: list[EpisodeSpec], writer: ResultsWriter, backend: str
 ) -> tuple[list[EpisodeSpec], int, int, list[Path]]:
@@ -139,10 +170,13 @@ async def run_bench(
     backend: Backend = "local",
     progress: Progress | None = None,
     resume: bool = False,
+    retry_errors: bool = False,
     argv: list[str] | None = None,
     stop: asyncio.Event | None = None,
 ) -> BenchOutcome:
-    """Run every spec not already in ``out_dir/results.jsonl``; return all results."""
+    """Run every spec not already in ``out_dir/results.jsonl`` (infrastructure endings
+    run again, and with ``retry_errors`` every ending with an error); return all
+    results. Raises ``EndpointRefused`` when the endpoint refuses the run."""
     progress = progress or LogProgress()
     settings = prepare_run(settings, [s.task for s in specs])
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -150,6 +184,8 @@ async def run_bench(
     write_manifest(out_dir, settings, specs, backend=backend, options=options,
                    argv=argv if argv is not None else sys.argv)
     path = out_dir / RESULTS_FILE
+    retried = take_back_endings(out_dir, specs, retry_errors=retry_errors)
+    stopped: str | None = None
     with ResultsWriter(path) as writer:
         pending, skipped, recovered, moved = reconcile(out_dir, specs, writer, backend)
         progress.start(len(specs), len(specs) - len(pending))
@@ -168,6 +204,9 @@ async def run_bench(
                           episode_cost(budget.prices, result))
             progress.episode_finished(result)
 
+        def on_retry(spec: EpisodeSpec, result: EpisodeResult) -> None:
+            progress.episode_retried(result)
+
         try:
             if backend == "ray":
                 from linewise.runtime.bench.ray_backend import run_ray
@@ -175,8 +214,10 @@ async def run_bench(
                 await run_ray(pending, settings, browser_config, out_dir, options,
                               on_start, on_result)
             else:
-                await run_local(pending, settings, browser_config, out_dir, options,
-                                on_start, on_result, stop)
+                stopped = await run_local(
+                    pending, settings, browser_config, out_dir, options, on_start, on_result,
+                    stop, on_retry=on_retry, on_outage=progress.endpoint_down,
+                )
         finally:
             progress.close()
     not_started = sum(1 for s in pending if str(s.key) not in finished)
@@ -187,5 +228,6 @@ async def run_bench(
     return BenchOutcome(
         results=read_results(path), ran=len(pending) - not_started, recovered=recovered,
         skipped=skipped, set_aside=moved, budget_stop=budget_stop, not_started=not_started,
+        retried=retried, stopped=stopped,
     )
 

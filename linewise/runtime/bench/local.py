@@ -9,7 +9,13 @@ Failure isolation: the step loop already turns page, model and task trouble into
 recorded failure. ``EpisodeRunner`` adds the two things it cannot do for itself: a hard
 wall-clock guard (the episode's own timeout plus a grace period for closing its
 context) and a catch-all for bugs, so one bad episode is a results line, never a
-stopped bench.
+stopped bench. Only ``EndpointRefused`` stops it: no episode could run.
+
+Infrastructure faults: an episode that ended on a passing one (``RERUN_IN_BENCH``) runs
+again, up to ``OutageSettings.infra_retries`` times, its partial trace set aside under
+``_infra/``; the other infrastructure endings (a deadline, a bug) are recorded and left
+to ``--resume``, as running them again at once would most likely end the same way. An
+``EndpointWatch`` pauses the bench while the model endpoint is down (outage.py).
 """
 
 from __future__ import annotations
@@ -24,12 +30,17 @@ from pathlib import Path
 import structlog
 
 from linewise.agent.filters.registry import FilterMaker
-from linewise.runtime.bench.plan import EpisodeSpec, set_aside_unfinished
+from linewise.agent.models import ChatModel
+from linewise.errors import EndpointRefused
+from linewise.records import InfraKind
+from linewise.runtime.bench.outage import EndpointWatch, OutageHook, Probe
+from linewise.runtime.bench.plan import INFRA_DIR, EpisodeKey, EpisodeSpec, set_aside_unfinished
 from linewise.runtime.bench.results import EpisodeResult, failed_result, result_from_summary
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.budget import Budget, prices_of
 from linewise.runtime.envs.factory import environment_for
 from linewise.runtime.episode import EpisodeConfig, run_in_environment
+from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.run import (
     RunResources,
     filter_needs_retriever,
@@ -42,6 +53,11 @@ log = structlog.get_logger(__name__)
 
 StartHook = Callable[[EpisodeSpec], None]
 ResultHook = Callable[[EpisodeResult], None]
+RetryHook = Callable[[EpisodeSpec, EpisodeResult], None]
+"""An episode ended on an infrastructure fault and will run again (no results line)."""
+
+RERUN_IN_BENCH: frozenset[InfraKind] = frozenset({"model", "browser", "server"})
+"""Infrastructure kinds that pass: an episode ending on one runs again in the same bench."""
 
 
 @dataclass
@@ -114,6 +130,8 @@ class EpisodeRunner:
                 )
             steps = read_steps(folder) if (folder / "steps.jsonl").exists() else []
             return result_from_summary(spec, summary, steps, backend=self.backend)
+        except EndpointRefused:
+            raise
         except TimeoutError:
             message = f"episode did not end within {limit:.0f} s (timeout + close grace)"
             log.warning("episode abandoned", episode=str(spec.key), error=message)
@@ -145,23 +163,52 @@ async def open_runner(
         yield EpisodeRunner(settings, resources, out_dir, options, filters, backend=backend)
 
 
+def endpoint_probe(models: list[ChatModel | None]) -> Probe | None:
+    """A probe of every distinct endpoint among ``models`` (None when none is one)."""
+    clients = list({id(m): m for m in models if isinstance(m, ChatClient)}.values())
+    if not clients:
+        return None
+
+    async def probe() -> None:
+        for client in clients:
+            await client.probe()
+
+    return probe
+
+
 async def run_specs(
     runner: EpisodeRunner,
     specs: list[EpisodeSpec],
     concurrency: int,
     on_start: StartHook,
     on_result: ResultHook,
-) -> None:
-    """Run ``specs`` with at most ``concurrency`` at once, in order of the list."""
+    *,
+    on_retry: RetryHook | None = None,
+    on_outage: OutageHook | None = None,
+) -> str | None:
+    """Run ``specs`` with at most ``concurrency`` at once, in order of the list.
+
+    Returns why the bench stopped before the end (the endpoint stayed down), or None.
+    ``EndpointRefused`` from any episode stops every other one and is raised.
+    """
     queue: asyncio.Queue[EpisodeSpec] = asyncio.Queue()
     for spec in specs:
         queue.put_nowait(spec)
+    outage = runner.settings.outage
+    resources = runner.resources
+    watch = EndpointWatch(
+        outage, endpoint_probe([resources.action_client, resources.retriever_client]),
+        on_outage,
+    )
+    retries: dict[EpisodeKey, int] = {}
 
     budget = Budget(runner.settings.budget, prices_of(runner.settings.filter),
                     runner.resources.spend)
 
     async def worker() -> None:
-        while runner.stop is None or not runner.stop.is_set():
+        while await watch.wait_until_up():
+            if runner.stop is not None and runner.stop.is_set():
+                return
             if budget.run_exceeded() is not None:
                 return  # the run budget is spent: start no more episodes
             try:
@@ -171,10 +218,36 @@ async def run_specs(
             on_start(spec)
             result = await runner.run(spec)
             # An episode the user stopped gets no results line: --resume runs it again.
-            if result.termination != "interrupted":
-                on_result(result)
+            if result.termination == "interrupted":
+                continue
+            watch.record(result)
+            if (result.outcome == "infrastructure" and result.infra_kind in RERUN_IN_BENCH
+                    and retries.get(spec.key, 0) < outage.infra_retries):
+                retries[spec.key] = retries.get(spec.key, 0) + 1
+                set_aside_unfinished(runner.out_dir, [spec], INFRA_DIR)
+                log.warning("episode ended on an infrastructure fault: it runs again",
+                            episode=str(spec.key), infra_kind=result.infra_kind,
+                            error=result.error)
+                if on_retry is not None:
+                    on_retry(spec, result)
+                queue.put_nowait(spec)
+                continue
+            on_result(result)
 
-    await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(specs))))))
+    try:
+        async with asyncio.TaskGroup() as group:
+            for _ in range(max(1, min(concurrency, len(specs)))):
+                group.create_task(worker())
+    except* EndpointRefused as refused:
+        raise refused.exceptions[0] from None
+    finally:
+        await watch.close()
+    if watch.refused is not None:
+        raise watch.refused
+    if watch.gave_up:
+        return (f"the model endpoint was down for longer than {outage.max_outage_s:g} s; "
+                f"{queue.qsize()} episodes left to run")
+    return None
 
 
 async def run_local(
@@ -186,10 +259,15 @@ async def run_local(
     on_start: StartHook,
     on_result: ResultHook,
     stop: asyncio.Event | None = None,
-) -> None:
-    """The local backend: open the resources once, run every spec, close them."""
+    *,
+    on_retry: RetryHook | None = None,
+    on_outage: OutageHook | None = None,
+) -> str | None:
+    """The local backend: open the resources once, run every spec, close them. Returns
+    why it stopped early, or None (see ``run_specs``)."""
     if not specs:
-        return
+        return None
     async with open_runner(specs, settings, browser_config, out_dir, options) as runner:
         runner.stop = stop
-        await run_specs(runner, specs, options.concurrency, on_start, on_result)
+        return await run_specs(runner, specs, options.concurrency, on_start, on_result,
+                               on_retry=on_retry, on_outage=on_outage)

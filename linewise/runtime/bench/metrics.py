@@ -1,9 +1,12 @@
 """The paper's metrics over results lines: success ± SE, reduction, tokens, cost, F-AE.
 
 - Success rate with the standard error of a proportion, ``sqrt(p (1 - p) / n)``, as in
-  LineRetriever's Table 1. Episodes whose success is unknown (a web task without a
-  success check) are left out of the rate; failed episodes (errors, timeouts) count as
-  failures, as a benchmark harness counts them.
+  LineRetriever's Table 1, over the episodes that ended with an agent outcome
+  (``records.outcome_of``): an episode that ended on an infrastructure fault says
+  nothing about the agent, so it is counted beside the rate (``infrastructure``), never
+  in it. Episodes whose success is unknown (a web task without a success check) are
+  left out of the rate too; agent failures (wrong answer, step limit, answers that never
+  parsed) count as failures. Steps and F-AE are over agent outcomes as well.
 - Observation reduction ``1 - |o_r| / |o_i|`` per step, averaged over an episode's
   steps, then over episodes.
 - F-AE (WebClipper, Appendix A): the harmonic mean of accuracy and efficiency
@@ -60,7 +63,11 @@ class GroupMetrics(BaseModel):
 
     label: dict[str, str]
     episodes: int
-    judged: int = Field(description="Episodes whose success is known.")
+    judged: int = Field(description="Agent outcomes whose success is known.")
+    infrastructure: int = Field(
+        default=0, description="Episodes that ended on an infrastructure fault (not judged)."
+    )
+    infra_kinds: dict[str, int] = Field(default_factory=dict)
     successes: int
     success_rate: float | None
     success_se: float | None
@@ -84,20 +91,24 @@ def summarize(results: list[EpisodeResult], label: dict[str, str], prices: Price
               max_rounds: float | None = None) -> GroupMetrics:
     """The metrics of one group of episodes."""
     n = len(results)
-    judged = [bool(r.success) for r in results if r.success is not None]
+    agent = [r for r in results if r.outcome == "agent"]
+    infra = Counter(r.infra_kind or "unknown" for r in results if r.outcome == "infrastructure")
+    judged = [bool(r.success) for r in agent if r.success is not None]
     rate, se = success_rate(judged)
     reductions = [r.reduction for r in results if r.reduction is not None]
     total_steps = sum(r.n_steps for r in results)
     action = sum(r.action_tokens for r in results)
     retriever = sum(r.retriever_tokens for r in results)
     costs = [episode_cost(prices, r) for r in results]
-    steps = statistics.fmean(r.n_steps for r in results) if results else 0.0
+    steps = statistics.fmean(r.n_steps for r in agent) if agent else 0.0
     rounds_cap = max_rounds or max((r.max_steps for r in results), default=0) or 1
     errors = Counter(r.error_kind for r in results if r.error_kind is not None)
     return GroupMetrics(
         label=label,
         episodes=n,
         judged=len(judged),
+        infrastructure=sum(infra.values()),
+        infra_kinds=dict(sorted(infra.items())),
         successes=sum(judged),
         success_rate=rate,
         success_se=se,

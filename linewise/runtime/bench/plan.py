@@ -31,6 +31,10 @@ log = structlog.get_logger(__name__)
 INCOMPLETE_DIR = "_incomplete"
 """Where resume moves the folders of episodes a killed run left unfinished."""
 
+INFRA_DIR = "_infra"
+"""Where the folders (and results lines) of episodes that ended on an infrastructure
+fault go before they run again."""
+
 
 class EpisodeKey(NamedTuple):
     task_id: str
@@ -121,12 +125,15 @@ def default_id(task: MiniWoBTask | BrowserGymTask, seed: int | None) -> str:
     return stem if seed is None else f"{stem}.seed{seed}"
 
 
-def set_aside_unfinished(out_dir: Path, specs: list[EpisodeSpec]) -> list[Path]:
+def set_aside_unfinished(
+    out_dir: Path, specs: list[EpisodeSpec], into: str = INCOMPLETE_DIR
+) -> list[Path]:
     """Move the folders of episodes that will run again out of the way.
 
     A folder left by a killed run holds a partial trace; mixing it with the new one would
     make both unreadable, and deleting it would lose evidence of what went wrong. It goes
-    to ``DIR/_incomplete/<filter>/<task>.<timestamp>``, which the report ignores.
+    to ``DIR/<into>/<filter>/<task>.<timestamp>`` (``_incomplete``, or ``_infra`` for an
+    infrastructure ending), which the report ignores.
     """
     moved: list[Path] = []
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S-%f")
@@ -134,7 +141,7 @@ def set_aside_unfinished(out_dir: Path, specs: list[EpisodeSpec]) -> list[Path]:
         folder = spec.folder(out_dir)
         if not folder.exists():
             continue
-        target = out_dir / INCOMPLETE_DIR / filter_folder(spec.filter) / f"{folder.name}.{stamp}"
+        target = out_dir / into / filter_folder(spec.filter) / f"{folder.name}.{stamp}"
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(folder), str(target))
         moved.append(target)
@@ -145,7 +152,8 @@ def set_aside_unfinished(out_dir: Path, specs: list[EpisodeSpec]) -> list[Path]:
 def finished_summary(out_dir: Path, spec: EpisodeSpec) -> bool:
     """Whether the episode's folder holds an ended episode (a kill came after its
     summary was written but before its results line): such an episode is recovered,
-    not run again. An interrupted one (Ctrl-C) runs again."""
+    not run again. An interrupted one (Ctrl-C) or one that ended on an infrastructure
+    fault runs again."""
     folder = spec.folder(out_dir)
     if not (folder / "summary.json").exists():
         return False
@@ -153,4 +161,5 @@ def finished_summary(out_dir: Path, spec: EpisodeSpec) -> bool:
         summary = read_summary(folder)
     except ValueError:
         return False
-    return summary.status != "running" and summary.error != "episode was interrupted"
+    return (summary.status != "running" and summary.error != "episode was interrupted"
+            and summary.outcome in ("agent", "budget"))

@@ -1,7 +1,8 @@
 """Bench progress: a rich progress bar on a terminal, one log line per episode otherwise.
 
-Both show the same counts (done / running / failed, a rolling success rate, tokens so
-far, ETA); the log lines are what CI logs and ``nohup`` files need, the bar is what a
+Both show the same counts (done / running / failed, infrastructure endings, a rolling
+success rate over agent outcomes, tokens so far, ETA) and say when the model endpoint
+is down; the log lines are what CI logs and ``nohup`` files need, the bar is what a
 person watching a terminal needs.
 """
 
@@ -14,6 +15,7 @@ from typing import Protocol
 
 import structlog
 
+from linewise.runtime.bench.outage import OutageNotice
 from linewise.runtime.bench.results import EpisodeResult
 from linewise.runtime.log import configure_logging
 
@@ -28,6 +30,10 @@ class Progress(Protocol):
     def start(self, total: int, already_done: int) -> None: ...
     def episode_started(self, label: str) -> None: ...
     def episode_finished(self, result: EpisodeResult) -> None: ...
+    def episode_retried(self, result: EpisodeResult) -> None:
+        """An infrastructure ending that runs again (no results line)."""
+    def endpoint_down(self, notice: OutageNotice | None) -> None:
+        """The endpoint is down (next probe scheduled), or up again (None)."""
     def close(self) -> None: ...
 
 
@@ -40,6 +46,9 @@ class Counts:
         self.done = 0
         self.running = 0
         self.failed = 0
+        self.infra = 0
+        self.retried = 0
+        self.outage: OutageNotice | None = None
         self.tokens = 0
         self.recent: collections.deque[bool] = collections.deque(maxlen=ROLLING_WINDOW)
         self.started_at = time.monotonic()
@@ -49,9 +58,19 @@ class Counts:
         self.running = max(0, self.running - 1)
         if result.error_kind is not None:
             self.failed += 1
+        if result.outcome == "infrastructure":
+            self.infra += 1
         self.tokens += result.action_tokens + result.retriever_tokens
-        if result.success is not None:
+        if result.success is not None and result.outcome == "agent":
             self.recent.append(bool(result.success))
+
+    def retry(self, result: EpisodeResult) -> None:
+        self.running = max(0, self.running - 1)
+        self.retried += 1
+        self.tokens += result.action_tokens + result.retriever_tokens
+
+    def status_text(self) -> str:
+        return f"[yellow]{self.outage.text()}[/]" if self.outage is not None else ""
 
     @property
     def rolling_success(self) -> float | None:
@@ -92,9 +111,15 @@ class LogProgress:
             task_id=result.task_id, seed=result.seed, filter=result.filter,
             success=result.success, steps=result.n_steps, error_kind=result.error_kind,
             done=c.already_done + c.done, total=c.total, running=c.running, failed=c.failed,
-            rolling_success=c.rate_text(), tokens=c.tokens,
+            infra=c.infra, rolling_success=c.rate_text(), tokens=c.tokens,
             eta_s=None if eta is None else round(eta),
         )
+
+    def episode_retried(self, result: EpisodeResult) -> None:
+        self.counts.retry(result)
+
+    def endpoint_down(self, notice: OutageNotice | None) -> None:
+        self.counts.outage = notice  # outage.py logs the notices itself
 
     def close(self) -> None:
         pass
@@ -123,7 +148,8 @@ class RichProgress:
             MofNCompleteColumn(),
             TextColumn(
                 "running {task.fields[running]}  [red]failed {task.fields[failed]}[/]  "
-                "success {task.fields[rate]}  tokens {task.fields[tokens]}"
+                "infra {task.fields[infra]}  success {task.fields[rate]}  "
+                "tokens {task.fields[tokens]} {task.fields[status]}"
             ),
             TimeElapsedColumn(),
             TextColumn("ETA"),
@@ -132,8 +158,8 @@ class RichProgress:
             redirect_stderr=True,
             redirect_stdout=True,
         )
-        self.task_id = self.bar.add_task("bench", total=1, running=0, failed=0, rate="-",
-                                         tokens=0)
+        self.task_id = self.bar.add_task("bench", total=1, running=0, failed=0, infra=0,
+                                         rate="-", tokens=0, status="")
 
     def start(self, total: int, already_done: int) -> None:
         self.counts.total, self.counts.already_done = total, already_done
@@ -147,7 +173,8 @@ class RichProgress:
         c = self.counts
         self.bar.update(
             self.task_id, completed=c.already_done + c.done, running=c.running,
-            failed=c.failed, rate=c.rate_text(), tokens=f"{c.tokens:,}",
+            failed=c.failed, infra=c.infra, rate=c.rate_text(), tokens=f"{c.tokens:,}",
+            status=c.status_text(),
         )
 
     def episode_started(self, label: str) -> None:
@@ -156,6 +183,14 @@ class RichProgress:
 
     def episode_finished(self, result: EpisodeResult) -> None:
         self.counts.finish(result)
+        self._refresh()
+
+    def episode_retried(self, result: EpisodeResult) -> None:
+        self.counts.retry(result)
+        self._refresh()
+
+    def endpoint_down(self, notice: OutageNotice | None) -> None:
+        self.counts.outage = notice
         self._refresh()
 
     def close(self) -> None:

@@ -77,6 +77,14 @@ def success_text(g: GroupMetrics) -> str:
     return f"{100 * g.success_rate:.1f} ± {100 * g.success_se:.1f}"
 
 
+def infra_text(g: GroupMetrics) -> str:
+    """Infrastructure endings, by kind: shown beside the success rate, never in it."""
+    if not g.infrastructure:
+        return "0"
+    return f"{g.infrastructure} (" + ", ".join(
+        f"{kind} {count}" for kind, count in g.infra_kinds.items()) + ")"
+
+
 def errors_text(g: GroupMetrics) -> str:
     return ", ".join(f"{kind} {count}" for kind, count in g.errors.items()) or "-"
 
@@ -88,7 +96,7 @@ def tokens(value: float) -> str:
 def group_columns(g: GroupMetrics) -> list[str]:
     """The metric cells shared by the agent/filter and benchmark tables."""
     return [
-        str(g.episodes), success_text(g), "-" if g.f_ae is None else f"{g.f_ae:.3f}",
+        str(g.episodes), success_text(g), infra_text(g), "-" if g.f_ae is None else f"{g.f_ae:.3f}",
         f"{g.steps:.1f}", pct(g.reduction),
         tokens(g.action_tokens_per_step), tokens(g.retriever_tokens_per_step),
         tokens(g.action_tokens_per_episode), tokens(g.retriever_tokens_per_episode),
@@ -98,18 +106,19 @@ def group_columns(g: GroupMetrics) -> list[str]:
 
 
 GROUP_HEADER = [
-    "episodes", "success % ± SE", "F-AE", "steps", "reduction %",
+    "episodes", "success % ± SE", "infra endings", "F-AE", "steps", "reduction %",
     "action tok/step", "retriever tok/step", "action tok/episode", "retriever tok/episode",
     "cost/episode", "wall s/episode", "loops escaped / kept", "errors",
 ]
-TASK_HEADER = ["task", "filter", "agent", "episodes", "success % ± SE", "steps",
+TASK_HEADER = ["task", "filter", "agent", "episodes", "success % ± SE", "infra endings",
+               "steps",
                "reduction %", "tokens/episode", "errors"]
 
 
 def task_columns(g: GroupMetrics) -> list[str]:
     return [
         g.label["task"], g.label["filter"], g.label["agent"], str(g.episodes),
-        success_text(g), f"{g.steps:.1f}", pct(g.reduction),
+        success_text(g), infra_text(g), f"{g.steps:.1f}", pct(g.reduction),
         tokens(g.action_tokens_per_episode + g.retriever_tokens_per_episode), errors_text(g),
     ]
 
@@ -120,7 +129,10 @@ def preamble(report: Report) -> list[str]:
               else "each group's largest step budget (max_steps)")
     return [
         f"{report.episodes} episodes. Generated {report.generated_at}.",
-        "Success rate with its standard error (±SE) as in LineRetriever's Table 1; "
+        "Success rate with its standard error (±SE) as in LineRetriever's Table 1, over "
+        "the episodes that ended with an agent outcome; episodes that ended on an "
+        "infrastructure fault (model endpoint, browser, runtime) are counted beside it "
+        "under 'infra endings', never in it (`linewise bench --resume` runs them again); "
         "reduction is 1 − shown/full observation tokens per step, averaged per episode "
         "then over episodes; F-AE is WebClipper's accuracy–efficiency score with "
         f"Max_Rounds = {rounds}.",

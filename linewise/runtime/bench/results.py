@@ -4,6 +4,10 @@ Each line is written whole, flushed and fsynced before the next episode is count
 done, so a kill at any moment leaves at most a torn last line. The reader ignores such
 a line and the writer cuts it off before appending, so lines never run together; resume
 reads the keys of the complete lines and runs only the rest.
+
+Each line says how its episode ended (``outcome``, ``infra_kind``: see ``records.py``).
+A line whose episode ended on an infrastructure fault is not final: resume takes it out
+of the file (into ``_infra/results.jsonl``) and runs the episode again.
 """
 
 from __future__ import annotations
@@ -16,9 +20,16 @@ from pathlib import Path
 from typing import Literal
 
 import structlog
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
-from linewise.records import EpisodeSummary, StepRecord, utcnow
+from linewise.records import (
+    EpisodeSummary,
+    InfraKind,
+    Outcome,
+    StepRecord,
+    outcome_of,
+    utcnow,
+)
 from linewise.runtime.bench.plan import EpisodeKey, EpisodeSpec
 from linewise.runtime.redaction import redacted_json
 
@@ -33,6 +44,12 @@ _MODEL_ERRORS = ("LLMError", "EndpointUnreachable", "ResponseFormatError", "APIE
                  "APIConnectionError", "APITimeoutError", "RateLimitError")
 _PAGE_ERRORS = ("BrowserError", "ObservationError", "Error", "TargetClosedError",
                 "PlaywrightError")
+
+_INFRA_OF_ERROR_KIND: dict[str, InfraKind] = {
+    "crash": "crash", "timeout": "timeout", "page": "browser", "model": "model",
+    "task": "task",
+}
+"""For lines written before endings were classified: their error kind says enough."""
 
 
 class EpisodeResult(BaseModel):
@@ -52,6 +69,10 @@ class EpisodeResult(BaseModel):
     termination: str = ""
     error: str | None = None
     error_kind: ErrorKind | None = None
+    outcome: Outcome = Field(
+        default="agent", description="Whose ending this is (records.outcome_of)."
+    )
+    infra_kind: InfraKind | None = None
     action_prompt_tokens: int = 0
     action_completion_tokens: int = 0
     retriever_prompt_tokens: int = 0
@@ -78,9 +99,24 @@ class EpisodeResult(BaseModel):
     )
     finished_at: datetime = Field(default_factory=utcnow)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _classify_old_lines(cls, data: object) -> object:
+        if isinstance(data, dict) and "outcome" not in data:
+            kind = data.get("error_kind")
+            infra = _INFRA_OF_ERROR_KIND.get(kind) if isinstance(kind, str) else None
+            data = {**data, "infra_kind": infra,
+                    "outcome": outcome_of(str(data.get("termination", "")), infra)}
+        return data
+
     @property
     def key(self) -> EpisodeKey:
         return EpisodeKey(self.task_id, self.seed, self.filter)
+
+    @property
+    def is_final(self) -> bool:
+        """Whether the line stands: an infrastructure or stopped ending runs again."""
+        return self.outcome in ("agent", "budget")
 
     @property
     def action_tokens(self) -> int:
@@ -134,6 +170,8 @@ def result_from_summary(
         termination=summary.termination,
         error=summary.error,
         error_kind=classify_error(summary.termination, summary.error),
+        outcome=summary.outcome,
+        infra_kind=summary.infra_kind,
         action_prompt_tokens=summary.tokens.action_prompt,
         action_completion_tokens=summary.tokens.action_completion,
         retriever_prompt_tokens=summary.tokens.retriever_prompt,
@@ -159,13 +197,15 @@ def failed_result(
     spec: EpisodeSpec, kind: ErrorKind, error: str, *, agent: str, backend: str,
     wall_s: float = 0.0,
 ) -> EpisodeResult:
-    """The results line of an episode that could not produce a summary of its own."""
+    """The results line of an episode that could not produce a summary of its own: the
+    runtime failed around it, an infrastructure ending."""
     return EpisodeResult(
         task_id=spec.task.id, base_task=spec.base_task, benchmark=spec.benchmark,
         seed=spec.seed, filter=spec.filter, agent=agent, success=False,
         max_steps=spec.task.max_steps, termination="timeout" if kind == "timeout" else "error",
-        error=error, error_kind=kind, wall_s=wall_s, episode_dir=spec.relative_folder(),
-        backend=backend,
+        error=error, error_kind=kind, outcome="infrastructure",
+        infra_kind=_INFRA_OF_ERROR_KIND[kind], wall_s=wall_s,
+        episode_dir=spec.relative_folder(), backend=backend,
     )
 
 
@@ -240,3 +280,35 @@ def read_results(path: Path) -> list[EpisodeResult]:
         seen.add(result.key)
         results.append(result)
     return results
+
+
+def take_out(path: Path, keys: set[EpisodeKey], archive: Path) -> list[EpisodeResult]:
+    """Remove the lines of ``keys`` from a results file (rewritten atomically) and
+    append them to ``archive``; return them. Nothing is lost: the archive keeps every
+    ending that was taken back."""
+    if not keys or not path.exists():
+        return []
+    kept: list[str] = []
+    taken: list[EpisodeResult] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            result = EpisodeResult.model_validate(json.loads(line)) if line.strip() else None
+        except (json.JSONDecodeError, ValueError):
+            result = None
+        if result is not None and result.key in keys:
+            taken.append(result)
+        elif line.strip():
+            kept.append(line)
+    if not taken:
+        return []
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    with archive.open("a", encoding="utf-8") as handle:
+        handle.writelines(r.model_dump_json() + "\n" for r in taken)
+        handle.flush()
+        os.fsync(handle.fileno())
+    tmp = path.with_suffix(".jsonl.tmp")
+    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    with tmp.open("rb") as handle:
+        os.fsync(handle.fileno())
+    tmp.replace(path)
+    return taken

@@ -1,0 +1,32 @@
+"""The exit codes of ``linewise run`` and ``linewise bench`` (documented in the README).
+
+- 0: every episode ended with an agent outcome (success or not) or a budget;
+- 2: bad input (a task file, a flag, a setting);
+- 3: an unusable endpoint (key refused, model unknown, nothing answers at the start) or
+  another setup failure (no Chromium, the embedded model cannot start);
+- 4: some episode ended on an infrastructure fault, or a bench stopped before its end
+  because the endpoint stayed down (``--resume`` runs what is left);
+- 130: interrupted (Ctrl+C).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from linewise.records import Outcome
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_SETUP = 3
+EXIT_INFRASTRUCTURE = 4
+EXIT_INTERRUPTED = 130
+
+
+def exit_code_for(outcomes: Iterable[Outcome], *, stopped_early: bool = False) -> int:
+    """The exit code of a run or bench whose episodes ended with ``outcomes``."""
+    seen = set(outcomes)
+    if "stopped" in seen:
+        return EXIT_INTERRUPTED
+    if "infrastructure" in seen or stopped_early:
+        return EXIT_INFRASTRUCTURE
+    return EXIT_OK
