@@ -337,6 +337,7 @@ class _Episode:
             parse_error=decision.error if decision.action is None else None,
             repeat_escape=decision.repeat_escape,
             action_error=step.outcome.error if step.outcome else None,
+            target_box=step.outcome.target_box if step.outcome else None,
             reward=reward,
             done=done,
             screenshot=screenshot,

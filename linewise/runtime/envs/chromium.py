@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from playwright.async_api import Error as PlaywrightError
+
 from linewise.agent.action_parser import ParsedAction
 from linewise.agent.actions import ActionContext
-from linewise.errors import BrowserError
+from linewise.errors import BrowserError, LinewiseError
+from linewise.records import TargetBox
 from linewise.runtime.browser.chromium import Browser, BrowserSession
 from linewise.runtime.browser.executor import ActionOutcome, SettleConfig, execute_action
 from linewise.runtime.browser.extraction import observe
@@ -50,7 +53,10 @@ class ChromiumEnv:
             known_bids=frozenset(last.elements) if last is not None else None,
             interactive_hint=last.interactive_hint() if last is not None else "",
         )
-        return await execute_action(action, ctx, self.settle)
+        box = await target_box(action, ctx)
+        outcome = await execute_action(action, ctx, self.settle)
+        outcome.target_box = box
+        return outcome
 
     async def status(self) -> TaskStatus:
         return await self.task.status(self.session.page)
@@ -63,3 +69,20 @@ class ChromiumEnv:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+TARGET_BOX_TIMEOUT_MS = 300
+"""How long measuring the target may wait: the action itself reports a missing element."""
+
+
+async def target_box(action: ParsedAction, ctx: ActionContext) -> TargetBox | None:
+    """The box of the action's first element, for the trace viewer; None when the action
+    names no element or it cannot be measured (the action then reports why)."""
+    if not action.bids:
+        return None
+    try:
+        locator = await ctx.locate(action.bids[0])
+        box = await locator.bounding_box(timeout=TARGET_BOX_TIMEOUT_MS)
+    except (LinewiseError, PlaywrightError):
+        return None
+    return TargetBox(**box) if box is not None else None
