@@ -141,6 +141,11 @@ class BrowserSettings(BaseModel):
     action_timeout_ms: int = Field(
         default=5000, ge=1, description="How long an action waits for its element."
     )
+    playwright_trace: bool = Field(
+        default=False,
+        description="Record a Playwright trace per episode, one chunk per step "
+        "(playwright-trace/step-NNN.zip in the episode folder).",
+    )
 
 
 FLAT_ENV_NAMES: dict[str, tuple[str, str]] = {

@@ -40,6 +40,7 @@ SETTINGS_FLAGS: dict[str, tuple[SettingsPath, ...]] = {
     "chromium": (("browser", "chromium"),),
     "slow_mo": (("browser", "slow_mo_ms"),),
     "action_timeout": (("browser", "action_timeout_ms"),),
+    "playwright_trace": (("browser", "playwright_trace"),),
     "screenshots": (("screenshots",),),
     "episode_timeout": (("episode_timeout_s",),),
 }
@@ -132,6 +133,9 @@ def add_episode_flags(parser: argparse.ArgumentParser, *, timeout_default: str =
                         f"(default {timeout_default})")
     parser.add_argument("--no-screenshots", dest="screenshots", action="store_const",
                         const=False, help="do not save screenshots")
+    parser.add_argument("--playwright-trace", action="store_const", const=True,
+                        help="record a Playwright trace of every step (open it with "
+                        "playwright show-trace; costs time and disk)")
 
 
 def add_log_flags(parser: argparse.ArgumentParser, *, level: str, json_help: str = "") -> None:

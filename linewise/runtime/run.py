@@ -46,6 +46,7 @@ from linewise.runtime.models.local_server import LocalModelServer
 from linewise.runtime.tasks.loader import load_task_file
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 from linewise.runtime.tasks.schema import AnyTask, BrowserGymTask, MiniWoBTask, WebTask
+from linewise.runtime.viewer.playwright_trace import trace_hooks
 from linewise.settings import EndpointSettings, LinewiseSettings
 
 log = structlog.get_logger(__name__)
@@ -331,7 +332,9 @@ async def run_tasks(
             make_filter=resources.filter_maker(settings, choice),
         )
         for task in tasks:
-            summary = await run_episode(task, env, out_dir, config, hooks)
+            summary = await run_episode(
+                task, env, out_dir, config, [*hooks, *trace_hooks(settings)]
+            )
             summaries.append(summary)
             log.info(
                 "episode finished",
