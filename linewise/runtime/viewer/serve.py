@@ -152,7 +152,6 @@ def serve_viewer(root: Path, host: str = "127.0.0.1", port: int = 0) -> ViewerSe
     server = ThreadingHTTPServer((host, port), partial(handler, directory=str(root)))
     thread = threading.Thread(target=server.serve_forever, name="linewise-view", daemon=True)
     thread.start()
-    bound_host, bound_port = server.server_address[:2]
-    return ViewerServer(server, thread, f"http://{bound_host}:{bound_port}/{VIEW_DIR}/index.html")
+    return ViewerServer(server, thread, f"http://{host}:{server.server_port}/{VIEW_DIR}/index.html")
 
 
