@@ -41,6 +41,16 @@ class LLMCall(BaseModel):
     )
 
 
+class TargetBox(BaseModel):
+    """Where the acted-on element was, in CSS pixels of the viewport, just before the
+    action ran: the same coordinates as the step's screenshot."""
+
+    x: float
+    y: float
+    width: float
+    height: float
+
+
 class StepTimings(BaseModel):
     observe_ms: float = 0.0
     agent_ms: float = 0.0
@@ -66,6 +76,15 @@ class FilterRecord(BaseModel):
     name: str = "none"
     ranges: list[tuple[int, int]] = Field(default_factory=list)
     kept_lines: int = 0
+    kept_ranges: list[tuple[int, int]] = Field(
+        default_factory=list,
+        description="Exactly the lines kept, as inclusive 1-based runs (compact even when a "
+        "filter keeps every line of a huge page). Empty in traces written before it existed.",
+    )
+    context_lines: list[int] = Field(
+        default_factory=list,
+        description="1-based lines shown shortened as ancestors of kept lines.",
+    )
     total_lines: int = 0
     tokens_full: int = 0
     tokens_shown: int = 0
@@ -189,6 +208,9 @@ class StepRecord(BaseModel):
         "'escaped': a re-ask chose another action, 'kept': every re-ask repeated it.",
     )
     action_error: str | None = None
+    target_box: TargetBox | None = Field(
+        default=None, description="The box of the action's first element, if it had one."
+    )
     reward: float = 0.0
     done: bool = False
     screenshot: str | None = Field(default=None, description="Path relative to the episode folder.")

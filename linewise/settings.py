@@ -208,6 +208,11 @@ class BrowserSettings(BaseModel):
     )
 
     navigation: NavigationSettings = Field(default_factory=NavigationSettings)
+    playwright_trace: bool = Field(
+        default=False,
+        description="Record a Playwright trace per episode, one chunk per step "
+        "(playwright-trace/step-NNN.zip in the episode folder).",
+    )
 
 
 class SecretSpec(BaseModel):

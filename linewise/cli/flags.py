@@ -58,6 +58,7 @@ SETTINGS_FLAGS: dict[str, tuple[SettingsPath, ...]] = {
     "allow_private": (("browser", "navigation", "allow_private"),),
     "downloads": (("browser", "navigation", "downloads"),),
     "navigation_policy": (("browser", "navigation", "enforce"),),
+    "playwright_trace": (("browser", "playwright_trace"),),
     "screenshots": (("screenshots",),),
     "episode_timeout": (("episode_timeout_s",),),
     "max_cost": (("budget", "max_cost_usd"),),
@@ -211,6 +212,9 @@ def add_episode_flags(
                         f"(default {timeout_default})")
     parser.add_argument("--no-screenshots", dest="screenshots", action="store_const",
                         const=False, help="do not save screenshots")
+    parser.add_argument("--playwright-trace", action="store_const", const=True,
+                        help="record a Playwright trace of every step (open it with "
+                        "playwright show-trace; costs time and disk)")
 
 
 def secret_flag(text: str) -> tuple[str, SecretSpec]:

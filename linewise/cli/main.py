@@ -4,6 +4,7 @@
     linewise run --url URL --goal TEXT
     linewise bench TASKS.yaml [--filter NAME]... [--seeds K] [--concurrency N] [--resume]
     linewise report BENCH_DIR
+    linewise view PATH [--serve]
     linewise filter-eval CASES [--filter NAME]...
     linewise snapshot URL
     linewise prune RUN_DIR... --out DATASET_DIR
@@ -21,7 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from linewise.cli import bench, filter_eval, prune, run, setup, snapshot
+from linewise.cli import bench, filter_eval, prune, run, setup, snapshot, view
 from linewise.cli.exit_codes import EXIT_INTERRUPTED, EXIT_SETUP, EXIT_USAGE
 from linewise.errors import ConfigError, LinewiseError, TaskFileError
 from linewise.runtime.log import configure_logging
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     setup.add_parsers(sub)
     bench.add_parsers(sub)
     prune.add_parsers(sub)
+    view.add_parser(sub)
     return parser
 
 

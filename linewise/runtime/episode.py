@@ -125,6 +125,10 @@ class StepContext:
     action: ParsedAction | None = None
     """The action that will run (or ran): the model's, unless a hook replaced it."""
     outcome: ActionOutcome | None = None
+    env: Environment | None = None
+    """The episode's environment (hooks that record the browser reach it here)."""
+    directory: Path | None = None
+    """The episode's trace folder."""
     notes: dict[str, Any] = field(default_factory=dict)
     """What hooks want recorded with the step (``StepRecord.hook_notes``)."""
 
@@ -261,7 +265,8 @@ class _Episode:
     async def _step(
         self, index: int, goal: str, previous: ActionOutcome | None, last_error: str | None
     ) -> tuple[StepRecord, ActionOutcome | None, str | None]:
-        step = StepContext(task_id=self.task_id, index=index, goal=goal)
+        step = StepContext(task_id=self.task_id, index=index, goal=goal, env=self.env.inner,
+                           directory=self.writer.directory)
         started = time.perf_counter()
         for hook in self.hooks:
             await hook.before_observe(step)
@@ -424,6 +429,7 @@ class _Episode:
             parse_error=decision.error if decision.action is None else None,
             repeat_escape=decision.repeat_escape,
             action_error=step.outcome.error if step.outcome else None,
+            target_box=step.outcome.target_box if step.outcome else None,
             reward=reward,
             done=done,
             screenshot=screenshot,

@@ -49,6 +49,7 @@ from linewise.runtime.secrets import SecretStore, merge_secret_specs
 from linewise.runtime.tasks.loader import load_task_file
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 from linewise.runtime.tasks.schema import AnyTask, BrowserGymTask, MiniWoBTask, WebTask
+from linewise.runtime.viewer.playwright_trace import trace_hooks
 from linewise.settings import EndpointSettings, LinewiseSettings
 
 log = structlog.get_logger(__name__)
@@ -380,7 +381,9 @@ async def run_tasks(
                 log.warning("run budget spent: no more episodes", reason=spent,
                             not_started=len(tasks) - number)
                 break
-            summary = await run_episode(task, env, out_dir, config, hooks)
+            summary = await run_episode(
+                task, env, out_dir, config, [*hooks, *trace_hooks(settings)]
+            )
             summaries.append(summary)
             log.info(
                 "episode finished",

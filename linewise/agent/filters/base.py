@@ -110,6 +110,8 @@ class FilterResult(BaseModel):
             name=self.name,
             ranges=self.ranges,
             kept_lines=len(self.kept_lines),
+            kept_ranges=line_ranges(self.kept_lines),
+            context_lines=self.context_lines,
             total_lines=total_lines,
             tokens_full=self.tokens_full,
             tokens_shown=self.tokens_shown,

@@ -47,6 +47,7 @@ from linewise.runtime.run import (
     open_run_resources,
 )
 from linewise.runtime.trace import read_steps
+from linewise.runtime.viewer.playwright_trace import trace_hooks
 from linewise.settings import LinewiseSettings
 
 log = structlog.get_logger(__name__)
@@ -126,7 +127,7 @@ class EpisodeRunner:
                 )
                 summary = await run_in_environment(
                     env, spec.task.id, spec.task.max_steps, self.resources.action_client,
-                    folder, config,
+                    folder, config, trace_hooks(self.settings),
                 )
             steps = read_steps(folder) if (folder / "steps.jsonl").exists() else []
             return result_from_summary(spec, summary, steps, backend=self.backend)

@@ -12,17 +12,25 @@ from linewise.agent.filters.cost_gate import Prices
 from linewise.runtime.bench.report_data import Report, build_report, load_results
 from linewise.runtime.bench.report_html import render_html
 from linewise.runtime.bench.report_markdown import render_markdown
+from linewise.runtime.viewer.build import write_viewer
+from linewise.runtime.viewer.paths import VIEW_DIR, episode_page
 
 
 def write_report(out_dir: Path, prices: Prices | None = None,
                  max_rounds: float | None = None) -> tuple[Report, list[Path]]:
-    """Write report.md, report.html and report.json into ``out_dir``."""
+    """Write report.md, report.html and report.json into ``out_dir``, and the trace
+    viewer (``view/``) that report.html links each task's episodes to."""
     results = load_results(out_dir)
     report = build_report(results, str(out_dir), prices or Prices(), max_rounds)
+    write_viewer(out_dir)
+    pages = {
+        r.episode_dir: f"{VIEW_DIR}/{episode_page(r.episode_dir)}"
+        for r in results if r.episode_dir and (out_dir / r.episode_dir / "summary.json").exists()
+    }
     written = []
     for name, text in (
         ("report.md", render_markdown(report)),
-        ("report.html", render_html(report, results)),
+        ("report.html", render_html(report, results, pages)),
         ("report.json", report.model_dump_json(indent=2)),
     ):
         path = out_dir / name

@@ -129,7 +129,34 @@ def reduction_vs_size(results: list[EpisodeResult], colors: dict[str, str]) -> s
                     y_range=(0, 100))
 
 
-def render_html(report: Report, results: list[EpisodeResult]) -> str:
+def _episode_links(g_label: dict[str, str], results: list[EpisodeResult],
+                   pages: dict[str, str]) -> str:
+    """Links to the viewer pages of a per-task row's episodes, one per seed."""
+    links = [
+        f'<a href="{html.escape(pages[r.episode_dir], quote=True)}">seed {r.seed}</a>'
+        for r in sorted(results, key=lambda r: r.seed)
+        if (r.base_task, r.filter, r.agent) == (g_label["task"], g_label["filter"],
+                                                 g_label["agent"])
+        and r.episode_dir in pages
+    ]
+    return " ".join(links) or "-"
+
+
+def _task_table(report: Report, results: list[EpisodeResult], pages: dict[str, str]) -> str:
+    """The per-task table, each row linking to its episodes in the trace viewer."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in [*TASK_HEADER, "episodes"])
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in task_columns(g))
+        + f'<td class="episodes">{_episode_links(g.label, results, pages)}</td></tr>'
+        for g in report.by_task
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def render_html(report: Report, results: list[EpisodeResult],
+                episode_pages: dict[str, str] | None = None) -> str:
+    """``episode_pages``: each episode folder's viewer page, relative to the report; the
+    per-task rows link to them (and the page to the viewer's index) when given."""
     colors = filter_colors(results)
     plots = [
         success_vs_reduction(report, colors),
@@ -142,8 +169,13 @@ def render_html(report: Report, results: list[EpisodeResult]) -> str:
     by_benchmark = _table(["benchmark", "agent", "filter", *GROUP_HEADER],
                           [[g.label["benchmark"], g.label["agent"], g.label["filter"],
                             *group_columns(g)] for g in report.by_benchmark])
-    by_task = _table(TASK_HEADER, [task_columns(g) for g in report.by_task])
     intro = "".join(f'<p class="muted">{html.escape(line)}</p>' for line in preamble(report))
+    if episode_pages is None:
+        by_task = _table(TASK_HEADER, [task_columns(g) for g in report.by_task])
+    else:
+        by_task = _task_table(report, results, episode_pages)
+        intro += ('<p class="muted">Every episode, step by step: '
+                  '<a href="view/index.html">the trace viewer</a>.</p>')
     figures = "".join(f"<figure>{svg}</figure>" for svg in plots)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">

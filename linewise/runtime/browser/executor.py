@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from linewise.agent.action_parser import ParsedAction
 from linewise.agent.actions import ACTIONS, ActionContext
 from linewise.errors import ActionError, ElementNotFound
+from linewise.records import TargetBox
 from linewise.runtime.browser.scripts import own_js
 
 log = structlog.get_logger(__name__)
@@ -41,6 +42,9 @@ class ActionOutcome(BaseModel):
     )
     duration_ms: float = 0.0
     settle_ms: float = 0.0
+    target_box: TargetBox | None = Field(
+        default=None, description="The box of the action's first element before it ran."
+    )
 
 
 async def execute_action(

@@ -18,9 +18,9 @@ from playwright.async_api import Error as PlaywrightError
 
 from linewise.agent.action_parser import ParsedAction
 from linewise.agent.actions import ActionContext
-from linewise.errors import BrowserCrashed, BrowserError, BrowserStalled
+from linewise.errors import BrowserCrashed, BrowserError, BrowserStalled, LinewiseError
 from linewise.prompts import render_prompt
-from linewise.records import BlockedNavigation, NavigationEvents
+from linewise.records import BlockedNavigation, NavigationEvents, TargetBox
 from linewise.runtime.browser.chromium import Browser, BrowserSession
 from linewise.runtime.browser.executor import ActionOutcome, SettleConfig, execute_action
 from linewise.runtime.browser.extraction import observe
@@ -151,10 +151,12 @@ class ChromiumEnv:
         # come first; the deadline only catches what ignores them.
         longest_ms = max(config.action_timeout_ms, config.navigation_timeout_ms)
         deadline_s = (longest_ms + config.settle_timeout_ms) / 1000 + MARGIN_S
+        box = await target_box(action, ctx)
         outcome = await self._guarded(
             "act", execute_action(action, ctx, self.settle, config.settle_timeout_ms / 1000),
             deadline_s,
         )
+        outcome.target_box = box
         await self._guarded("act", self.guard.settle(),
                             config.navigation_timeout_ms / 1000 + MARGIN_S)
         notes = self.guard.take_notes()
@@ -203,3 +205,20 @@ def _ignore_result(job: asyncio.Future[Any]) -> None:
 def _blocked_note(block: BlockedNavigation) -> str:
     return render_prompt("navigation_blocked.md", url=block.url, reason=block.reason,
                          initiator=block.initiator)
+
+
+TARGET_BOX_TIMEOUT_MS = 300
+"""How long measuring the target may wait: the action itself reports a missing element."""
+
+
+async def target_box(action: ParsedAction, ctx: ActionContext) -> TargetBox | None:
+    """The box of the action's first element, for the trace viewer; None when the action
+    names no element or it cannot be measured (the action then reports why)."""
+    if not action.bids:
+        return None
+    try:
+        locator = await ctx.locate(action.bids[0])
+        box = await locator.bounding_box(timeout=TARGET_BOX_TIMEOUT_MS)
+    except (LinewiseError, PlaywrightError):
+        return None
+    return TargetBox(**box) if box is not None else None

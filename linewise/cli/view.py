@@ -1,0 +1,40 @@
+"""``linewise view PATH [--serve] [--port N]``: the trace viewer of an episode, run or
+bench folder."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from linewise.runtime.viewer.build import write_viewer
+from linewise.runtime.viewer.serve import serve_viewer
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    view = sub.add_parser(
+        "view", help="write (or serve) a viewer for an episode, run or bench folder"
+    )
+    view.add_argument("path", type=Path, help="an episode, run or bench folder")
+    view.add_argument("--serve", action="store_true",
+                      help="serve the viewer on localhost and follow episodes still running")
+    view.add_argument("--host", default="127.0.0.1", help="address to serve on")
+    view.add_argument("--port", type=int, default=8790,
+                      help="port to serve on (0: any free; default 8790)")
+    view.add_argument("--log-level", default="WARNING")
+    view.set_defaults(handler=cmd_view)
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    index = write_viewer(args.path)
+    print(f"viewer: {index.resolve()}")
+    if not args.serve:
+        return 0
+    server = serve_viewer(args.path, args.host, args.port)
+    print(f"serving {server.url} (Ctrl+C stops)", flush=True)
+    try:
+        while server.thread.is_alive():
+            time.sleep(0.5)
+    finally:
+        server.close()
+    return 0

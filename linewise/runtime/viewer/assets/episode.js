@@ -1,0 +1,484 @@
+// The episode page: one step at a time, its data loaded only when it is shown.
+//
+// Data arrives as scripts calling LW.load(kind, key, payload): pages opened from disk
+// (file://) may load scripts but not fetch files. Served over http (linewise view
+// --serve), the same scripts are answered fresh by the server, and the outline is
+// re-read while the episode runs.
+"use strict";
+
+const LW = (window.LW = {
+  base: document.body.dataset.base,
+  key: document.body.dataset.key,
+  outline: null,
+  steps: new Map(),
+  waiting: new Map(),
+  load(kind, key, payload) {
+    if (kind === "outline") receiveOutline(payload);
+    else if (kind === "step") {
+      LW.steps.set(payload.index, payload);
+      const resolve = LW.waiting.get(payload.index);
+      if (resolve) { LW.waiting.delete(payload.index); resolve(payload); }
+    }
+  },
+});
+
+const LINE_HEIGHT = 18;
+const KEEP_STEPS = 6; // step details kept in memory (a 20,000-line tree is a few MB)
+const POLL_MS = 1500;
+const served = location.protocol.startsWith("http");
+const $ = (id) => document.getElementById(id);
+const state = { index: 0, mode: "tree", fold: false, rows: [], found: -1, stepToken: 0 };
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "class") node.className = v; else node.setAttribute(k, v);
+  }
+  for (const child of children) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : String(child));
+  }
+  return node;
+}
+
+function loadScript(src) {
+  return new Promise((resolve, reject) => {
+    const script = el("script", { src });
+    script.onload = () => { script.remove(); resolve(); };
+    script.onerror = () => { script.remove(); reject(new Error("cannot load " + src)); };
+    document.head.append(script);
+  });
+}
+
+function dataUrl(file) {
+  const url = `${LW.base}data/${LW.key}/${file}`;
+  return served ? `${url}?t=${Date.now()}` : url;
+}
+
+function stepFile(index) { return `step-${String(index).padStart(3, "0")}.js`; }
+
+function getStep(index) {
+  if (LW.steps.has(index)) return Promise.resolve(LW.steps.get(index));
+  const arrived = new Promise((resolve) => LW.waiting.set(index, resolve));
+  return loadScript(dataUrl(stepFile(index))).then(() => arrived);
+}
+
+function forgetFarSteps() {
+  for (const index of [...LW.steps.keys()]) {
+    if (LW.steps.size <= KEEP_STEPS) break;
+    if (Math.abs(index - state.index) > 1) LW.steps.delete(index);
+  }
+}
+
+// ---------------------------------------------------------------- outline and stepping
+
+function receiveOutline(outline) {
+  const first = LW.outline === null;
+  const before = LW.outline ? LW.outline.steps.length : 0;
+  LW.outline = outline;
+  renderHeader();
+  renderTimeline();
+  const n = outline.steps.length;
+  if (first) {
+    const wanted = Number((location.hash.match(/step=(\d+)/) || [])[1] || 1) - 1;
+    show(Math.min(Math.max(0, wanted), Math.max(0, n - 1)));
+  } else if (n > before && state.index >= before - 1) {
+    show(n - 1); // following a live episode: stay on its newest step
+  }
+  if (served && outline.summary.status === "running") {
+    setTimeout(() => loadScript(dataUrl("outline.js")).catch(() => {}), POLL_MS);
+  }
+}
+
+function renderHeader() {
+  const s = LW.outline.summary;
+  $("task").textContent = `${s.task_id} · ${s.filter}`;
+  $("task").title = s.goal;
+  const badge = $("outcome");
+  if (s.status === "running") { badge.textContent = "running…"; badge.className = "badge running"; }
+  else {
+    const ok = s.success === true;
+    badge.textContent = `${s.success === null ? s.termination : ok ? "success" : "failure"} · reward ${s.reward}`;
+    badge.className = "badge " + (ok ? "ok" : "bad");
+  }
+}
+
+function renderTimeline() {
+  const box = $("timeline");
+  box.replaceChildren();
+  for (const step of LW.outline.steps) {
+    const cls = [step.error ? "err" : "", step.done ? "done" : "", step.misses ? "miss" : "",
+                 step.index === state.index ? "current" : ""].join(" ");
+    const button = el("button", { class: cls, title: `step ${step.index + 1}: ${step.action || "no action"}`,
+                                  "data-index": step.index }, step.index + 1);
+    button.onclick = () => show(step.index);
+    box.append(button);
+  }
+}
+
+async function show(index) {
+  const steps = LW.outline.steps;
+  if (!steps.length) { $("step-label").textContent = "no steps yet"; return; }
+  index = Math.max(0, Math.min(index, steps.length - 1));
+  state.index = index;
+  const token = ++state.stepToken;
+  history.replaceState(null, "", `#step=${index + 1}`);
+  $("step-label").textContent = `step ${index + 1} / ${steps.length}`;
+  document.body.dataset.step = String(index);
+  for (const b of $("timeline").children) b.classList.toggle("current", Number(b.dataset.index) === index);
+  renderShot(steps[index]);
+  const detail = await getStep(index);
+  if (token !== state.stepToken) return; // the user moved on while it loaded
+  renderDecision(detail);
+  renderFilter(detail);
+  renderCalls(detail);
+  renderTimings(detail);
+  await renderTree(detail, true);
+  document.body.dataset.shown = String(index);
+  forgetFarSteps();
+}
+
+// ---------------------------------------------------------------- screenshot and box
+
+function renderShot(step) {
+  const img = $("shot-img");
+  const box = $("target-box");
+  box.hidden = true;
+  $("shot-note").textContent = "";
+  if (!step.screenshot) {
+    img.removeAttribute("src");
+    $("shot-note").textContent = "no screenshot recorded for this step";
+    return;
+  }
+  const place = () => {
+    const t = step.target_box;
+    if (!t || !img.naturalWidth) return;
+    // Screenshots are taken at device scale 1: a CSS pixel of the box is an image pixel.
+    const scale = img.clientWidth / img.naturalWidth;
+    const inside = t.x + t.width > 0 && t.y + t.height > 0 && t.x < img.naturalWidth && t.y < img.naturalHeight;
+    if (!inside) { $("shot-note").textContent = "the target was outside the visible page"; return; }
+    box.style.left = `${t.x * scale}px`;
+    box.style.top = `${t.y * scale}px`;
+    box.style.width = `${Math.max(2, t.width * scale)}px`;
+    box.style.height = `${Math.max(2, t.height * scale)}px`;
+    box.hidden = false;
+    if (shot.classList.contains("actual")) box.scrollIntoView({ block: "center", inline: "center" });
+  };
+  const shot = $("shot");
+  shot.onclick = () => { shot.classList.toggle("actual"); place(); };
+  img.onload = place;
+  window.onresize = place;
+  img.src = LW.base + step.screenshot;
+  if (img.complete && img.naturalWidth) place();
+}
+
+// ---------------------------------------------------------------- panels
+
+function kv(pairs) {
+  const dl = el("dl", { class: "kv" });
+  for (const [k, v, cls] of pairs) {
+    if (v === null || v === undefined || v === "") continue;
+    dl.append(el("dt", {}, k), el("dd", { class: cls || null }, v));
+  }
+  return dl;
+}
+
+function renderDecision(d) {
+  $("decision").replaceChildren(
+    el("h2", {}, "step"),
+    kv([
+      ["url", d.url], ["title", d.title],
+      ["previous error", d.last_action_error, "error"],
+      ["thought", d.think],
+      ["action", d.action ? el("code", { class: "action" }, d.action) : null],
+      ["model wrote", d.action_raw && d.action_raw !== d.action ? d.action_raw : null],
+      ["parse error", d.parse_error, "error"],
+      ["action error", d.action_error, "error"],
+      ["repeat", d.repeat_escape],
+      ["reward", String(d.reward) + (d.done ? " (done)" : "")],
+      ["focused", d.focused_bid],
+      ["hooks", Object.keys(d.hook_notes).length ? JSON.stringify(d.hook_notes) : null],
+    ]),
+  );
+}
+
+function renderFilter(d) {
+  const f = d.filter;
+  const ranges = d.lines.retrieved.map(([a, b]) => (a === b ? `${a}` : `${a}–${b}`)).join(", ");
+  const notes = Object.keys(f.notes || {}).length
+    ? el("details", {}, el("summary", {}, "filter notes"), el("pre", {}, JSON.stringify(f.notes, null, 1)))
+    : null;
+  $("filter").replaceChildren(
+    el("h2", {}, "filter"),
+    kv([
+      ["filter", f.name],
+      ["lines", `${f.kept_lines || f.total_lines} kept of ${f.total_lines}` +
+        (d.lines.context.length ? `, ${d.lines.context.length} ancestors added` : "") +
+        (d.lines.guard.length ? `, ${d.lines.guard.length} by the recall guard` : "")],
+      ["tokens", `${f.tokens_shown} shown of ${f.tokens_full} (${(100 * f.reduction).toFixed(1)} % less)`],
+      ["retrieved", ranges],
+      ["misses", d.lines.misses.length ? d.lines.misses.join(", ") + " (used by the action, hidden by the filter)" : null, "error"],
+      ["fallback", f.fallback_reason, "error"],
+      ["latency", f.latency_ms ? `${f.latency_ms.toFixed(0)} ms` : null],
+    ]),
+    notes,
+  );
+}
+
+function content(value) {
+  return typeof value === "string" ? value : JSON.stringify(value, null, 1);
+}
+
+function renderCalls(d) {
+  const box = $("calls");
+  box.replaceChildren(el("h2", {}, `LLM calls (${d.llm_calls.length})`));
+  for (const call of d.llm_calls) {
+    const details = el("details", { class: "call" },
+      el("summary", {}, `${call.purpose} · ${call.model} · ${call.prompt_tokens} + ${call.completion_tokens} tokens · ${call.latency_ms.toFixed(0)} ms` + (call.attempt ? ` · attempt ${call.attempt}` : "")));
+    // Messages can be long: they are built when the call is opened, not before.
+    details.addEventListener("toggle", () => {
+      if (!details.open || details.dataset.filled) return;
+      details.dataset.filled = "1";
+      for (const m of call.messages) details.append(el("div", { class: "msg-role" }, m.role), el("pre", {}, content(m.content)));
+      details.append(el("div", { class: "msg-role" }, "answer"), el("pre", {}, call.response ?? ""));
+      if (call.error) details.append(el("div", { class: "error" }, call.error));
+    });
+    box.append(details);
+  }
+}
+
+function renderTimings(d) {
+  const t = d.timings;
+  $("timings").replaceChildren(el("h2", {}, "timings"), kv(
+    ["observe_ms", "agent_ms", "act_ms", "settle_ms", "total_ms"].map((k) => [k.replace("_ms", ""), `${t[k].toFixed(0)} ms`]),
+  ));
+}
+
+// ---------------------------------------------------------------- the tree
+
+const KEPT = 1, CONTEXT = 2, GUARD = 4, RETRIEVED = 8, MISS = 16, TARGET = 32;
+
+function splitTree(axtree) {
+  // "12|\t[34] button 'OK'": the number, then the line as the page gave it.
+  return axtree === "" ? [] : axtree.split("\n").map((line) => {
+    const bar = line.indexOf("|");
+    return bar > 0 ? line.slice(bar + 1) : line;
+  });
+}
+
+function bidOf(text) {
+  const m = /^\s*\[([A-Za-z0-9]+)\]/.exec(text);
+  return m ? m[1] : null;
+}
+
+function lineFlags(detail, lines) {
+  const flags = new Uint8Array(lines.length + 1);
+  const ls = detail.lines;
+  for (const [a, b] of ls.kept) for (let n = a; n <= b && n <= lines.length; n++) flags[n] |= KEPT;
+  for (const n of ls.context) flags[n] |= CONTEXT;
+  for (const n of ls.guard) flags[n] |= GUARD;
+  for (const [a, b] of ls.retrieved) for (let n = a; n <= b && n <= lines.length; n++) flags[n] |= RETRIEVED;
+  const misses = new Set(ls.misses);
+  if (misses.size || ls.target_bid) {
+    for (let n = 1; n <= lines.length; n++) {
+      const bid = bidOf(lines[n - 1]);
+      if (bid === null) continue;
+      if (misses.has(bid)) flags[n] |= MISS;
+      if (bid === ls.target_bid) flags[n] |= TARGET;
+    }
+  }
+  return flags;
+}
+
+function lineClass(f) {
+  let cls = "ln " + (f & GUARD ? "guard" : f & KEPT ? "kept" : f & CONTEXT ? "context" : "dropped");
+  if (f & RETRIEVED) cls += " retrieved";
+  if (f & MISS) cls += " miss";
+  if (f & TARGET) cls += " target";
+  return cls;
+}
+
+function treeRows(detail) {
+  const lines = splitTree(detail.axtree);
+  const flags = lineFlags(detail, lines);
+  const rows = [];
+  for (let n = 1; n <= lines.length; n++) {
+    const f = flags[n];
+    if (state.fold && !(f & (KEPT | CONTEXT | GUARD))) {
+      let end = n;
+      while (end < lines.length && !(flags[end + 1] & (KEPT | CONTEXT | GUARD))) end++;
+      rows.push({ cls: "fold", no: "", text: `… ${end - n + 1} lines dropped (${n}–${end}) …`, line: n });
+      n = end;
+      continue;
+    }
+    rows.push({ cls: lineClass(f), no: n, text: lines[n - 1], line: n });
+  }
+  return rows;
+}
+
+function seenRows(detail) {
+  if (detail.observation === null) {
+    return splitTree(detail.axtree).map((text, i) => ({ cls: "ln kept", no: i + 1, text, line: i + 1 }));
+  }
+  return detail.observation.split("\n").map((text, i) => ({ cls: "ln", no: i + 1, text, line: i + 1 }));
+}
+
+// A line-level diff: common head and tail trimmed, the middle by LCS when small enough,
+// else by multiset (lines that appear or vanish), which stays fast on huge pages.
+const LCS_CELLS = 4e6;
+const DIFF_CONTEXT = 3;
+
+function diffLines(before, after) {
+  let head = 0;
+  while (head < before.length && head < after.length && before[head] === after[head]) head++;
+  let tail = 0;
+  while (tail < before.length - head && tail < after.length - head &&
+         before[before.length - 1 - tail] === after[after.length - 1 - tail]) tail++;
+  const a = before.slice(head, before.length - tail), b = after.slice(head, after.length - tail);
+  const ops = [];
+  for (let i = 0; i < head; i++) ops.push(["same", after[i], i + 1]);
+  if (a.length * b.length <= LCS_CELLS) {
+    const w = b.length + 1;
+    const table = new Uint32Array((a.length + 1) * w);
+    for (let i = a.length - 1; i >= 0; i--)
+      for (let j = b.length - 1; j >= 0; j--)
+        table[i * w + j] = a[i] === b[j] ? table[(i + 1) * w + j + 1] + 1
+          : Math.max(table[(i + 1) * w + j], table[i * w + j + 1]);
+    let i = 0, j = 0;
+    while (i < a.length || j < b.length) {
+      if (i < a.length && j < b.length && a[i] === b[j]) { ops.push(["same", b[j], head + j + 1]); i++; j++; }
+      else if (j < b.length && (i >= a.length || table[i * w + j + 1] >= table[(i + 1) * w + j])) { ops.push(["add", b[j], head + j + 1]); j++; }
+      else { ops.push(["del", a[i], ""]); i++; }
+    }
+  } else {
+    const count = new Map();
+    for (const line of a) count.set(line, (count.get(line) || 0) + 1);
+    const seen = new Map();
+    for (const line of b) seen.set(line, (seen.get(line) || 0) + 1);
+    for (const line of a) if (!seen.get(line)) ops.push(["del", line, ""]); else seen.set(line, seen.get(line) - 1);
+    b.forEach((line, j) => {
+      if (count.get(line)) { count.set(line, count.get(line) - 1); ops.push(["same", line, head + j + 1]); }
+      else ops.push(["add", line, head + j + 1]);
+    });
+  }
+  for (let i = after.length - tail; i < after.length; i++) ops.push(["same", after[i], i + 1]);
+  return ops;
+}
+
+async function diffRows(detail) {
+  if (detail.index === 0) return [{ cls: "gap", no: "", text: "the first step has no previous tree", line: 0 }];
+  const previous = await getStep(detail.index - 1);
+  const ops = diffLines(splitTree(previous.axtree), splitTree(detail.axtree));
+  const changed = ops.map((op) => op[0] !== "same");
+  const rows = [];
+  let skipped = 0;
+  ops.forEach(([kind, text, no], i) => {
+    let near = changed[i];
+    for (let k = 1; !near && k <= DIFF_CONTEXT; k++) near = changed[i - k] || changed[i + k];
+    if (!near) { skipped++; return; }
+    if (skipped) rows.push({ cls: "gap", no: "", text: `… ${skipped} unchanged lines …`, line: 0 });
+    skipped = 0;
+    rows.push({ cls: kind, no, text: (kind === "add" ? "+ " : kind === "del" ? "- " : "  ") + text, line: no || 0 });
+  });
+  if (skipped) rows.push({ cls: "gap", no: "", text: `… ${skipped} unchanged lines …`, line: 0 });
+  if (!rows.length) rows.push({ cls: "gap", no: "", text: "the tree did not change", line: 0 });
+  return rows;
+}
+
+async function renderTree(detail, newStep) {
+  const rows = state.mode === "diff" ? await diffRows(detail)
+    : state.mode === "seen" ? seenRows(detail) : treeRows(detail);
+  if (detail.index !== state.index) return;
+  state.rows = rows;
+  state.found = -1;
+  const ls = detail.lines;
+  $("tree-note").textContent = state.mode === "tree"
+    ? `${splitTree(detail.axtree).length} lines` + (ls.known ? "" : " · this trace recorded only the retriever's ranges, not every kept line")
+    : state.mode === "seen" ? "the observation as the action model read it" : "lines added (+) and removed (−) since the previous step";
+  const space = $("tree-space");
+  space.style.height = `${rows.length * LINE_HEIGHT}px`;
+  let widest = 0;
+  for (const r of rows) if (r.text.length > widest) widest = r.text.length;
+  space.style.width = `${widest + 12}ch`;
+  space.replaceChildren();
+  state.drawn = null;
+  if (newStep && state.mode === "tree") scrollToTarget(false);
+  drawRows();
+}
+
+function drawRows() {
+  const tree = $("tree");
+  const first = Math.max(0, Math.floor(tree.scrollTop / LINE_HEIGHT) - 20);
+  const last = Math.min(state.rows.length, first + Math.ceil(tree.clientHeight / LINE_HEIGHT) + 40);
+  if (state.drawn && state.drawn[0] === first && state.drawn[1] === last) return;
+  state.drawn = [first, last];
+  const frag = document.createDocumentFragment();
+  for (let i = first; i < last; i++) {
+    const r = state.rows[i];
+    const row = el("div", { class: `row ${r.cls}${i === state.found ? " found" : ""}`, "data-line": r.line || null },
+                   el("span", { class: "no" }, r.no), r.text);
+    row.style.top = `${i * LINE_HEIGHT}px`;
+    if (r.cls === "fold") row.onclick = () => { $("fold").checked = false; setFold(false, r.line); };
+    frag.append(row);
+  }
+  $("tree-space").replaceChildren(frag);
+}
+
+function scrollToRow(i) {
+  const tree = $("tree");
+  tree.scrollTop = Math.max(0, i * LINE_HEIGHT - tree.clientHeight / 3);
+  state.drawn = null;
+  drawRows();
+}
+
+function scrollToTarget(always) {
+  const i = state.rows.findIndex((r) => r.cls.includes("target"));
+  if (i >= 0) scrollToRow(i);
+  else if (always) $("tree-note").textContent += " · this step's action names no element";
+}
+
+async function setFold(fold, line) {
+  state.fold = fold;
+  const detail = LW.steps.get(state.index);
+  if (!detail) return;
+  await renderTree(detail, false);
+  if (line) scrollToRow(state.rows.findIndex((r) => r.line === line));
+}
+
+function find(query) {
+  if (!query) return;
+  const q = query.toLowerCase();
+  const n = state.rows.length;
+  for (let k = 1; k <= n; k++) {
+    const i = (state.found + k + n) % n;
+    if (state.rows[i].text.toLowerCase().includes(q)) { state.found = i; scrollToRow(i); return; }
+  }
+  $("tree-note").textContent = `no line contains “${query}”`;
+}
+
+// ---------------------------------------------------------------- controls
+
+$("tree").addEventListener("scroll", () => requestAnimationFrame(drawRows));
+window.addEventListener("resize", () => { state.drawn = null; drawRows(); });
+$("prev").onclick = () => show(state.index - 1);
+$("next").onclick = () => show(state.index + 1);
+$("fold").onchange = (e) => setFold(e.target.checked);
+$("to-target").onclick = () => { if (state.mode !== "tree") setMode("tree"); else scrollToTarget(true); };
+$("search").addEventListener("keydown", (e) => { if (e.key === "Enter") find(e.target.value); });
+for (const b of document.querySelectorAll("[data-mode]")) b.onclick = () => setMode(b.dataset.mode);
+
+async function setMode(mode) {
+  state.mode = mode;
+  for (const b of document.querySelectorAll("[data-mode]")) b.classList.toggle("on", b.dataset.mode === mode);
+  const detail = LW.steps.get(state.index);
+  if (detail) await renderTree(detail, true);
+}
+
+document.addEventListener("keydown", (e) => {
+  if (e.target instanceof HTMLInputElement || !LW.outline) return;
+  if (e.key === "ArrowRight") { show(state.index + 1); e.preventDefault(); }
+  else if (e.key === "ArrowLeft") { show(state.index - 1); e.preventDefault(); }
+  else if (e.key === "Home") show(0);
+  else if (e.key === "End") show(LW.outline.steps.length - 1);
+});

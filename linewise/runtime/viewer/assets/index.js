@@ -1,0 +1,106 @@
+// The index of a run or bench folder: every episode, filtered and sorted in the page.
+"use strict";
+
+const LW = (window.LW = {
+  index: null,
+  load(kind, key, payload) { if (kind === "index") receiveIndex(payload); },
+});
+
+const served = location.protocol.startsWith("http");
+const POLL_MS = 3000;
+const sorting = { key: "task_id", dir: 1 };
+const $ = (id) => document.getElementById(id);
+
+function cell(text, cls) {
+  const td = document.createElement("td");
+  td.textContent = text;
+  if (cls) td.className = cls;
+  return td;
+}
+
+function outcome(row) {
+  if (row.status === "running") return "running";
+  if (row.success === true) return "success";
+  return row.success === false ? "failure" : row.termination;
+}
+
+function matches(row) {
+  const q = $("query").value.toLowerCase();
+  const text = `${row.task_id} ${row.filter} ${row.error || ""} ${row.error_kind || ""} ${row.rel}`.toLowerCase();
+  if (q && !text.includes(q)) return false;
+  if ($("filter-name").value && row.filter !== $("filter-name").value) return false;
+  const wanted = $("status").value;
+  if (wanted === "success") return row.success === true;
+  if (wanted === "failure") return row.success !== true && row.status !== "running";
+  if (wanted === "error") return !!row.error_kind;
+  if (wanted === "running") return row.status === "running";
+  return true;
+}
+
+function compare(a, b) {
+  const x = a[sorting.key], y = b[sorting.key];
+  if (x === y) return 0;
+  if (x === null || x === undefined) return 1;
+  if (y === null || y === undefined) return -1;
+  return (x < y ? -1 : 1) * sorting.dir;
+}
+
+function render() {
+  const rows = LW.index.episodes.filter(matches).sort(compare);
+  const body = document.querySelector("#episodes tbody");
+  body.replaceChildren();
+  for (const row of rows) {
+    const tr = document.createElement("tr");
+    tr.className = outcome(row);
+    const link = document.createElement("a");
+    link.href = row.page;
+    link.textContent = row.task_id;
+    const first = document.createElement("td");
+    first.append(link);
+    tr.append(
+      first, cell(row.filter), cell(row.seed ?? "", "num"), cell(row.status),
+      cell(outcome(row), "outcome"), cell(row.steps, "num"), cell(row.tokens.toLocaleString(), "num"),
+      cell(row.wall_s.toFixed(1), "num"), cell(row.error_kind || ""),
+    );
+    if (row.error) tr.title = row.error;
+    body.append(tr);
+  }
+  const all = LW.index.episodes;
+  const solved = all.filter((r) => r.success === true).length;
+  $("counts").textContent = `${LW.index.kind} · ${all.length} episodes, ${solved} succeeded · showing ${rows.length}`;
+  for (const th of document.querySelectorAll("th[data-sort]")) {
+    th.classList.toggle("asc", th.dataset.sort === sorting.key && sorting.dir === 1);
+    th.classList.toggle("desc", th.dataset.sort === sorting.key && sorting.dir === -1);
+  }
+}
+
+function receiveIndex(index) {
+  const first = LW.index === null;
+  LW.index = index;
+  if (first) {
+    const select = $("filter-name");
+    for (const name of [...new Set(index.episodes.map((r) => r.filter))].sort()) {
+      const option = document.createElement("option");
+      option.value = option.textContent = name;
+      select.append(option);
+    }
+  }
+  render();
+  if (served && index.episodes.some((r) => r.status === "running")) {
+    setTimeout(() => {
+      const script = document.createElement("script");
+      script.src = `data/index.js?t=${Date.now()}`;
+      script.onload = script.onerror = () => script.remove();
+      document.head.append(script);
+    }, POLL_MS);
+  }
+}
+
+for (const th of document.querySelectorAll("th[data-sort]")) {
+  th.onclick = () => {
+    sorting.dir = sorting.key === th.dataset.sort ? -sorting.dir : 1;
+    sorting.key = th.dataset.sort;
+    render();
+  };
+}
+for (const id of ["query", "filter-name", "status"]) $(id).addEventListener("input", () => LW.index && render());

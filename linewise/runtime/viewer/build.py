@@ -1,0 +1,143 @@
+"""``write_viewer``: the ``view/`` folder of an episode, run or bench folder.
+
+    view/index.html                 the index (the episode page itself for one episode)
+    view/episodes/<key>.html        one page per episode
+    view/data/index.js              the index rows
+    view/data/<key>/outline.js      the episode's summary and step outlines
+    view/data/<key>/step-NNN.js     one step's tree, calls and filter detail
+    view/assets/                    the viewer's script and style
+
+Data files are scripts (``LW.load(...)``), not JSON, because a page opened from disk
+(file://) may load scripts but not fetch files. Screenshots stay where the trace put
+them and are referenced relatively. An episode whose data is newer than its trace is
+not written again, so rebuilding a large bench's viewer costs only what changed.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import shutil
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from linewise.runtime.trace import read_steps, read_summary
+from linewise.runtime.viewer.data import episode_outline, index_row, step_detail
+from linewise.runtime.viewer.discover import (
+    EpisodeFolder,
+    FolderKind,
+    find_episodes,
+    folder_kind,
+    read_result_rows,
+)
+from linewise.runtime.viewer.paths import (
+    SINGLE_EPISODE,
+    VIEW_DIR,
+    data_dir,
+    episode_key,
+    episode_page,
+    step_script,
+)
+
+ASSETS = ("viewer.css", "episode.js", "index.js")
+
+
+def asset_text(name: str) -> str:
+    return resources.files("linewise.runtime.viewer").joinpath("assets", name).read_text(
+        encoding="utf-8"
+    )
+
+
+def data_script(kind: str, key: str, payload: Any) -> str:
+    """A data file: a script handing ``payload`` to the page's ``LW.load``."""
+    body = payload.model_dump_json() if isinstance(payload, BaseModel) else json.dumps(payload)
+    return f"LW.load({json.dumps(kind)}, {json.dumps(key)}, {body});\n"
+
+
+def page_html(template: str, *, base: str, key: str, title: str) -> str:
+    """A page from its template; ``base`` leads from the page to ``view/``."""
+    return (
+        asset_text(template)
+        .replace("__LW_BASE__", html.escape(base, quote=True))
+        .replace("__LW_KEY__", html.escape(key, quote=True))
+        .replace("__LW_TITLE__", html.escape(title))
+    )
+
+
+def episode_page_html(rel: str, title: str) -> str:
+    single = rel == SINGLE_EPISODE
+    return page_html("episode.html", base="" if single else "../", key=episode_key(rel),
+                     title=title)
+
+
+def _newer_than_trace(marker: Path, folder: Path) -> bool:
+    if not marker.exists():
+        return False
+    written = marker.stat().st_mtime
+    return all(written > (folder / name).stat().st_mtime
+               for name in ("steps.jsonl", "summary.json"))
+
+
+def write_episode(view: Path, folder: EpisodeFolder) -> None:
+    """The episode's page and data files (skipped when already newer than the trace)."""
+    data = view / data_dir(folder.rel)
+    outline_path = data / "outline.js"
+    summary = read_summary(folder.path)
+    page = view / ("index.html" if folder.rel == SINGLE_EPISODE else episode_page(folder.rel))
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(episode_page_html(folder.rel, summary.task_id), encoding="utf-8")
+    if _newer_than_trace(outline_path, folder.path):
+        return
+    steps = read_steps(folder.path)
+    data.mkdir(parents=True, exist_ok=True)
+    key = episode_key(folder.rel)
+    for record in steps:
+        detail = step_detail(folder.rel, record)
+        (data / step_script(record.index)).write_text(
+            data_script("step", key, detail), encoding="utf-8"
+        )
+    outline = episode_outline(folder, summary, steps)
+    outline_path.write_text(data_script("outline", key, outline), encoding="utf-8")
+
+
+def index_payload(root: Path, kind: FolderKind, episodes: list[EpisodeFolder]) -> dict[str, Any]:
+    results = read_result_rows(root)
+    rows = [
+        index_row(folder, read_summary(folder.path), results.get(folder.rel)).model_dump(
+            mode="json"
+        )
+        for folder in episodes
+    ]
+    return {"title": root.resolve().name, "kind": kind, "episodes": rows}
+
+
+def write_viewer(root: Path) -> Path:
+    """Write ``root/view/`` for the episode, run or bench folder ``root``; returns the
+    page to open (``view/index.html``)."""
+    kind = folder_kind(root)
+    view = root / VIEW_DIR
+    assets = view / "assets"
+    assets.mkdir(parents=True, exist_ok=True)
+    for name in ASSETS:
+        (assets / name).write_text(asset_text(name), encoding="utf-8")
+    episodes = find_episodes(root)
+    for folder in episodes:
+        write_episode(view, folder)
+    if kind != "episode":
+        data = view / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        (data / "index.js").write_text(
+            data_script("index", "", index_payload(root, kind, episodes)), encoding="utf-8"
+        )
+        (view / "index.html").write_text(
+            page_html("index.html", base="", key="", title=root.resolve().name),
+            encoding="utf-8",
+        )
+    return view / "index.html"
+
+
+def remove_viewer(root: Path) -> None:
+    shutil.rmtree(root / VIEW_DIR, ignore_errors=True)

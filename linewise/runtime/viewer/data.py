@@ -1,0 +1,223 @@
+"""What the viewer's pages read: an index row per episode, a light outline of every step
+of an episode, and one step's full detail (loaded only when that step is shown).
+
+These are built from the trace records alone, the same way for the files written to
+disk and for the live answers of ``linewise view --serve``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from linewise.agent.action_parser import parse_action
+from linewise.errors import ActionParseError
+from linewise.records import EpisodeSummary, LLMCall, StepRecord, TargetBox
+from linewise.runtime.viewer.discover import EpisodeFolder, ResultRow
+from linewise.runtime.viewer.paths import episode_key, episode_page, from_view
+
+
+class StepOutline(BaseModel):
+    """One step in the episode's timeline: what was done, not what was seen."""
+
+    index: int
+    url: str
+    title: str
+    action: str | None
+    think: str | None
+    error: str | None
+    reward: float
+    done: bool
+    kept_lines: int
+    total_lines: int
+    tokens: int
+    misses: int
+    screenshot: str | None = Field(description="Relative to view/.")
+    target_box: TargetBox | None
+
+
+class EpisodeOutline(BaseModel):
+    """An episode page's data: the summary and every step's outline."""
+
+    key: str
+    rel: str
+    summary: EpisodeSummary
+    steps: list[StepOutline]
+
+
+class LineSets(BaseModel):
+    """The AXTree lines by what the filter did with them (1-based, inclusive runs)."""
+
+    known: bool = Field(description="False for old traces that recorded only counts.")
+    kept: list[tuple[int, int]]
+    context: list[int]
+    guard: list[int]
+    retrieved: list[tuple[int, int]]
+    target_bid: str | None
+    misses: list[str]
+
+
+class StepDetail(BaseModel):
+    """Everything the episode page shows for one step."""
+
+    index: int
+    url: str
+    title: str
+    axtree: str = Field(description="Numbered lines, ``12|\\t[34] button 'OK'``.")
+    observation: str | None = Field(description="The filtered view; None when it was the "
+                                    "whole tree.")
+    lines: LineSets
+    think: str | None
+    action: str | None
+    action_raw: str | None
+    parse_error: str | None
+    action_error: str | None
+    last_action_error: str | None
+    repeat_escape: str | None
+    reward: float
+    done: bool
+    focused_bid: str
+    filter: dict[str, Any]
+    llm_calls: list[LLMCall]
+    timings: dict[str, float]
+    hook_notes: dict[str, Any]
+    screenshot: str | None
+    target_box: TargetBox | None
+
+
+class IndexRow(BaseModel):
+    """One episode in the run or bench index."""
+
+    key: str
+    rel: str
+    page: str = Field(description="The episode page, relative to view/.")
+    task_id: str
+    filter: str
+    seed: int | None
+    status: str
+    termination: str
+    success: bool | None
+    reward: float
+    steps: int
+    tokens: int
+    wall_s: float
+    error_kind: str | None
+    error: str | None
+    started_at: datetime
+
+
+def target_bid(action: str | None) -> str | None:
+    if not action:
+        return None
+    try:
+        bids = parse_action(action).bids
+    except ActionParseError:
+        return None
+    return bids[0] if bids else None
+
+
+def step_outline(rel: str, record: StepRecord) -> StepOutline:
+    return StepOutline(
+        index=record.index,
+        url=record.url,
+        title=record.title,
+        action=record.action or record.action_raw,
+        think=record.think,
+        error=record.action_error or record.parse_error,
+        reward=record.reward,
+        done=record.done,
+        kept_lines=record.filter_result.kept_lines or record.axtree_lines,
+        total_lines=record.axtree_lines,
+        tokens=sum(c.prompt_tokens + c.completion_tokens for c in record.llm_calls),
+        misses=len(record.filter_result.misses),
+        screenshot=from_view(rel, record.screenshot) if record.screenshot else None,
+        target_box=record.target_box,
+    )
+
+
+def episode_outline(folder: EpisodeFolder, summary: EpisodeSummary,
+                    steps: list[StepRecord]) -> EpisodeOutline:
+    return EpisodeOutline(
+        key=episode_key(folder.rel), rel=folder.rel, summary=summary,
+        steps=[step_outline(folder.rel, s) for s in steps],
+    )
+
+
+def line_sets(record: StepRecord) -> LineSets:
+    result = record.filter_result
+    total = record.axtree_lines
+    kept, known = result.kept_ranges, True
+    if not kept and total:
+        if result.kept_lines in (0, total):
+            kept = [(1, total)]
+        else:  # a trace from before kept_ranges: the retriever's ranges approximate it
+            kept, known = result.ranges, False
+    guard = result.notes.get("guard_added_lines", [])
+    return LineSets(
+        known=known,
+        kept=kept,
+        context=result.context_lines,
+        guard=[n for n in guard if isinstance(n, int)] if isinstance(guard, list) else [],
+        retrieved=result.ranges,
+        target_bid=target_bid(record.action),
+        misses=result.misses,
+    )
+
+
+def step_detail(rel: str, record: StepRecord) -> StepDetail:
+    result = record.filter_result
+    whole = result.kept_lines in (0, record.axtree_lines) and not result.context_lines
+    return StepDetail(
+        index=record.index,
+        url=record.url,
+        title=record.title,
+        axtree=record.axtree,
+        observation=None if whole else record.observation,
+        lines=line_sets(record),
+        think=record.think,
+        action=record.action,
+        action_raw=record.action_raw,
+        parse_error=record.parse_error,
+        action_error=record.action_error,
+        last_action_error=record.last_action_error,
+        repeat_escape=record.repeat_escape,
+        reward=record.reward,
+        done=record.done,
+        focused_bid=record.focused_bid,
+        filter=result.model_dump(mode="json", exclude={"kept_ranges", "context_lines"}),
+        llm_calls=record.llm_calls,
+        timings=record.timings.model_dump(),
+        hook_notes=record.hook_notes,
+        screenshot=from_view(rel, record.screenshot) if record.screenshot else None,
+        target_box=record.target_box,
+    )
+
+
+def error_kind(summary: EpisodeSummary, row: ResultRow | None) -> str | None:
+    """The bench's classification when there is one, else how a failed episode ended."""
+    if row is not None and row.error_kind:
+        return row.error_kind
+    return summary.termination if summary.status == "failed" else None
+
+
+def index_row(folder: EpisodeFolder, summary: EpisodeSummary, row: ResultRow | None) -> IndexRow:
+    return IndexRow(
+        key=episode_key(folder.rel),
+        rel=folder.rel,
+        page=episode_page(folder.rel),
+        task_id=summary.task_id,
+        filter=summary.filter,
+        seed=row.seed if row is not None else None,
+        status=summary.status,
+        termination=summary.termination,
+        success=summary.success,
+        reward=summary.reward,
+        steps=summary.n_steps,
+        tokens=summary.tokens.total,
+        wall_s=summary.time.wall_s,
+        error_kind=error_kind(summary, row),
+        error=summary.error,
+        started_at=summary.started_at,
+    )

@@ -1,0 +1,96 @@
+"""What a folder given to ``linewise view`` is, and the episode folders inside it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from linewise.errors import ConfigError
+from linewise.runtime.viewer.paths import SINGLE_EPISODE, VIEW_DIR
+
+FolderKind = Literal["episode", "run", "bench"]
+
+RESULTS_FILE = "results.jsonl"
+BENCH_MANIFEST = "bench.json"
+RUN_MANIFEST = "run.json"
+SET_ASIDE_DIR = "_incomplete"
+"""Where a bench moves episodes it runs again: not part of the bench's results."""
+
+MAX_DEPTH = 3
+"""Episode folders sit at most this deep: ``<filter>/<task>/`` in a bench folder."""
+
+
+@dataclass(frozen=True)
+class EpisodeFolder:
+    rel: str
+    """The path under the folder shown, with slashes; ``"."`` for that folder itself."""
+    path: Path
+
+
+class ResultRow(BaseModel):
+    """What the viewer reads of a bench's ``results.jsonl`` line."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    episode_dir: str = ""
+    error_kind: str | None = None
+    seed: int | None = None
+
+
+def is_episode(path: Path) -> bool:
+    return (path / "summary.json").is_file() and (path / "steps.jsonl").is_file()
+
+
+def folder_kind(path: Path) -> FolderKind:
+    if not path.is_dir():
+        raise ConfigError(f"{path} is not a folder")
+    if is_episode(path):
+        return "episode"
+    if (path / RESULTS_FILE).is_file() or (path / BENCH_MANIFEST).is_file():
+        return "bench"
+    if (path / RUN_MANIFEST).is_file() or find_episodes(path):
+        return "run"
+    raise ConfigError(
+        f"{path} holds no trace: give an episode folder (steps.jsonl, summary.json), "
+        "a run folder or a bench folder"
+    )
+
+
+def find_episodes(root: Path) -> list[EpisodeFolder]:
+    """The episode folders under ``root`` (or ``root`` itself), in path order."""
+    if is_episode(root):
+        return [EpisodeFolder(SINGLE_EPISODE, root)]
+    found: list[EpisodeFolder] = []
+
+    def walk(folder: Path, depth: int) -> None:
+        for child in sorted(folder.iterdir()):
+            if not child.is_dir() or child.name in (VIEW_DIR, SET_ASIDE_DIR):
+                continue
+            if is_episode(child):
+                found.append(EpisodeFolder(child.relative_to(root).as_posix(), child))
+            elif depth < MAX_DEPTH:
+                walk(child, depth + 1)
+
+    walk(root, 1)
+    return found
+
+
+def read_result_rows(root: Path) -> dict[str, ResultRow]:
+    """A bench's results lines by episode folder; the last line wins, a torn one is
+    skipped."""
+    path = root / RESULTS_FILE
+    rows: dict[str, ResultRow] = {}
+    if not path.is_file():
+        return rows
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = ResultRow.model_validate(json.loads(line))
+        except (json.JSONDecodeError, ValidationError):
+            continue
+        if row.episode_dir:
+            rows[row.episode_dir.strip("/")] = row
+    return rows
