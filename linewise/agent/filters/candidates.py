@@ -45,6 +45,9 @@ __all__ = [
     "outline_groups",
 ]
 
+MARKER_TOKENS = 10
+"""What one ``… N lines omitted …`` marker between runs of lines costs, about."""
+
 STAGE_TURNS: dict[str, int] = {"lexical": 3, "outline": 2, "changed": 1, "embedding": 2}
 """Groups each stage may add per turn, in this order, after the guard's."""
 
@@ -145,7 +148,9 @@ def fill_budget(
 
     def take(group: Group, force: bool = False) -> bool:
         new = [i for i in group.lines if i not in taken.lines]
-        cost = sum(sizes[i] for i in new)
+        # a run not touching taken lines costs one omission marker more in the prompt
+        runs = sum(1 for i in new if i - 1 not in taken.lines and i - 1 not in new)
+        cost = sum(sizes[i] for i in new) + MARKER_TOKENS * runs
         if not force and taken.tokens + cost > budget:
             return False
         taken.lines.update(new)

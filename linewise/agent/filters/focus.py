@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field
 
 from linewise.agent.filters.base import FilterInput, FilterResult
 from linewise.agent.filters.candidates import (
+    MARKER_TOKENS,
     CandidateSet,
     Group,
     changed_groups,
@@ -232,13 +233,24 @@ class FocusFilter:
         rest = [e.index for e in by_priority(outline_entries(lines))
                 if e.index not in candidates.lines]
         for index in rest:
-            cost = count_tokens(f"{index + 1}|{tree.short_head(index)}\n")
+            cost = count_tokens(f"{index + 1}|{tree.short_head(index)}\n") + MARKER_TOKENS
             if used + cost > room:
                 break
             outline.append(index)
             used += cost
+        prompt = self._render(observation, tree, set(candidates.lines), outline)
+        while prompt.tokens > self.config.budget_tokens and outline:
+            # the estimate missed (markers, tokens merging across lines): drop outline
+            # lines, then nothing else is over budget but the candidates themselves
+            outline = outline[: len(outline) * 3 // 4]
+            prompt = self._render(observation, tree, set(candidates.lines), outline)
+        return prompt
+
+    def _render(self, observation: FilterInput, tree: LineTree, candidates: set[int],
+                outline: list[int]) -> _Prompt:
+        lines = observation.lines
         outline_set = set(outline)
-        shown = set(candidates.lines) | outline_set
+        shown = candidates | outline_set
         out: list[str] = []
         gap = 0
         for index in range(len(lines)):
