@@ -85,6 +85,10 @@ class FocusConfig(BaseModel):
     escalation_factor: float = Field(default=3.0, ge=1.0)
     pad_lines: int = Field(default=1, ge=0)
     incremental: bool = True
+    min_page_tokens: int = Field(
+        default=2000, ge=0, description="A smaller tree is shown whole: a retriever call "
+        "costs more time than the action model saves on it."
+    )
 
 
 class _Prompt(BaseModel):
@@ -119,6 +123,9 @@ class FocusFilter:
         state = self.escalation.update(observation)
         previous_lines = self.escalation.previous.lines if self.escalation.previous else None
         notes: dict[str, object] = {"escalation": state.model_dump()}
+        if observation.full_tokens < self.config.min_page_tokens:
+            notes["small_page"] = True
+            return self._whole(observation, started, notes)
         if state.level >= self.escalation.max_level or not lines:
             return self._whole(observation, started, notes)
         tree = LineTree(lines)
