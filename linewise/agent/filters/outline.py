@@ -58,6 +58,8 @@ def outline_entries(lines: Sequence[str]) -> list[OutlineEntry]:
             continue
         if kind == "form" and parsed.bid is None:
             continue  # an unmarked field cannot be acted on
+        if kind == "form" and "search" in (parsed.name or "").lower():
+            kind = "search"  # a site's search box, whatever its role
         found.append(OutlineEntry(index, kind, parsed.role, parsed.depth))
     return found
 
