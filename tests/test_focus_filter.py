@@ -293,6 +293,9 @@ def test_bm25_and_focus_are_registered() -> None:
     assert get_filter("focus").needs_retriever
     made = get_filter("focus").bind(FilterContext(retriever=FunctionModel(first_shown_line)))()
     assert isinstance(made, FocusFilter) and made.embedder is None
+    candidates = get_filter("focus-candidates").bind(FilterContext())()
+    assert isinstance(candidates, FocusFilter) and candidates.model is None
+    assert candidates.name == "focus-candidates"
 
 
 async def test_shipped_large_cases_cover_goal_kinds_and_page_kinds() -> None:

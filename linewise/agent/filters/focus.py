@@ -104,12 +104,12 @@ class _Prompt(BaseModel):
 class FocusFilter:
     """Candidates, then the retriever chooses. One instance per episode."""
 
-    name = "focus"
-
     def __init__(
         self, model: ChatModel | None, config: FocusConfig | None = None,
-        embedder: Embedder | None = None,
+        embedder: Embedder | None = None, *, name: str = "focus",
     ) -> None:
+        """Without a ``model`` the view is the candidates themselves (``focus-candidates``)."""
+        self.name = name
         self.model = model
         self.config = config or FocusConfig()
         self.embedder = embedder

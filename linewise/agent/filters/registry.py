@@ -265,7 +265,7 @@ register_filter(
 )
 
 
-def _focus(context: FilterContext) -> ObservationFilter:
+def _focus(context: FilterContext, *, model: bool = True) -> ObservationFilter:
     settings = context.settings
     # The embedding stage runs only where an embedder was chosen: the offline one costs
     # seconds per large page on a small machine.
@@ -275,6 +275,8 @@ def _focus(context: FilterContext) -> ObservationFilter:
         budget_tokens=settings.focus_budget_tokens, json_schema=settings.json_schema,
         incremental=settings.incremental, embedding_top_k=settings.embedding_top_k,
     )
+    if not model:
+        return FocusFilter(None, config, embedder=embedder, name="focus-candidates")
     return FocusFilter(context.require_retriever("focus"), config, embedder=embedder)
 
 
@@ -285,4 +287,8 @@ register_filter(
 register_filter(
     "focus", _focus, needs_retriever=True, description="cheap stages propose candidate "
     "lines; the retriever chooses among them within a fixed token budget",
+)
+register_filter(
+    "focus-candidates", lambda context: _focus(context, model=False),
+    description="focus without the retriever: the candidate lines themselves",
 )
