@@ -5,7 +5,15 @@ the elements its solution acts on (derived from the goal by the rules below). Do
 cases: pages of Debian's python3-doc served on localhost, with a goal whose answer is a
 known part of the page; the gold is the lines that hold it.
 
-    python benchmarks/make_filter_cases.py [--out tasks/filter-cases]
+Large-page cases (``large.*``): pages over 300 lines of five kinds available offline
+(Debian's python3-doc and valgrind manuals, and the shop listing, data table, forum
+thread and long form of tasks/filter-cases/pages/, written by make_filter_pages.py),
+with goals of three kinds: ``named`` (the goal names the element), ``paraphrased`` (the
+goal shares no content word with the gold element's line, checked here) and
+``multistep`` (a goal with a history; the gold is what the next action needs). The gold
+is the bids of the elements the next action needs.
+
+    python benchmarks/make_filter_cases.py [--out tasks/filter-cases] [--only large]
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from linewise.agent.filters.bm25 import line_words, words
 from linewise.runtime.browser.chromium import Browser
 from linewise.runtime.browser.extraction import observe
 from linewise.runtime.filter_eval import FilterCase
@@ -27,6 +36,11 @@ from linewise.runtime.tasks.miniwob import start_miniwob_episode
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 
 DOCS = Path("/usr/share/doc/python3-doc/html")
+ROOTS = {
+    "python3-doc": DOCS,
+    "valgrind": Path("/usr/share/doc/valgrind/html"),
+    "built": Path(__file__).parents[1] / "tasks" / "filter-cases" / "pages",
+}
 BID = re.compile(r"\[([A-Za-z0-9]+)\] ")
 
 
@@ -117,6 +131,181 @@ DOC_CASES = [
 ]
 
 
+# (root, page, kind, goal, history, gold). A gold item is a regex; the first line it
+# matches gives the bid (of the line or of its nearest ancestor with one). "A >> B"
+# means the first line matching B after the first line matching A. In a history,
+# {bid:REGEX} is replaced by the bid the regex finds.
+LargeSpec = tuple[str, str, str, str, list[str], list[str]]
+LARGE_CASES: list[LargeSpec] = [
+    ("python3-doc", "library/json.html", "named", "Open the documentation of json.loads.",
+     [], [r"term 'json\.loads\("]),
+    ("python3-doc", "library/json.html", "paraphrased", "Which routine turns a Python "
+     "object into a serialized text string? Show its entry.", [], [r"term 'json\.dumps\("]),
+    ("python3-doc", "library/json.html", "multistep", "Search the Python documentation for "
+     "'decimal' with the site's search box.",
+     ["click('{bid:textbox 'Quick search'}')", "fill('{bid:textbox 'Quick search'}', 'decimal')"],
+     [r"button 'Go'"]),
+    ("python3-doc", "library/os.path.html", "named", "Find os.path.splitext on this page.",
+     [], [r"term 'os\.path\.splitext\("]),
+    ("python3-doc", "library/os.path.html", "paraphrased", "Which function tells me whether "
+     "a filesystem entry is a folder?", [], [r"term 'os\.path\.isdir\("]),
+    ("python3-doc", "library/os.path.html", "multistep", "Compare os.path.join with "
+     "os.path.normpath: read both entries.", ["scroll(0, 3000)"],
+     [r"term 'os\.path\.normpath\("]),
+    ("python3-doc", "library/argparse.html", "named", "Go to the documentation of the "
+     "add_argument() method.", [], [r"term 'ArgumentParser\.add_argument\("]),
+    ("python3-doc", "library/argparse.html", "paraphrased", "How do I make two command-line "
+     "switches that cannot be used together?", [],
+     [r"term 'ArgumentParser\.add_mutually_exclusive_group\("]),
+    ("python3-doc", "library/argparse.html", "multistep", "Learn how to give a program "
+     "subcommands: open that section, then read about the method that creates them.",
+     ["click('{bid:link 'Sub-commands'}')"], [r"term 'ArgumentParser\.add_subparsers\("]),
+    ("python3-doc", "library/datetime.html", "named", "Show the entry for "
+     "datetime.strftime.", [], [r"term 'datetime\.strftime\("]),
+    ("python3-doc", "library/datetime.html", "paraphrased", "What gives the current local "
+     "date and clock reading as one object?", [], [r"term 'classmethod datetime\.now\("]),
+    ("python3-doc", "library/re.html", "named", "Open the documentation of re.fullmatch.",
+     [], [r"term 're\.fullmatch\("]),
+    ("python3-doc", "library/re.html", "paraphrased", "Which call swaps each occurrence of "
+     "a regular expression match for another text?", [], [r"term 're\.sub\("]),
+    ("python3-doc", "library/itertools.html", "paraphrased", "Which tool produces every "
+     "ordering of the items in a sequence?", [], [r"term 'itertools\.permutations\("]),
+    ("python3-doc", "library/random.html", "named", "Find random.shuffle.", [],
+     [r"term 'random\.shuffle\("]),
+    ("python3-doc", "library/random.html", "paraphrased", "How can I draw several distinct "
+     "members from a collection with no repeats?", [], [r"term 'random\.sample\("]),
+    ("python3-doc", "library/string.html", "multistep", "Read about the Template class of "
+     "the string module, then about its substitute method.",
+     ["click('{bid:link 'Template strings'}')"], [r"term 'substitute\("]),
+    ("python3-doc", "tutorial/controlflow.html", "paraphrased", "Where is the explanation "
+     "of functions that take a variable number of parameters?", [],
+     [r"heading '[0-9.]+ Arbitrary Argument Lists'"]),
+    ("valgrind", "manual-core.html", "named", "Find the --log-file option.", [],
+     [r"term '--log-file="]),
+    ("valgrind", "manual-core.html", "paraphrased", "How do I make the tool follow processes "
+     "spawned by exec of my program?", [], [r"term '--trace-children="]),
+    ("valgrind", "manual-core.html", "paraphrased", "Which switch terminates the run as "
+     "soon as one problem is reported?", [], [r"term '--exit-on-first-error="]),
+    ("valgrind", "manual-core.html", "multistep", "Open the Error-related Options section "
+     "from the contents, then find how to set the exit code when errors occur.",
+     [r"click('{bid:link '2\.7\.3\. Error-related Options'}')"], [r"term '--error-exitcode="]),
+    ("valgrind", "mc-manual.html", "named", "Show the --leak-check option.", [],
+     [r"term '--leak-check="]),
+    ("valgrind", "mc-manual.html", "paraphrased", "How can I learn where an uninitialised "
+     "value came from?", [], [r"term '--track-origins="]),
+    ("valgrind", "mc-manual.html", "paraphrased", "Initialise newly reserved heap blocks to "
+     "a chosen byte.", [], [r"term '--malloc-fill="]),
+    ("valgrind", "mc-manual.html", "multistep", "Open section 4.3 from the contents, then "
+     "look up the option that sets leak resolution.",
+     [r"click('{bid:link '4\.3\. Memcheck Command-Line Options'}')"],
+     [r"term '--leak-resolution="]),
+    ("built", "shop.html", "named", "Add the Cast Iron Skillet 12 inch to the cart.", [],
+     [r"link 'Cast Iron Skillet 12 inch' >> button 'Add to cart'"]),
+    ("built", "shop.html", "paraphrased", "Put the heavy black pan for searing steaks into "
+     "my basket.", [], [r"link 'Cast Iron Skillet 12 inch' >> button 'Add to cart'"]),
+    ("built", "shop.html", "paraphrased", "I want to grind beans at home for my morning "
+     "brew; buy a machine for that.", [],
+     [r"link 'Burr Coffee Grinder' >> button 'Add to cart'"]),
+    ("built", "shop.html", "paraphrased", "Order the results so the least expensive items "
+     "come first.", [], [r"combobox 'Sort by'"]),
+    ("built", "shop.html", "multistep", "Show only Acme products under $30.",
+     ["click('{bid:checkbox 'Acme'}')"], [r"spinbutton 'Max price'"]),
+    ("built", "shop.html", "multistep", "Search the store for 'kettle'.",
+     ["fill('{bid:searchbox 'Search the site'}', 'kettle')"], [r"button 'Search'"]),
+    ("built", "table.html", "named", "Edit the record of Sofia Rossi.", [],
+     [r"'Sofia Rossi' >> link 'Edit'"]),
+    ("built", "table.html", "paraphrased", "Order the staff by how much they are paid.", [],
+     [r"button 'Salary'"]),
+    ("built", "table.html", "paraphrased", "Remove the employee in row 1012 from the "
+     "directory.", [], [r"'1012' >> button 'Delete'"]),
+    ("built", "table.html", "paraphrased", "Download everything as a spreadsheet file.", [],
+     [r"button 'Export CSV'"]),
+    ("built", "table.html", "multistep", "List only the people who work in Legal.",
+     ["select_option('{bid:combobox 'Department'}', 'Legal')"], [r"button 'Filter'"]),
+    ("built", "table.html", "multistep", "Open page 3 of the staff records.",
+     ["click('{bid:link 'Next'}')"], [r"navigation 'Pages' >> link '3'"]),
+    ("built", "forum.html", "named", "Quote the post by crumb_queen.", [],
+     [r"link 'crumb_queen' >> button 'Quote'"]),
+    ("built", "forum.html", "paraphrased", "Get email notifications whenever someone writes "
+     "in this discussion.", [], [r"button 'Subscribe to thread'"]),
+    ("built", "forum.html", "paraphrased", "Flag post number 7 as abusive to the "
+     "moderators.", [], [r"article 'Post 7' >> button 'Report'"]),
+    ("built", "forum.html", "multistep", "Answer the thread saying 'Thanks, it worked'.",
+     ["fill('{bid:textbox 'Your message'}', 'Thanks, it worked')"], [r"button 'Post reply'"]),
+    ("built", "form.html", "named", "Enter 1050-123 in the Postal code field.", [],
+     [r"textbox 'Postal code'"]),
+    ("built", "form.html", "paraphrased", "Type the town where I live: Porto.", [],
+     [r"textbox 'City'"]),
+    ("built", "form.html", "paraphrased", "Give the international number of the payee's "
+     "account for transfers: PT50 0002 0123.", [], [r"textbox 'IBAN'"]),
+    ("built", "form.html", "multistep", "Fill in the applicant: first name Ana, last name "
+     "Silva, born 1990-04-02.",
+     ["fill('{bid:textbox 'First name'}', 'Ana')", "fill('{bid:textbox 'Last name'}', 'Silva')"],
+     [r"textbox 'Date of birth'"]),
+    ("built", "form.html", "multistep", "Accept the terms and send the application.",
+     ["click('{bid:checkbox 'I accept the terms and conditions'}')"],
+     [r"button 'Submit application'"]),
+]
+
+
+def gold_bid(lines: list[str], item: str) -> tuple[int, str]:
+    """The line (0-based) and bid a gold item names (see LARGE_CASES)."""
+    start = 0
+    *anchors, target = item.split(" >> ")
+    for anchor in anchors:
+        start = next(i for i in range(start, len(lines)) if re.search(anchor, lines[i]))
+    index = next(i for i in range(start, len(lines)) if re.search(target, lines[i]))
+    depth = len(lines[index]) - len(lines[index].lstrip("\t"))
+    for back in range(index, -1, -1):
+        back_depth = len(lines[back]) - len(lines[back].lstrip("\t"))
+        if back_depth <= depth and (m := BID.search(lines[back])):
+            return index, m.group(1)
+        depth = min(depth, back_depth)
+    raise AssertionError(f"no bid for {item}")
+
+
+def resolve_history(lines: list[str], history: list[str]) -> list[str]:
+    return [re.sub(r"\{bid:(.*?)\}(?=')", lambda m: gold_bid(lines, m.group(1))[1], action)
+            for action in history]
+
+
+def large_case(spec: LargeSpec, lines: list[str]) -> FilterCase:
+    root, page, kind, goal, history, gold = spec
+    found = [gold_bid(lines, item) for item in gold]
+    if kind == "paraphrased":
+        shared = set(words(goal)) & {w for i, _ in found for w in line_words(lines[i])}
+        assert not shared, f"paraphrased goal shares {shared} with the gold of {page}: {goal}"
+    stem = Path(page).stem.replace(".", "-")
+    number = sum(1 for s in LARGE_CASES[: LARGE_CASES.index(spec)] if s[1] == page) + 1
+    return FilterCase(
+        id=f"large.{root}.{stem}.{number}", source=f"{root}:{page}", kind=kind, goal=goal,
+        history=resolve_history(lines, history), lines=lines,
+        gold_bids=list(dict.fromkeys(bid for _, bid in found)),
+    )
+
+
+async def build_large(out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    bases = {root: serve(path.resolve()) for root, path in ROOTS.items() if path.exists()}
+    pages: dict[tuple[str, str], list[str]] = {}
+    async with Browser() as browser:
+        for spec in LARGE_CASES:
+            root, page = spec[0], spec[1]
+            if root not in bases:
+                print(f"skipped {root}:{page}: {ROOTS[root]} is not installed")
+                continue
+            if (root, page) not in pages:
+                session = await browser.new_session()
+                await session.page.goto(bases[root] + page)
+                pages[root, page] = (await observe(session, screenshot=False)).lines
+                await session.close()
+            lines = pages[root, page]
+            assert len(lines) > 300, f"{root}:{page} has only {len(lines)} lines"
+            case = large_case(spec, lines)
+            (out / f"{case.id}.json").write_text(case.model_dump_json(indent=1))
+            print(f"{case.id} ({case.kind}): {len(lines)} lines, gold {case.gold_bids}")
+
+
 class _Quiet(SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -165,7 +354,13 @@ async def build(out: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("tasks/filter-cases"))
-    asyncio.run(build(parser.parse_args().out))
+    parser.add_argument("--only", choices=["small", "large"],
+                        help="build only the MiniWoB and docs cases, or only the large ones")
+    args = parser.parse_args()
+    if args.only != "large":
+        asyncio.run(build(args.out))
+    if args.only != "small":
+        asyncio.run(build_large(args.out))
 
 
 if __name__ == "__main__":

@@ -135,6 +135,10 @@ class FilterSettings(BaseModel):
     embedding_base_url: str | None = None
     embedding_model: str | None = None
     embedding_top_k: int = Field(default=10, ge=1)
+    focus_budget_tokens: int = Field(
+        default=4000, ge=500, description="focus: the retriever's whole input per step, "
+        "whatever the page's size.",
+    )
 
 
 class AgentSettings(BaseModel):

@@ -51,9 +51,15 @@ def keep_gold_words(messages: list[dict[str, Any]]) -> str:
 
 def test_filter_eval_command(tmp_path: Path) -> None:
     out = tmp_path / "scores.jsonl"
+    # the MiniWoB and docs cases: the large-page set is scored in test_focus_filter.py
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    for case in CASES.glob("*.json"):
+        if not case.name.startswith("large."):
+            (cases / case.name).write_bytes(case.read_bytes())
     with ScriptedChatServer(keep_gold_words) as llm:
         result = linewise(
-            "filter-eval", str(CASES), "--filter", "none", "--filter", "truncate",
+            "filter-eval", str(cases), "--filter", "none", "--filter", "truncate",
             "--filter", "lines", "--filter", "lines+structure", "--max-obs-tokens", "2000",
             "--base-url", llm.base_url, "--model", "scripted", "--out", str(out), timeout=300,
         )
@@ -64,11 +70,14 @@ def test_filter_eval_command(tmp_path: Path) -> None:
     rows = {line.split()[0]: line.split() for line in table[1:5]}
     assert rows["none"][2] == "0.0%" and rows["none"][3] == "100.0%"
     assert set(rows) == {"none", "truncate", "lines", "lines+structure"}
+    kinds = result.stdout.split("By goal kind, pages over 300 lines:\n")[1].splitlines()
+    assert kinds[0].split()[:3] == ["filter", "goal", "kind"]
+    assert any(row.split()[:2] == ["lines+structure", "named"] for row in kinds)
     scores = [json.loads(line) for line in out.read_text().splitlines()]
     by_filter: dict[str, list[dict]] = {}
     for score in scores:
         by_filter.setdefault(score["filter"], []).append(score)
-    n_cases = len(load_cases(CASES))
+    n_cases = len(load_cases(cases))
     assert {name: len(s) for name, s in by_filter.items()} == dict.fromkeys(rows, n_cases)
     structure = by_filter["lines+structure"]
     assert all(s["retriever_tokens"] > 0 for s in structure)

@@ -153,8 +153,12 @@ async def test_incremental_retrieval_asks_only_about_changed_lines() -> None:
         first = await flt.apply(FilterInput(goal="Anne", lines=lines))
         changed = list(lines)
         changed[5] = changed[5] + " (changed by Anne)"
-        second = await flt.apply(FilterInput(goal="Anne", lines=changed, history=["click('5')"]))
-        third = await flt.apply(FilterInput(goal="Anne", lines=changed, history=["noop()"]))
+        history = ["click('20')"]
+        second = await flt.apply(FilterInput(goal="Anne", lines=changed, history=history))
+        history.append("scroll(0, 200)")
+        third = await flt.apply(FilterInput(goal="Anne", lines=changed, history=history))
+        history.append("noop()")
+        stuck = await flt.apply(FilterInput(goal="Anne", lines=changed, history=history))
     assert len(server.requests) == 2  # the unchanged third step needs no call
     prompt = server.requests[1]["messages"][1]["content"]
     assert "Only the lines that changed" in prompt
@@ -163,6 +167,9 @@ async def test_incremental_retrieval_asks_only_about_changed_lines() -> None:
     assert 6 in second.kept_lines
     assert second.notes["incremental"]["used"] is True  # type: ignore[index]
     assert third.kept_lines == second.kept_lines and not third.calls
+    # a noop on that unchanged page: the same selection is not served again
+    assert stuck.notes["escalation"]["reasons"] == ["noop"]  # type: ignore[index]
+    assert stuck.reduction == 0 and len(stuck.kept_lines) == len(changed)
 
 
 async def test_cost_gate_skips_small_observations() -> None:

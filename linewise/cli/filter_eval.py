@@ -11,11 +11,15 @@ import structlog
 from linewise.agent.filters.registry import FilterMaker, filter_names, get_filter
 from linewise.cli.flags import add_log_flags, add_model_flags, filter_name, settings_from_args
 from linewise.runtime.filter_eval import (
+    LARGE_PAGE_LINES,
     CaseScore,
     evaluate_filters,
+    format_case_table,
+    format_kind_table,
     format_table,
     load_cases,
     summarize,
+    summarize_kinds,
 )
 from linewise.runtime.run import build_filter_maker, open_endpoints
 
@@ -35,6 +39,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     # Off unless asked (False is a given value): the score is the filter's, not the gate's.
     evaluate.add_argument("--cost-gate", action="store_true",
                           help="let the cost gate skip retrieval (off: score the filter itself)")
+    evaluate.add_argument("--per-case", action="store_true",
+                          help="also print one row per case and filter (gold found, latency)")
     evaluate.add_argument("--out", type=Path,
                           help="append every case's scores to this JSON-lines file as they come")
     add_model_flags(evaluate)
@@ -76,6 +82,13 @@ def cmd_filter_eval(args: argparse.Namespace) -> int:
         if out is not None:
             out.close()
     print(format_table([summarize(name, results[name]) for name in names]))
+    kinds = [k for name in names for k in summarize_kinds(name, results[name])]
+    if kinds:
+        print(f"\nBy goal kind, pages over {LARGE_PAGE_LINES} lines:")
+        print(format_kind_table(kinds))
+    if args.per_case:
+        print()
+        print(format_case_table([s for name in names for s in results[name]]))
     if args.out:
         print(f"\nPer-case scores in {args.out} (one JSON line per case and filter)")
     return 0

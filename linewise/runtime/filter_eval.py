@@ -13,6 +13,7 @@ import json
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -24,12 +25,20 @@ from linewise.tokens import count_tokens
 
 LARGE_PAGE_LINES = 300
 
+GoalKind = Literal["named", "paraphrased", "multistep"]
+GOAL_KINDS: tuple[GoalKind, ...] = ("named", "paraphrased", "multistep")
+
 
 class FilterCase(BaseModel):
     """One saved observation with what the next action needs from it."""
 
     id: str
     source: str = Field(default="", description="Where the observation came from.")
+    kind: GoalKind = Field(
+        default="named", description="named: the goal names the element; paraphrased: "
+        "it shares no content word with it; multistep: a goal with a history, the gold "
+        "being what the next action needs.",
+    )
     goal: str
     history: list[str] = Field(default_factory=list)
     focused_bid: str = ""
@@ -48,6 +57,7 @@ class FilterCase(BaseModel):
 class CaseScore(BaseModel):
     case_id: str
     filter: str
+    kind: GoalKind = "named"
     lines: int
     tokens_full: int
     tokens_shown: int
@@ -111,6 +121,7 @@ def score_case(case: FilterCase, result: FilterResult) -> CaseScore:
     return CaseScore(
         case_id=case.id,
         filter=result.name,
+        kind=case.kind,
         lines=len(case.lines),
         tokens_full=result.tokens_full,
         tokens_shown=result.tokens_shown,
@@ -122,6 +133,37 @@ def score_case(case: FilterCase, result: FilterResult) -> CaseScore:
         latency_ms=result.latency_ms,
         fallback_reason=result.fallback_reason,
     )
+
+
+class KindSummary(BaseModel):
+    """One filter on the cases of one goal kind (pages over LARGE_PAGE_LINES lines)."""
+
+    filter: str
+    kind: GoalKind
+    cases: int
+    mean_reduction: float
+    gold_recall: float
+    mean_latency_ms: float
+    max_latency_ms: float
+
+
+def summarize_kinds(name: str, scores: Sequence[CaseScore]) -> list[KindSummary]:
+    """Per goal kind, on large pages only (where filtering matters): kinds with no case
+    are left out."""
+    out: list[KindSummary] = []
+    for kind in GOAL_KINDS:
+        items = [s for s in scores if s.kind == kind and s.lines > LARGE_PAGE_LINES]
+        if not items:
+            continue
+        total = sum(s.gold_total for s in items)
+        out.append(KindSummary(
+            filter=name, kind=kind, cases=len(items),
+            mean_reduction=statistics.fmean(s.reduction for s in items),
+            gold_recall=sum(s.gold_found for s in items) / total if total else 0.0,
+            mean_latency_ms=statistics.fmean(s.latency_ms for s in items),
+            max_latency_ms=max(s.latency_ms for s in items),
+        ))
+    return out
 
 
 def _input(case: FilterCase) -> FilterInput:
@@ -216,6 +258,39 @@ def format_table(summaries: Sequence[FilterSummary]) -> str:
         for s in summaries
     ]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )
+
+
+def format_kind_table(summaries: Sequence[KindSummary]) -> str:
+    """Recall, reduction and time per case by goal kind, on pages over 300 lines."""
+    header = ("filter", "goal kind", "cases", "reduction", "gold recall", "time/case",
+              "max time")
+    rows = [header] + [
+        (s.filter, s.kind, str(s.cases), f"{100 * s.mean_reduction:.1f}%",
+         f"{100 * s.gold_recall:.1f}%", f"{s.mean_latency_ms / 1000:.2f}s",
+         f"{s.max_latency_ms / 1000:.2f}s")
+        for s in summaries
+    ]
+    return _columns(rows)
+
+
+def format_case_table(scores: Sequence[CaseScore]) -> str:
+    """One row per case and filter: lines, reduction, gold found, latency."""
+    header = ("case", "kind", "filter", "lines", "reduction", "gold", "time", "missing")
+    rows = [header] + [
+        (s.case_id, s.kind, s.filter, str(s.lines), f"{100 * s.reduction:.1f}%",
+         f"{s.gold_found}/{s.gold_total}", f"{s.latency_ms / 1000:.2f}s",
+         " ".join(s.missing) or "-")
+        for s in scores
+    ]
+    return _columns(rows)
+
+
+def _columns(rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join(
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
         for row in rows

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 
 from linewise.agent.filters.base import FilterInput, FilterResult
 from linewise.agent.filters.cost_gate import CostGate, Prices
+from linewise.agent.filters.escalation import Escalation
 from linewise.agent.filters.ranges import (
     Range,
     is_empty_answer,
@@ -105,8 +106,16 @@ class LineRetrieverFilter:
         self.gate = CostGate(self.config.prices, enabled=self.config.cost_gate)
         self._schema_ok = self.config.json_schema != "off"
         self._previous: tuple[list[str], set[int]] | None = None
+        # One level only: a whole-page pass cannot be made cheaper by showing "more", so
+        # a stuck step is followed by the whole tree (and no incremental reuse after it).
+        self.escalation = Escalation(max_level=1)
 
     async def apply(self, observation: FilterInput) -> FilterResult:
+        result = await self._apply(observation)
+        self.escalation.shown(observation.lines, result.shown_bids)
+        return result
+
+    async def _apply(self, observation: FilterInput) -> FilterResult:
         started = time.perf_counter()
         lines = observation.lines
         tree = LineTree(lines)
@@ -114,7 +123,10 @@ class LineRetrieverFilter:
         overhead = self._overhead_tokens(observation)
         decision = self.gate.decide(tokens_full, overhead, self.config.answer_tokens)
         notes: dict[str, object] = {"cost_gate": decision.model_dump()}
-        if not decision.retrieve or not lines:
+        escalation = self.escalation.update(observation)
+        if escalation.reasons:
+            notes["escalation"] = escalation.model_dump()
+        if not decision.retrieve or not lines or escalation.level:
             self._previous = None
             return FilterResult(
                 name=self.name, text=observation.text, kept_lines=list(range(1, len(lines) + 1)),

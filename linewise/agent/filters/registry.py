@@ -32,9 +32,11 @@ from importlib import metadata
 from typing import overload
 
 from linewise.agent.filters.base import ObservationFilter
+from linewise.agent.filters.bm25 import BM25Filter
 from linewise.agent.filters.cost_gate import Prices
 from linewise.agent.filters.embedders import Embedder, make_embedder
 from linewise.agent.filters.embedding import EmbeddingFilter
+from linewise.agent.filters.focus import FocusConfig, FocusFilter
 from linewise.agent.filters.line_retriever import LineRetrieverConfig, LineRetrieverFilter
 from linewise.agent.filters.truncate import NoFilter, TruncateFilter
 from linewise.agent.models import ChatModel
@@ -260,4 +262,33 @@ register_filter(
 register_filter(
     "lines+structure", lambda context: _line_retriever(context, structure=True),
     needs_retriever=True, description="LineRetriever: a valid smaller tree",
+)
+
+
+def _focus(context: FilterContext, *, model: bool = True) -> ObservationFilter:
+    settings = context.settings
+    # The embedding stage runs only where an embedder was chosen: the offline one costs
+    # seconds per large page on a small machine.
+    configured = settings.embedding_base_url is not None or settings.embedding_model is not None
+    embedder = context.require_embedder("focus") if configured else None
+    config = FocusConfig(
+        budget_tokens=settings.focus_budget_tokens, json_schema=settings.json_schema,
+        incremental=settings.incremental, embedding_top_k=settings.embedding_top_k,
+    )
+    if not model:
+        return FocusFilter(None, config, embedder=embedder, name="focus-candidates")
+    return FocusFilter(context.require_retriever("focus"), config, embedder=embedder)
+
+
+register_filter(
+    "bm25", lambda context: BM25Filter(), description="BM25 line hits on goal, history and "
+    "thoughts, with context, as a valid smaller tree",
+)
+register_filter(
+    "focus", _focus, needs_retriever=True, description="cheap stages propose candidate "
+    "lines; the retriever chooses among them within a fixed token budget",
+)
+register_filter(
+    "focus-candidates", lambda context: _focus(context, model=False),
+    description="focus without the retriever: the candidate lines themselves",
 )

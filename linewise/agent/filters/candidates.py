@@ -1,0 +1,180 @@
+"""Candidate lines for the retriever model: cheap stages propose, a token budget decides.
+
+Each stage proposes *groups* of lines (0-based indices), best first:
+
+- ``guard``: the focused element and the recall guard's elements (always taken);
+- ``lexical``: BM25 hits on goal + history + thoughts, with ± context lines;
+- ``outline``: search boxes, dialogs, headings, landmarks, form fields, tabs, table
+  headers and terms (:mod:`.outline`);
+- ``changed``: runs of lines that changed since the last step;
+- ``embedding``: chunks most similar to the query, each with the term, heading or row
+  it belongs to (only when an embedder is configured).
+
+:func:`fill_budget` takes the groups stage by stage in turns until the numbered lines
+reach the budget, so the candidates of a 20,000-line page cost what those of a
+2,000-line page cost.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from linewise.agent.filters.base import FilterInput
+from linewise.agent.filters.bm25 import LineRanker, query_text, with_context
+from linewise.agent.filters.chunking import chunk_lines
+from linewise.agent.filters.embedders import Embedder, normalised
+from linewise.agent.filters.outline import by_priority, outline_entries
+from linewise.agent.filters.recall_guard import guard_lines
+from linewise.agent.filters.tree import LineTree
+from linewise.axtree import parse_line
+from linewise.tokens import get_encoding
+
+__all__ = [
+    "CandidateSet",
+    "Group",
+    "changed_groups",
+    "embedding_groups",
+    "fill_budget",
+    "guard_groups",
+    "lexical_groups",
+    "numbered_sizes",
+    "outline_groups",
+]
+
+MARKER_TOKENS = 10
+"""What one ``… N lines omitted …`` marker between runs of lines costs, about."""
+
+STAGE_TURNS: dict[str, int] = {"lexical": 3, "outline": 2, "changed": 1, "embedding": 2}
+"""Groups each stage may add per turn, in this order, after the guard's."""
+
+# Roles a matching line's context must bring along: what names the thing it describes.
+_ANCHOR_ROLES = frozenset({"term", "heading", "row", "listitem", "article", "columnheader"})
+
+
+@dataclass(frozen=True)
+class Group:
+    stage: str
+    lines: tuple[int, ...]
+    """0-based indices, ascending."""
+
+
+@dataclass
+class CandidateSet:
+    lines: set[int] = field(default_factory=set)
+    """0-based indices of every line taken."""
+    by_stage: dict[str, list[int]] = field(default_factory=dict)
+    """1-based numbers of the lines each stage brought in first."""
+    tokens: int = 0
+    """Numbered-line tokens of the lines taken."""
+    top_lexical: list[int] = field(default_factory=list)
+    """0-based lines of the best lexical groups (kept in the view whatever the model says)."""
+
+
+def guard_groups(tree: LineTree, observation: FilterInput) -> list[Group]:
+    lines = guard_lines(tree, observation)
+    return [Group("guard", tuple(sorted(lines)))] if lines else []
+
+
+def lexical_groups(
+    lines: Sequence[str], observation: FilterInput, *, limit: int = 200, context: int = 2
+) -> list[Group]:
+    hits = LineRanker(lines).top(query_text(observation), limit)
+    return [Group("lexical", tuple(with_context(i, len(lines), context))) for i, _ in hits]
+
+
+def outline_groups(lines: Sequence[str]) -> list[Group]:
+    return [Group("outline", (entry.index,)) for entry in by_priority(outline_entries(lines))]
+
+
+def changed_groups(
+    previous: Sequence[str] | None, lines: Sequence[str], *, max_fraction: float = 0.5
+) -> list[Group]:
+    """Runs of lines inserted or replaced since ``previous``; none when most of the page
+    changed (a new page: every line would be a candidate)."""
+    if previous is None or list(previous) == list(lines):
+        return []
+    matcher = difflib.SequenceMatcher(None, list(previous), list(lines), autojunk=False)
+    runs = [range(j1, j2) for tag, _, _, j1, j2 in matcher.get_opcodes()
+            if tag in ("replace", "insert")]
+    if sum(len(r) for r in runs) > max_fraction * len(lines):
+        return []
+    return [Group("changed", tuple(r)) for r in runs if len(r)]
+
+
+async def embedding_groups(
+    embedder: Embedder, tree: LineTree, observation: FilterInput, *, top_k: int = 10
+) -> list[Group]:
+    """The ``top_k`` chunks most similar to the query, each with its nearest anchor
+    ancestor (term, heading, row…): a matching description brings the element it
+    describes, which may sit outside the chunk."""
+    chunks = chunk_lines(tree.lines, 100, 10)
+    if not chunks:
+        return []
+    texts = [query_text(observation), *(c.text for c in chunks)]
+    vectors = normalised(await embedder.embed(texts), len(texts), "embedder")
+    scores = vectors[1:] @ vectors[0]
+    groups: list[Group] = []
+    for best in np.argsort(-scores, kind="stable")[:top_k]:
+        members = {n - 1 for n in chunks[int(best)].line_numbers}
+        for index in list(members):
+            for ancestor in tree.ancestors(index):
+                if parse_line(tree.lines[ancestor]).role in _ANCHOR_ROLES:
+                    members.add(ancestor)
+                    break
+        groups.append(Group("embedding", tuple(sorted(members))))
+    return groups
+
+
+def numbered_sizes(lines: Sequence[str], indices: Iterable[int]) -> dict[int, int]:
+    """Tokens of ``{n}|{line}\\n`` for each 0-based index, as the retriever sees it."""
+    wanted = sorted(set(indices))
+    encoded = get_encoding().encode_batch(
+        [f"{i + 1}|{lines[i]}\n" for i in wanted], disallowed_special=()
+    )
+    return {i: len(e) for i, e in zip(wanted, encoded, strict=True)}
+
+
+def fill_budget(
+    groups: Mapping[str, Sequence[Group]], sizes: Mapping[int, int], budget: int,
+    *, top_lexical: int = 3,
+) -> CandidateSet:
+    """Take the guard's groups, then the stages' groups in turns (``STAGE_TURNS``) while
+    they fit in ``budget`` tokens; a group that does not fit is skipped."""
+    taken = CandidateSet()
+
+    def take(group: Group, force: bool = False) -> bool:
+        new = [i for i in group.lines if i not in taken.lines]
+        # a run not touching taken lines costs one omission marker more in the prompt
+        runs = sum(1 for i in new if i - 1 not in taken.lines and i - 1 not in new)
+        cost = sum(sizes[i] for i in new) + MARKER_TOKENS * runs
+        if not force and taken.tokens + cost > budget:
+            return False
+        taken.lines.update(new)
+        taken.tokens += cost
+        if new:
+            taken.by_stage.setdefault(group.stage, []).extend(i + 1 for i in new)
+        return True
+
+    for group in groups.get("guard", ()):
+        take(group, force=True)
+    cursors = dict.fromkeys(STAGE_TURNS, 0)
+    lexical_taken = 0
+    while any(cursors[s] < len(groups.get(s, ())) for s in STAGE_TURNS):
+        for stage, turns in STAGE_TURNS.items():
+            pending = groups.get(stage, ())
+            added = 0
+            while added < turns and cursors[stage] < len(pending):
+                group = pending[cursors[stage]]
+                cursors[stage] += 1
+                if take(group):
+                    added += 1
+                    if stage == "lexical" and lexical_taken < top_lexical:
+                        lexical_taken += 1
+                        taken.top_lexical.extend(group.lines)
+    for numbers in taken.by_stage.values():
+        numbers.sort()
+    return taken

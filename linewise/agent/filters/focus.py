@@ -1,0 +1,347 @@
+"""``focus``: candidates first, then the retriever model chooses among them.
+
+Per step:
+
+1. cheap stages propose candidate lines (:mod:`.candidates`: the recall guard's
+   elements, BM25 hits, the page outline, the lines that changed, embedding hits when
+   an embedder is configured) until a fixed token budget is full;
+2. the retriever model reads ONLY those lines, in page order with their original
+   numbers, plus a compact outline of the rest (role and shortened name), and answers
+   line ranges as the ``lines`` retriever does. Its input never exceeds
+   ``budget_tokens``, whatever the page's size, so a step's time is bounded;
+3. the view is the chosen lines, the best lexical hits and the guarded elements in the
+   structure-preserving tree. An unusable answer (after retries) leaves the candidates
+   themselves as the selection, recorded in ``notes["candidates_fallback"]``.
+
+When the agent got stuck on last step's view (:mod:`.escalation`), the next step shows
+more: level 1 shows every candidate of a budget ``escalation_factor`` times larger
+without asking the model; level 2 the whole tree. On an unchanged page the previous
+selection is reused without a model call, unless the agent got stuck on it.
+
+``notes`` records which stage proposed which lines (``stages``), the retriever's input
+tokens (``retriever_input_tokens``) and the escalation decision.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+import structlog
+from pydantic import BaseModel, Field
+
+from linewise.agent.filters.base import FilterInput, FilterResult
+from linewise.agent.filters.candidates import (
+    MARKER_TOKENS,
+    CandidateSet,
+    Group,
+    changed_groups,
+    embedding_groups,
+    fill_budget,
+    guard_groups,
+    lexical_groups,
+    numbered_sizes,
+    outline_groups,
+)
+from linewise.agent.filters.embedders import Embedder
+from linewise.agent.filters.escalation import Escalation
+from linewise.agent.filters.line_retriever import RANGES_SCHEMA
+from linewise.agent.filters.outline import by_priority, outline_entries
+from linewise.agent.filters.ranges import lines_of, merge_ranges, parse_ranges, raw_ranges
+from linewise.agent.filters.recall_guard import guard_lines, guarded_bids
+from linewise.agent.filters.render import line_ranges, omission_marker
+from linewise.agent.filters.structure import rebuild_with_structure
+from linewise.agent.filters.tree import LineTree
+from linewise.agent.models import ChatModel, call_model
+from linewise.axtree import bid_of
+from linewise.errors import LLMError, RangeParseError
+from linewise.prompts import render_prompt
+from linewise.records import LLMCall
+from linewise.tokens import count_message_tokens, count_tokens
+
+log = structlog.get_logger(__name__)
+
+__all__ = ["FocusConfig", "FocusFilter"]
+
+
+class FocusConfig(BaseModel):
+    budget_tokens: int = Field(
+        default=4000, ge=500, description="The retriever's whole input (prompt, candidates "
+        "and outline), whatever the page's size."
+    )
+    outline_share: float = Field(
+        default=0.2, ge=0, le=0.9, description="Part of the observation's room kept for "
+        "the compact outline of the lines not among the candidates."
+    )
+    answer_tokens: int = 384
+    max_retries: int = Field(default=1, ge=0)
+    json_schema: Literal["auto", "on", "off"] = "auto"
+    lexical_context: int = Field(default=2, ge=0)
+    keep_top_lexical: int = Field(
+        default=3, ge=0, description="The best lexical hits kept in the view whatever the "
+        "model chooses: a small model's miss must not hide a named element."
+    )
+    embedding_top_k: int = 10
+    escalation_factor: float = Field(default=3.0, ge=1.0)
+    pad_lines: int = Field(default=1, ge=0)
+    incremental: bool = True
+    min_page_tokens: int = Field(
+        default=2000, ge=0, description="A smaller tree is shown whole: a retriever call "
+        "costs more time than the action model saves on it."
+    )
+
+
+class _Prompt(BaseModel):
+    numbered: str
+    """The observation part: numbered lines, shortened outline lines and markers."""
+    messages: list[dict[str, Any]]
+    shown: set[int]
+    """0-based lines the model may choose (candidates and outline lines shown)."""
+    tokens: int
+    outline_lines: int
+
+
+class FocusFilter:
+    """Candidates, then the retriever chooses. One instance per episode."""
+
+    def __init__(
+        self, model: ChatModel | None, config: FocusConfig | None = None,
+        embedder: Embedder | None = None, *, name: str = "focus",
+    ) -> None:
+        """Without a ``model`` the view is the candidates themselves (``focus-candidates``)."""
+        self.name = name
+        self.model = model
+        self.config = config or FocusConfig()
+        self.embedder = embedder
+        self.escalation = Escalation()
+        self._schema_ok = self.config.json_schema != "off"
+        self._previous_kept: set[int] | None = None
+
+    async def apply(self, observation: FilterInput) -> FilterResult:
+        started = time.perf_counter()
+        lines = observation.lines
+        state = self.escalation.update(observation)
+        previous_lines = self.escalation.previous.lines if self.escalation.previous else None
+        notes: dict[str, object] = {"escalation": state.model_dump()}
+        if observation.full_tokens < self.config.min_page_tokens:
+            notes["small_page"] = True
+            return self._whole(observation, started, notes)
+        if state.level >= self.escalation.max_level or not lines:
+            return self._whole(observation, started, notes)
+        tree = LineTree(lines)
+        reuse = (self.config.incremental and state.page_unchanged and not state.reasons
+                 and self._previous_kept is not None)
+        calls: list[LLMCall] = []
+        if reuse and self._previous_kept is not None:
+            kept = set(self._previous_kept)
+            notes["incremental"] = "unchanged page: previous selection reused"
+        else:
+            budget = self.config.budget_tokens
+            if state.level:
+                budget = int(budget * self.config.escalation_factor)
+            candidates = await self._candidates(observation, tree, previous_lines, budget)
+            notes["stages"] = candidates.by_stage
+            notes["candidate_lines"] = len(candidates.lines)
+            if state.level:
+                kept = set(candidates.lines)
+                notes["escalation_view"] = "every candidate, no model call"
+            else:
+                kept, calls = await self._choose(observation, tree, candidates, notes)
+                kept |= set(candidates.top_lexical)
+        guarded = guard_lines(tree, observation) - kept
+        kept |= guarded
+        notes["guard_added_lines"] = sorted(i + 1 for i in guarded)
+        notes["guarded_bids"] = guarded_bids(observation)
+        view = rebuild_with_structure(tree, kept)
+        self._previous_kept = kept
+        shown_bids = observation.bids_on([*view.kept_lines, *view.context_lines])
+        self.escalation.shown(lines, shown_bids)
+        return FilterResult(
+            name=self.name, text=view.text, kept_lines=view.kept_lines,
+            context_lines=view.context_lines, shown_bids=shown_bids,
+            ranges=line_ranges(view.kept_lines), tokens_full=observation.full_tokens,
+            tokens_shown=count_tokens(view.text), calls=calls,
+            latency_ms=(time.perf_counter() - started) * 1000, notes=notes,
+        )
+
+    def _whole(self, observation: FilterInput, started: float,
+               notes: dict[str, object]) -> FilterResult:
+        every = range(1, len(observation.lines) + 1)
+        bids = observation.bids_on(every)
+        self._previous_kept = None
+        self.escalation.shown(observation.lines, bids)
+        return FilterResult(
+            name=self.name, text=observation.text, kept_lines=list(every), shown_bids=bids,
+            tokens_full=observation.full_tokens, tokens_shown=observation.full_tokens,
+            latency_ms=(time.perf_counter() - started) * 1000, notes=notes,
+        )
+
+    # -- candidates
+
+    async def _candidates(
+        self, observation: FilterInput, tree: LineTree, previous: list[str] | None,
+        budget: int,
+    ) -> CandidateSet:
+        lines = observation.lines
+        groups: dict[str, list[Group]] = {
+            "guard": guard_groups(tree, observation),
+            "lexical": lexical_groups(lines, observation, context=self.config.lexical_context),
+            "outline": outline_groups(lines),
+            "changed": changed_groups(previous, lines),
+        }
+        if self.embedder is not None:
+            try:
+                groups["embedding"] = await embedding_groups(
+                    self.embedder, tree, observation, top_k=self.config.embedding_top_k
+                )
+            except LLMError as exc:
+                log.warning("embedding stage failed; going on without it", error=str(exc))
+        sizes = numbered_sizes(lines, (i for gs in groups.values() for g in gs for i in g.lines))
+        room = self._observation_room(observation, budget)
+        return fill_budget(groups, sizes, int(room * (1 - self.config.outline_share)),
+                           top_lexical=self.config.keep_top_lexical)
+
+    def _observation_room(self, observation: FilterInput, budget: int) -> int:
+        """Tokens left for the numbered lines once the prompt itself is counted, with a
+        margin for the omission markers between runs."""
+        overhead = count_message_tokens(self._messages(observation, ""))
+        return max(0, int((budget - overhead) * 0.92))
+
+    # -- the model's choice
+
+    async def _choose(
+        self, observation: FilterInput, tree: LineTree, candidates: CandidateSet,
+        notes: dict[str, object],
+    ) -> tuple[set[int], list[LLMCall]]:
+        if self.model is None or not candidates.lines:
+            notes["candidates_fallback"] = "no retriever model" if self.model is None else (
+                "no candidate line")
+            return set(candidates.lines), []
+        prompt = self._prompt(observation, tree, candidates)
+        notes["retriever_input_tokens"] = prompt.tokens
+        notes["outline_lines"] = prompt.outline_lines
+        chosen, calls, error = await self._ask(observation, prompt)
+        if chosen is None:
+            notes["candidates_fallback"] = error
+            return set(candidates.lines), calls
+        pad = self.config.pad_lines
+        padded = {j for i in chosen for j in range(i - pad, i + pad + 1) if j in prompt.shown}
+        notes["model_lines"] = sorted(i + 1 for i in chosen)
+        return padded, calls
+
+    def _prompt(self, observation: FilterInput, tree: LineTree,
+                candidates: CandidateSet) -> _Prompt:
+        """Candidates in full, then as many outline lines of the rest as fit, shortened;
+        each run of lines not shown becomes one marker."""
+        lines = observation.lines
+        room = self._observation_room(observation, self.config.budget_tokens)
+        used = candidates.tokens
+        outline: list[int] = []
+        rest = [e.index for e in by_priority(outline_entries(lines))
+                if e.index not in candidates.lines]
+        for index in rest:
+            cost = count_tokens(f"{index + 1}|{tree.short_head(index)}\n") + MARKER_TOKENS
+            if used + cost > room:
+                break
+            outline.append(index)
+            used += cost
+        prompt = self._render(observation, tree, set(candidates.lines), outline)
+        while prompt.tokens > self.config.budget_tokens and outline:
+            # the estimate missed (markers, tokens merging across lines): drop outline
+            # lines, then nothing else is over budget but the candidates themselves
+            outline = outline[: len(outline) * 3 // 4]
+            prompt = self._render(observation, tree, set(candidates.lines), outline)
+        return prompt
+
+    def _render(self, observation: FilterInput, tree: LineTree, candidates: set[int],
+                outline: list[int]) -> _Prompt:
+        lines = observation.lines
+        outline_set = set(outline)
+        shown = candidates | outline_set
+        out: list[str] = []
+        gap = 0
+        for index in range(len(lines)):
+            if index not in shown:
+                gap += 1
+                continue
+            if gap:
+                out.append(omission_marker(gap, "\t" * tree.depth[index - gap]))
+                gap = 0
+            text = tree.short_head(index) if index in outline_set else lines[index]
+            out.append(f"{index + 1}|{text}")
+        if gap:
+            out.append(omission_marker(gap, "\t" * tree.depth[len(lines) - gap]))
+        numbered = "\n".join(out)
+        messages = self._messages(observation, numbered)
+        return _Prompt(numbered=numbered, messages=messages, shown=shown,
+                       tokens=count_message_tokens(messages),
+                       outline_lines=len(outline))
+
+    def _messages(self, observation: FilterInput, numbered: str) -> list[dict[str, Any]]:
+        history = "\n".join(observation.history) if observation.history else "(no action yet)"
+        answer_format = render_prompt(
+            "retriever_answer_json.md" if self._schema_ok else "retriever_answer_tags.md"
+        )
+        user = render_prompt(
+            "focus_user.md", answer_format=answer_format.strip(),
+            goal=observation.goal.strip(), history=history, observation=numbered,
+        )
+        return [
+            {"role": "system", "content": render_prompt("retriever_system.md")},
+            {"role": "user", "content": user},
+        ]
+
+    async def _ask(
+        self, observation: FilterInput, prompt: _Prompt
+    ) -> tuple[set[int] | None, list[LLMCall], str]:
+        """The 0-based lines the model chose among those shown, or None and why not."""
+        assert self.model is not None
+        total = len(observation.lines)
+        shown_bids = {bid: i for i in prompt.shown if (bid := bid_of(observation.lines[i]))}
+        messages = prompt.messages
+        calls: list[LLMCall] = []
+        error = ""
+        for attempt in range(self.config.max_retries + 1):
+            params: dict[str, Any] = {"max_tokens": self.config.answer_tokens}
+            if self._schema_ok:
+                params["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {"name": "line_ranges", "schema": RANGES_SCHEMA},
+                }
+            try:
+                call = await call_model(
+                    self.model, messages, purpose="retriever", attempt=attempt, **params
+                )
+            except LLMError as exc:
+                if self._schema_ok and self.config.json_schema == "auto" and exc.status == 400:
+                    self._schema_ok = False
+                    messages = self._messages(observation, prompt.numbered)
+                    continue
+                if exc.call is not None:
+                    calls.append(exc.call)
+                return None, calls, f"retriever failed: {exc}"
+            calls.append(call)
+            answer = call.response or ""
+            try:
+                pairs = raw_ranges(answer)
+                # a bound that is no line shown but a bid shown names that element
+                aliased = {shown_bids[str(n)] for pair in pairs for n in pair
+                           if n - 1 not in prompt.shown and str(n) in shown_bids}
+                try:
+                    ranges = parse_ranges(answer, total)
+                except RangeParseError:
+                    ranges = []
+                chosen = {n - 1 for n in lines_of(merge_ranges(ranges))
+                          if n - 1 in prompt.shown} | aliased
+                if not chosen:
+                    raise RangeParseError("None of the chosen lines is among the lines shown.")
+                return chosen, calls, ""
+            except RangeParseError as exc:
+                error = str(exc)
+                messages = [
+                    *messages, {"role": "assistant", "content": answer},
+                    {"role": "user", "content": render_prompt(
+                        "retriever_retry.md", error=error, total=total)},
+                ]
+        return None, calls, f"no usable ranges after {self.config.max_retries + 1} tries: {error}"
+
