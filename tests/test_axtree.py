@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from linewise.axtree import (
@@ -15,8 +13,7 @@ from linewise.axtree import (
     parse_line,
 )
 from linewise.runtime.browser.observation import Observation
-
-TREES = Path(__file__).parent / "data" / "trees"
+from tests.support.paths import TREES
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 import linewise
+from tests.support.paths import REPO
 
-README = Path(__file__).parents[1] / "README.md"
+README = REPO / "README.md"
 
 PUBLIC = [
     "ActionError", "ActionParseError", "AgentSettings", "AnyTask", "BrowserCrashed",

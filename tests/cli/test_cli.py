@@ -26,8 +26,7 @@ from linewise.runtime.log import configure_logging
 from linewise.settings import LinewiseSettings
 from linewise.testing import ScriptedChatServer, StaticServer, miniwob_solver
 from tests.support.cli import linewise, page_two_script
-
-DATA = Path(__file__).parent / "data"
+from tests.support.paths import DATA
 
 
 def test_adhoc_run_writes_the_trace_layout(pages: StaticServer, tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -36,8 +35,8 @@ from linewise.agent.filters.truncate import NoFilter, TruncateFilter
 from linewise.errors import ConfigError, RangeParseError
 from linewise.settings import FilterSettings
 from linewise.tokens import count_tokens
+from tests.support.paths import TREES
 
-TREES = Path(__file__).parent / "data" / "trees"
 BID = re.compile(r"^\t*\[([A-Za-z0-9]+)\] ")
 
 

@@ -21,8 +21,7 @@ from linewise.runtime.secrets import Secret, SecretStore
 from linewise.runtime.tasks.schema import WebTask
 from linewise.settings import EndpointSettings, LinewiseSettings, SecretSpec
 from linewise.testing import ScriptedChatServer, StaticServer, bid_matching, prompt_section
-
-from .test_cli import linewise
+from tests.support.cli import linewise
 
 SECRET = 'pa55-Wörd!x7"q'
 """Non-ASCII and a quote: JSON escapes them, so a plain search of the JSON text would

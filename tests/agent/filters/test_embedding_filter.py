@@ -37,8 +37,7 @@ from linewise.agent.filters.render import (
 from linewise.errors import ConfigError, EndpointUnreachable, LLMError, ModelError
 from linewise.testing import JSONServer, Reply
 from linewise.tokens import count_tokens, get_encoding
-
-TREES = Path(__file__).parent / "data" / "trees"
+from tests.support.paths import TREES
 
 # A documentation-style account settings page, as linewise flattens AXTrees.
 SETTINGS_TREE = """\

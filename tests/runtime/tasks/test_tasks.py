@@ -21,9 +21,10 @@ from linewise.runtime.tasks.schema import (
     Task,
     WebTask,
 )
+from tests.support.paths import DATA, REPO
 
-ROOT = Path(__file__).resolve().parents[1]
-BROKEN = Path(__file__).resolve().parent / "data" / "tasks"
+ROOT = REPO
+BROKEN = DATA / "tasks"
 
 # Tasks that need pixel coordinates, drags or canvas drawing: not in the shipped lists.
 PIXEL_TASKS = {

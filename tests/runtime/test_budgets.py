@@ -13,8 +13,7 @@ from linewise.runtime.run import run_tasks
 from linewise.runtime.tasks.loader import adhoc_task
 from linewise.settings import BudgetSettings, EndpointSettings, FilterSettings, LinewiseSettings
 from linewise.testing import ScriptedChatServer, StaticServer
-
-from .test_cli import linewise
+from tests.support.cli import linewise
 
 
 def never_finishes(messages: list[dict[str, Any]]) -> str:

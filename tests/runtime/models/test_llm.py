@@ -15,8 +15,7 @@ from linewise.runtime.models.chat import ChatClient
 from linewise.settings import EndpointSettings
 from linewise.testing import CallInfo, FunctionModel, ScriptedChatServer
 from linewise.tokens import count_message_tokens
-
-from .support.concurrency import InFlight
+from tests.support.concurrency import InFlight
 
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
 

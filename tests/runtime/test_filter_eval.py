@@ -14,8 +14,9 @@ from linewise.errors import ConfigError
 from linewise.runtime.filter_eval import evaluate, load_cases, summarize
 from linewise.testing import ScriptedChatServer, StaticServer
 from tests.support.cli import linewise
+from tests.support.paths import REPO
 
-CASES = Path(__file__).parents[1] / "tasks" / "filter-cases"
+CASES = REPO / "tasks" / "filter-cases"
 
 
 async def test_shipped_cases_load_and_score() -> None:

@@ -4,7 +4,6 @@ the agent is stuck: on real captured trees, with scripted retriever models."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,9 +32,9 @@ from linewise.runtime.filter_eval import (
 )
 from linewise.testing import CallInfo, FunctionModel
 from linewise.tokens import count_message_tokens
+from tests.support.paths import REPO, TREES
 
-TREES = Path(__file__).parent / "data" / "trees"
-CASES = Path(__file__).parents[1] / "tasks" / "filter-cases"
+CASES = REPO / "tasks" / "filter-cases"
 
 
 def tree_lines(name: str) -> list[str]:

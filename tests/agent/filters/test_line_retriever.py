@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 from typing import Any
 
 from linewise.agent.filters.base import FilterInput
@@ -12,10 +11,9 @@ from linewise.agent.filters.line_retriever import LineRetrieverConfig, LineRetri
 from linewise.runtime.models.chat import ChatClient
 from linewise.settings import EndpointSettings
 from linewise.testing import ScriptedChatServer, ScriptedHTTPError
+from tests.support.concurrency import InFlight
+from tests.support.paths import TREES
 
-from .support.concurrency import InFlight
-
-TREES = Path(__file__).parent / "data" / "trees"
 NO_GATE = {"cost_gate": False, "json_schema": "off", "pad_lines": 0}
 
 
