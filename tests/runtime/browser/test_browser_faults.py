@@ -229,7 +229,8 @@ class CrashBeforeAct(StepHooks):
         cdp = await page.context.new_cdp_session(page)
         crash = asyncio.ensure_future(cdp.send("Page.crash"))
         crash.add_done_callback(lambda done: done.cancelled() or done.exception())
-        await asyncio.sleep(0.2)
+        # the crash is known to the session before the action starts, even on a busy machine
+        await asyncio.wait_for(self.env.session.faulted.wait(), 10)
 
 
 async def test_a_renderer_crash_ends_the_episode_with_the_step_written(
