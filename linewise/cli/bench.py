@@ -43,7 +43,7 @@ from linewise.runtime.tasks.loader import load_task_file, select_tasks
 from linewise.settings import LinewiseSettings
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``bench`` and ``report`` to the ``linewise`` parser."""
     bench = sub.add_parser(
         "bench", help="run task lists × seeds × filters headless, resumably, with a report"

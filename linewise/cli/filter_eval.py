@@ -26,7 +26,7 @@ from linewise.runtime.run import build_filter_maker, open_endpoints
 log = structlog.get_logger(__name__)
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     evaluate = sub.add_parser(
         "filter-eval", help="score observation filters on saved cases, without an agent"
     )

@@ -16,7 +16,7 @@ from linewise.runtime.pruning.pipeline import PruneOptions, run_prune
 DEFAULTS = PruneOptions()
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``prune`` and ``mine`` to the ``linewise`` subcommands."""
     prune = sub.add_parser(
         "prune",

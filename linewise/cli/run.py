@@ -28,7 +28,7 @@ from linewise.runtime.tasks.schema import AnyTask
 ADHOC_MAX_STEPS = 15
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = sub.add_parser("run", help="run a task file, or one ad-hoc task with --url/--goal")
     run.add_argument("tasks", nargs="?", type=Path, help="a YAML task file")
     run.add_argument("--url", help="start URL of an ad-hoc task")

@@ -8,7 +8,7 @@ from linewise.runtime.install import setup
 from linewise.runtime.models.files import ensure_embedded_model
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     set_up = sub.add_parser(
         "setup", help="install Chromium if none is found and assemble the embedded model"
     )

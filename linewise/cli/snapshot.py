@@ -13,7 +13,7 @@ from linewise.runtime.filter_eval import snapshot_case
 from linewise.runtime.trace import safe_name
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     snapshot = sub.add_parser("snapshot", help="save a page's AXTree as a filter-eval case")
     snapshot.add_argument("url")
     snapshot.add_argument("--goal", default="TODO: the goal", help="the case's goal")

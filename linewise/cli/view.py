@@ -11,7 +11,7 @@ from linewise.runtime.viewer.build import write_viewer
 from linewise.runtime.viewer.serve import serve_viewer
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     view = sub.add_parser(
         "view", help="write (or serve) a viewer for an episode, run or bench folder"
     )
