@@ -224,6 +224,11 @@ async def scroll(ctx: ActionContext, delta_x: float, delta_y: float) -> None:
     await ctx.page.mouse.wheel(float(delta_x), float(delta_y))
 
 
+def refused_goto_message(url: str, reason: str) -> str:
+    """The action error of a ``goto`` the navigation policy refused."""
+    return f"goto({url!r}) was refused by the navigation policy: {reason}."
+
+
 @action
 async def goto(ctx: ActionContext, url: str) -> None:
     """
@@ -236,7 +241,7 @@ async def goto(ctx: ActionContext, url: str) -> None:
         raise ActionError(f"goto needs a URL such as 'https://example.com', got {url!r}.")
     reason = ctx.check_url(url) if ctx.check_url is not None else None
     if reason is not None:
-        raise ActionError(f"goto({url!r}) was refused by the navigation policy: {reason}.")
+        raise ActionError(refused_goto_message(url, reason))
     await ctx.page.goto(url)
 
 

@@ -25,7 +25,6 @@ import re
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
-from urllib.parse import urljoin
 
 import structlog
 from playwright.async_api import (
@@ -46,19 +45,21 @@ from linewise.records import (
     NavigationEvents,
     NavigationInitiator,
 )
-from linewise.runtime.browser.navigation import NavigationPolicy
+from linewise.runtime.browser.navigation import (
+    ChainEnd,
+    NavigationPolicy,
+    redirect_chain,
+)
 
 log = structlog.get_logger(__name__)
 
-MAX_REDIRECTS = 20
 SETTLE_TIMEOUT_S = 5.0
 POPUP_WAIT_ROUNDS = 20
-REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 DOWNLOADS_FOLDER = "downloads"
 DOWNLOADS_OFF = "downloads are off (the --downloads flag saves them in the episode folder)"
 
 # The browser's own error page after a failed or aborted load: not a page's navigation.
-_BROWSER_PAGES = ("chrome-error://", "about:blank", "about:srcdoc")
+BROWSER_PAGES = ("chrome-error://", "about:blank", "about:srcdoc")
 _CHROMIUM_REFUSALS = ("Not allowed to load local resource:",
                       "Not allowed to navigate top frame to data URL:")
 
@@ -190,32 +191,29 @@ class NavigationGuard:
             log.debug("document fetch failed", url=url[:200], error=str(exc)[:200])
             await route.abort("failed")
             return
-        if first.status not in REDIRECT_STATUSES or "location" not in first.headers:
+        chain = redirect_chain(self.policy, url, first.status, first.headers)
+        try:
+            hop_url, keeps_method = next(chain)
+            while True:
+                response = await self._fetch_hop(route, hop_url, keeps_method)
+                await response.dispose()
+                hop_url, keeps_method = chain.send((response.status, response.headers))
+        except StopIteration as stop:
+            end: ChainEnd = stop.value
+        if end.hops == 0 and end.refusal is None:
             await route.fulfill(response=first)
             return
-        response: APIResponse = first
-        keeps_method = True
-        for _ in range(MAX_REDIRECTS):
-            target = urljoin(url, response.headers["location"])
-            reason = self.policy.refusal(target)
-            if reason is not None:
-                await self._refuse(route, frame, target, reason, "redirect", from_url=url)
-                return
-            keeps_method = keeps_method and response.status in (307, 308)
-            if response is not first:
-                await response.dispose()
-            url = target
-            response = await self._fetch_hop(route, url, keeps_method)
-            if response.status not in REDIRECT_STATUSES or "location" not in response.headers:
-                break
-        else:
+        await first.dispose()
+        if end.refusal is not None:
+            await self._refuse(route, frame, end.url, end.refusal, "redirect",
+                               from_url=end.previous)
+        elif end.exhausted:
             await route.abort("failed")
-            return
-        if response is not first:
-            await response.dispose()
-        # Every hop is allowed: the browser goes straight to the chain's end (it fetches
-        # that URL once more itself, unrouted).
-        await route.fulfill(status=307 if keeps_method else 303, headers={"location": url})
+        else:
+            # Every hop is allowed: the browser goes straight to the chain's end (it
+            # fetches that URL once more itself, unrouted).
+            await route.fulfill(status=307 if end.keeps_method else 303,
+                                headers={"location": end.url})
 
     async def _fetch_hop(self, route: Route, url: str, keeps_method: bool) -> APIResponse:
         if keeps_method:  # 307/308 repeat the method and body
@@ -231,22 +229,16 @@ class NavigationGuard:
         page.on("console", self._on_console)
 
     def _on_console(self, message: ConsoleMessage) -> None:
-        """Chromium refuses a web page's navigations to file:, chrome: and top-level data:
-        URLs itself, before any request; its console error is the only trace of them."""
-        if message.type != "error":
+        url = refused_by_chromium(message.type, message.text)
+        if url is None:
             return
-        for prefix in _CHROMIUM_REFUSALS:
-            if message.text.startswith(prefix):
-                url = message.text.removeprefix(prefix).strip()
-                reason = self.policy.refusal(url) or "Chromium does not let web pages open it"
-                self._record(BlockedNavigation(url=url, reason=reason, initiator="page",
-                                               from_url=message.page.url if message.page
-                                               else ""))
-                return
+        reason = self.policy.refusal(url) or "Chromium does not let web pages open it"
+        self._record(BlockedNavigation(url=url, reason=reason, initiator="page",
+                                       from_url=message.page.url if message.page else ""))
 
     def _on_frame_navigated(self, frame: Frame) -> None:
         url = frame.url
-        if not url or url.startswith(_BROWSER_PAGES):
+        if not url or url.startswith(BROWSER_PAGES):
             return
         reason = self.policy.refusal(url)
         if reason is None:
@@ -292,6 +284,19 @@ class NavigationGuard:
             record = DownloadRecord(url=url, filename=name, refused=f"failed: {exc.message}")
         log.info("download", url=url[:200], saved_as=record.saved_as, refused=record.refused)
         self._events.downloads.append(record)
+
+
+def refused_by_chromium(kind: str, text: str) -> str | None:
+    """The URL of a navigation Chromium itself refused, from a console message, or None.
+
+    Chromium refuses a web page's navigations to file:, chrome: and top-level data: URLs
+    before any request is made; its console error is the only trace of them."""
+    if kind != "error":
+        return None
+    for prefix in _CHROMIUM_REFUSALS:
+        if text.startswith(prefix):
+            return text.removeprefix(prefix).strip()
+    return None
 
 
 def _frame_of(request: Request) -> Frame | None:

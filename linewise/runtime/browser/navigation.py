@@ -31,9 +31,10 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
 from linewise.settings import NavigationSettings
 
@@ -265,3 +266,45 @@ class NavigationPolicy:
         if document and self.allow and not (listed or is_start):
             return f"{host} is not on the allowlist"
         return None
+
+
+MAX_REDIRECTS = 20
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+
+@dataclass(frozen=True)
+class ChainEnd:
+    """Where a redirect chain ended: ``url`` is the last allowed hop (load it, with a
+    307 when ``keeps_method`` else a 303), or the refused target when ``refusal`` is set
+    (``previous`` redirected there); ``exhausted`` when it never ended."""
+
+    url: str
+    hops: int
+    keeps_method: bool = True
+    refusal: str | None = None
+    previous: str = ""
+    exhausted: bool = False
+
+
+def redirect_chain(
+    policy: NavigationPolicy, url: str, status: int, headers: Mapping[str, str]
+) -> Generator[tuple[str, bool], tuple[int, Mapping[str, str]], ChainEnd]:
+    """Check a document's redirect chain hop by hop, whatever does the fetching.
+
+    Start it with the first response's status and headers; it yields ``(url,
+    keeps_method)`` for each allowed hop to fetch (without following redirects) and is
+    sent that hop's status and headers back. Nothing past a refused hop is fetched. The
+    async guard and BrowserGym's sync one both drive it.
+    """
+    keeps_method = True
+    for hops in range(MAX_REDIRECTS + 1):
+        if status not in REDIRECT_STATUSES or "location" not in headers:
+            return ChainEnd(url, hops, keeps_method)
+        target = urljoin(url, headers["location"])
+        reason = policy.refusal(target)
+        if reason is not None:
+            return ChainEnd(target, hops, keeps_method, reason, previous=url)
+        keeps_method = keeps_method and status in (307, 308)
+        url = target
+        status, headers = yield url, keeps_method
+    return ChainEnd(url, MAX_REDIRECTS, keeps_method, exhausted=True)

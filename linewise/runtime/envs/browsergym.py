@@ -5,6 +5,10 @@ The task's own set-up, validation and reward are BrowserGym's (``env.reset``,
 extracted, flattened by the same ``flatten_axtree`` as linewise's own environment, so a
 page reads the same to the model whichever environment produced it.
 
+The navigation policy applies as in linewise's own browser: ``SyncNavigationGuard``
+(``runtime/browser/sync_guard.py``) is attached to BrowserGym's context when the task's
+set-up starts, and the model's ``goto`` is checked before BrowserGym runs it.
+
 BrowserGym's env is sync Playwright, which is bound to the thread that started it: every
 call into it runs on one worker thread owned by this environment (``runtime/envs/
 browsergym_gym.py`` gives each thread its own Playwright), while the loop, the model and
@@ -20,14 +24,19 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import structlog
+from playwright.sync_api import Error as PlaywrightError
 
 from linewise.agent.action_parser import ParsedAction
+from linewise.agent.actions import refused_goto_message
 from linewise.errors import BrowserError, BrowserStalled
 from linewise.records import NavigationEvents, Tab
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.browser.executor import ActionOutcome
+from linewise.runtime.browser.navigation import NavigationPolicy
 from linewise.runtime.browser.observation import ElementProperties, Observation, flatten_axtree
+from linewise.runtime.browser.sync_guard import CONTEXT_OPTIONS, SyncNavigationGuard
 from linewise.runtime.envs.browsergym_gym import make_env, stop_thread_playwright
+from linewise.runtime.envs.chromium import blocked_note
 from linewise.runtime.tasks.browser_task import TaskStart, TaskStatus
 from linewise.runtime.tasks.schema import BrowserGymTask
 
@@ -60,6 +69,11 @@ class BrowserGymEnv:
         self._gym: Any = None
         self._obs: dict[str, Any] = {}
         self._status = TaskStatus()
+        navigation = browser.navigation
+        self.guard = SyncNavigationGuard(lambda start_url: NavigationPolicy.for_task(
+            navigation, start_url, allowed_domains=task.allowed_domains,
+            blocked_domains=task.blocked_domains,
+        )) if navigation.enforce else None
 
     async def _in_thread(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._thread, fn)
@@ -79,7 +93,10 @@ class BrowserGymEnv:
                 self.task.env_id, task_kwargs=self.task_kwargs, headless=self.browser.headless,
                 slow_mo_ms=self.browser.slow_mo_ms, timeout_ms=self.browser.action_timeout_ms,
                 action_timeout_ms=self.browser.action_timeout_ms,
+                context_options=CONTEXT_OPTIONS if self.guard is not None else None,
             )
+            if self.guard is not None:
+                _guard_setup(self._gym.unwrapped, self.guard)
             obs, _ = self._gym.reset(seed=self.task.seed)
             return dict(obs)
 
@@ -95,6 +112,9 @@ class BrowserGymEnv:
         if self._gym is None:
             raise BrowserError("the environment is not reset")
         gym = self._gym
+        refusal = self._refusal(action)
+        if refusal is not None:
+            return ActionOutcome(error=refusal)
 
         def step() -> tuple[dict[str, Any], float, bool]:
             obs, reward, terminated, truncated, _ = gym.step(str(action))
@@ -107,10 +127,19 @@ class BrowserGymEnv:
         deadline_s = (longest_ms + config.settle_timeout_ms) / 1000 + STEP_MARGIN_S
         self._obs, reward, done = await self._bounded("act", step, deadline_s)
         self._status = TaskStatus(reward=reward, done=done)
-        return ActionOutcome(
-            error=self._obs.get("last_action_error") or None,
-            duration_ms=(loop.time() - started) * 1000,
-        )
+        error = self._obs.get("last_action_error") or ""
+        if self.guard is not None:
+            told = "".join(blocked_note(block) for block in self.guard.take_notes()).strip()
+            error = f"{error}\n{told}" if error and told else error or told
+        return ActionOutcome(error=error or None, duration_ms=(loop.time() - started) * 1000)
+
+    def _refusal(self, action: ParsedAction) -> str | None:
+        """The model's own ``goto`` to a refused URL, answered before BrowserGym runs it."""
+        url = action.arguments.get("url")
+        if self.guard is None or action.name != "goto" or not isinstance(url, str):
+            return None
+        reason = self.guard.check_model_url(url, from_url=self._obs.get("url", ""))
+        return refused_goto_message(url, reason) if reason is not None else None
 
     async def status(self) -> TaskStatus:
         return self._status
@@ -119,8 +148,7 @@ class BrowserGymEnv:
         return reward > 0
 
     def take_navigation_events(self) -> NavigationEvents:
-        """BrowserGym's gym env runs its own browser: the navigation policy is not applied."""
-        return NavigationEvents()
+        return self.guard.take_events() if self.guard is not None else NavigationEvents()
 
     async def close(self) -> None:
         gym = self._gym
@@ -142,6 +170,50 @@ class BrowserGymEnv:
                         task_id=self.task.id)
         finally:
             self._thread.shutdown(wait=False)
+
+
+def _guard_setup(gym: Any, guard: SyncNavigationGuard) -> None:
+    """Make every task the env creates attach ``guard`` to its page's context before its
+    own set-up navigates (BrowserGym creates the context inside ``reset``), and keep
+    BrowserGym's active page off the popups the guard closes: the guard's event handlers
+    run whenever BrowserGym is inside a Playwright call, so a popup can close while
+    BrowserGym reads it; it then reads the page it falls back to."""
+    make_task = gym.task_entrypoint
+    activate = gym._activate_page_from_js
+
+    def guarded_task(*args: Any, **kwargs: Any) -> Any:
+        task = make_task(*args, **kwargs)
+        setup = task.setup
+
+        def guarded_setup(page: Any) -> Any:
+            guard.attach(page.context)
+            return setup(page=page)
+
+        task.setup = guarded_setup
+        return task
+
+    def activate_open_page(page: Any) -> None:
+        if not page.is_closed():  # a refused popup's script can report after its close
+            activate(page)
+
+    gym.task_entrypoint = guarded_task
+    gym._activate_page_from_js = activate_open_page
+    guard.on_close = gym._active_page_check
+    for name in ("_wait_dom_loaded", "_get_obs"):
+        setattr(gym, name, _again_after_a_close(gym, getattr(gym, name)))
+
+
+def _again_after_a_close(gym: Any, read: Callable[[], T]) -> Callable[[], T]:
+    def read_open_page() -> T:
+        try:
+            return read()
+        except PlaywrightError as exc:
+            if not gym.page.is_closed() and "closed" not in str(exc):
+                raise
+            gym._active_page_check()
+            return read()
+
+    return read_open_page
 
 
 def observation_from_gym(obs: dict[str, Any], *, screenshot: bool) -> Observation:

@@ -166,10 +166,12 @@ def make_env(
     timeout_ms: int | None = None,
     action_timeout_ms: int | None = 5000,
     chat: Literal["memory", "browsergym"] = "memory",
+    context_options: dict[str, Any] | None = None,
 ) -> Any:
     """A BrowserGym env for this thread. ``slow_mo_ms=None`` keeps the task's slow_mo,
     ``action_timeout_ms=None`` BrowserGym's 500 ms and ``chat="browsergym"`` its chat
-    window (for a baseline of BrowserGym as it ships)."""
+    window (for a baseline of BrowserGym as it ships); ``context_options`` go to
+    Playwright's ``new_context``."""
     import gymnasium as gym
 
     family = env_id.removeprefix("browsergym/").split(".", 1)[0]
@@ -181,6 +183,7 @@ def make_env(
         "slow_mo": slow_mo_ms,
         "timeout": timeout_ms,  # None: the task's own
         "wait_for_user_message": False,
+        "pw_context_kwargs": context_options or {},
     }
     if action_timeout_ms is not None:
         kwargs["action_mapping"] = action_mapping(action_timeout_ms)

@@ -162,7 +162,7 @@ class ChromiumEnv:
         notes = self.guard.take_notes()
         if not notes:
             return outcome
-        told = "".join(_blocked_note(block) for block in notes).strip()
+        told = "".join(blocked_note(block) for block in notes).strip()
         error = f"{outcome.error}\n{told}" if outcome.error else told
         return outcome.model_copy(update={"error": error})
 
@@ -202,7 +202,8 @@ def _ignore_result(job: asyncio.Future[Any]) -> None:
         job.exception()
 
 
-def _blocked_note(block: BlockedNavigation) -> str:
+def blocked_note(block: BlockedNavigation) -> str:
+    """What the model is told about a navigation the page started and the policy refused."""
     return render_prompt("navigation_blocked.md", url=block.url, reason=block.reason,
                          initiator=block.initiator)
 

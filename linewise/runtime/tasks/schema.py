@@ -148,7 +148,24 @@ class SuccessCheck(BaseModel):
         )
 
 
-class WebTask(BaseModel):
+class DomainLists(BaseModel):
+    """A task's own navigation lists, added to the run's (runtime/browser/navigation.py)."""
+
+    model_config = _MODEL_CONFIG
+
+    allowed_domains: tuple[str, ...] = ()
+    """Added to the run's ``--allow-domain`` patterns."""
+    blocked_domains: tuple[str, ...] = ()
+    """Added to the run's ``--block-domain`` patterns."""
+
+    @field_validator("allowed_domains", "blocked_domains")
+    @classmethod
+    def _check_patterns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        parse_patterns(value)  # a PatternError is a ValueError: pydantic reports it
+        return value
+
+
+class WebTask(DomainLists):
     """A goal to reach on any web site, starting from ``url``."""
 
     model_config = _MODEL_CONFIG
@@ -164,17 +181,6 @@ class WebTask(BaseModel):
         description="NAME: ENV_VAR or NAME: {env: ENV_VAR, domains: [...]}; the goal and "
         "the model write <secret:NAME>, fill() types the value (see runtime/secrets.py).",
     )
-    allowed_domains: tuple[str, ...] = ()
-    """Added to the run's ``--allow-domain`` patterns (runtime/browser/navigation.py)."""
-    blocked_domains: tuple[str, ...] = ()
-    """Added to the run's ``--block-domain`` patterns."""
-
-    @field_validator("allowed_domains", "blocked_domains")
-    @classmethod
-    def _check_patterns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        parse_patterns(value)  # a PatternError is a ValueError: pydantic reports it
-        return value
-
     @property
     def kind(self) -> Literal["web"]:
         """``"web"``: the kind of task."""
@@ -224,7 +230,7 @@ BROWSERGYM_FAMILIES = ("miniwob", "webarena", "visualwebarena", "workarena", "op
 """The BrowserGym benchmarks a ``browsergym:`` task may name (the name's first part)."""
 
 
-class BrowserGymTask(BaseModel):
+class BrowserGymTask(DomainLists):
     """One of BrowserGym's registered tasks, run through its gym environment by the bench.
 
     ``browsergym`` names a task registered with gymnasium by a BrowserGym package
