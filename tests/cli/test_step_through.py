@@ -146,6 +146,9 @@ def test_every_decision_at_the_prompt_is_recorded(
     assert apply.startswith("click(") and steps[0]["action"] == f"click('{reset}')"
     assert steps[1]["model_action"] is None and steps[1]["action"] == apply
     assert "Reset done" in steps[1]["axtree"]
+    # The model is told what ran, not what it proposed.
+    history = steps[1]["llm_calls"][-1]["messages"][1]["content"].split("# History")[1]
+    assert f"action: click('{reset}')" in history and apply not in history
     assert "Applied 1 times" in steps[2]["axtree"]
     assert steps[2]["action"] is None and steps[2]["model_action"] == apply
     assert "Applied 1 times" in steps[3]["axtree"]  # the skipped click never ran
