@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import termios
 from typing import TextIO
 
 from linewise.agent.action_parser import parse_action
@@ -47,6 +48,7 @@ class TerminalOperator:
         self._closed = False
 
     async def choose(self, pending: PendingStep) -> Choice:
+        self._discard_typed_ahead()
         self._show(pending)
         while True:
             line = await self._read_line("step> ")
@@ -65,7 +67,7 @@ class TerminalOperator:
             if command in ("q", "quit"):
                 return Choice("quit")
             if command in ("c", "continue"):
-                return Choice("continue") if pending.action is not None else Choice("skip")
+                return Choice("continue")
             if command in ("m", "manual"):
                 return Choice("manual")
             if command in ("t", "tree"):
@@ -121,6 +123,13 @@ class TerminalOperator:
                      f"{pending.total_lines} lines")
         lines.append(HELP)
         self._say("\n".join(lines))
+
+    def _discard_typed_ahead(self) -> None:
+        """Forget keys pressed before this step was shown: an Enter typed while the model
+        was thinking must not approve an action nobody has seen."""
+        self._buffer = b""
+        if self.stdin.isatty():
+            termios.tcflush(self.stdin.fileno(), termios.TCIFLUSH)
 
     def _say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
