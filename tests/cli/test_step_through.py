@@ -189,6 +189,26 @@ def test_ctrl_c_in_a_headed_run_pauses_then_stops(
     assert_overlay_never_recorded(steps, folder)
 
 
+@needs_terminal
+def test_ctrl_c_in_a_terminal_stops_a_headless_run_after_its_step(
+    site: StaticServer, tmp_path: Path
+) -> None:
+    """The terminal sends SIGINT to every process of the command, Playwright's driver
+    too: Chromium must survive it so that the run can stop cleanly."""
+    out = tmp_path / "out"
+    with ScriptedChatServer(click_apply, delay_s=0.3) as llm:
+        args = [a for a in run_args(llm, site, out, "--max-steps", "40") if a != "--headed"]
+        with linewise_in_pane(args, tmp_path, None) as pane:
+            pane.wait_for(r"step=", 2)
+            pane.send("C-c")
+            assert pane.wait_exit() == 130
+            assert "stopping after the current step" in pane.text()
+    steps, summary, _ = read_trace(out)
+    assert summary["status"] == "stopped" and summary["termination"] == "interrupted"
+    assert summary["n_steps"] == len(steps) >= 2
+    assert all(s["failure"] is None and s["operator"] is None for s in steps)
+
+
 def test_step_without_a_terminal_fails_at_once(tmp_path: Path) -> None:
     process = subprocess.run(
         [sys.executable, "-m", "linewise.cli.main", "run", "--url", "http://127.0.0.1:9/",
