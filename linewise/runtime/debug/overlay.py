@@ -19,7 +19,7 @@ from linewise.agent.actions import ActionContext
 from linewise.errors import LinewiseError
 from linewise.records import TargetBox
 from linewise.runtime.browser.scripts import own_js
-from linewise.runtime.envs.chromium import ChromiumEnv, target_box
+from linewise.runtime.envs.chromium import ChromiumEnv
 
 log = structlog.get_logger(__name__)
 
@@ -29,8 +29,9 @@ OVERLAY_COLOR = (255, 0, 255)
 OVERLAY_HOST_ATTRIBUTE = "data-linewise-overlay"
 """The attribute of the overlay's host element (the script removes elements with it)."""
 
-OVERLAY_TIMEOUT_S = 2.0
-"""Drawing or removing the box is cosmetic: a page that does not answer is left alone."""
+OVERLAY_TIMEOUT_S = 5.0
+"""Drawing or removing the box is cosmetic: a page that does not answer is left alone.
+Longer than the trace's measuring of the target: a person is waiting to see it."""
 
 
 def _css_color() -> str:
@@ -44,9 +45,7 @@ async def show_target(env: object, action: ParsedAction) -> TargetBox | None:
     if not isinstance(env, ChromiumEnv) or not action.bids:
         return None
     try:
-        box = await asyncio.wait_for(
-            target_box(action, ActionContext(env.session)), OVERLAY_TIMEOUT_S
-        )
+        box = await asyncio.wait_for(_measure(env, action.bids[0]), OVERLAY_TIMEOUT_S)
         if box is None:
             await hide_target(env)
             return None
@@ -66,6 +65,12 @@ async def hide_target(env: object) -> None:
         await _evaluate(env, {"box": None, "label": "", "color": ""})
     except (TimeoutError, PlaywrightError, LinewiseError) as exc:
         log.debug("target box not removed", error=str(exc) or "timeout")
+
+
+async def _measure(env: ChromiumEnv, bid: str) -> TargetBox | None:
+    locator = await ActionContext(env.session).locate(bid)
+    box = await locator.bounding_box(timeout=OVERLAY_TIMEOUT_S * 1000)
+    return TargetBox(**box) if box is not None else None
 
 
 async def _evaluate(env: ChromiumEnv, argument: dict[str, object]) -> None:
