@@ -32,6 +32,7 @@ from typing import Any
 DOCS = Path("/usr/share/doc/python3-doc/html")
 MINIWOB_PAGES = ["click-test", "click-checkboxes", "book-flight", "email-inbox"]
 DOC_PAGES = ["library/functions.html", "library/stdtypes.html"]
+FRAME_TIMEOUT_S = 30.0
 
 
 class _Quiet(SimpleHTTPRequestHandler):
@@ -110,7 +111,10 @@ async def linewise_steps(
         for name, url in urls:
             session = await browser.new_session()
             await session.page.goto(url)
-            await observe(session)  # first visit: marking initialises its counters
+            # A generous frame deadline: on a busy machine marking a 20,000-line page can
+            # pass the run's 2 s, and a skipped frame would make a step look cheap.
+            await observe(session, frame_timeout_s=FRAME_TIMEOUT_S)  # first visit: marking
+            # initialises its counters
             tracing = session.context.tracing
             if trace_dir is not None:
                 await tracing.start(screenshots=True, snapshots=True)
@@ -125,7 +129,7 @@ async def linewise_steps(
                     chunk = trace_dir / name.replace("/", "_") / f"step-{index:03d}.zip"
                     chunk.parent.mkdir(parents=True, exist_ok=True)
                     await tracing.stop_chunk(path=chunk)
-                obs = await observe(session)
+                obs = await observe(session, frame_timeout_s=FRAME_TIMEOUT_S)
                 times.append((time.perf_counter() - started) * 1000)
                 n_lines = len(obs.lines)
             results[name] = (times, n_lines)
