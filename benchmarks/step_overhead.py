@@ -5,7 +5,11 @@ screenshot and the flattened text the model would read. Pages: MiniWoB++ tasks a
 real pages (Debian's python3-doc, served on localhost). BrowserGym runs first (its sync
 Playwright cannot run inside an asyncio loop), with slow_mo=0.
 
-    python benchmarks/step_overhead.py [--steps 5] [--skip-browsergym]
+    python benchmarks/step_overhead.py [--steps 5] [--skip-browsergym] [--playwright-trace]
+
+``--playwright-trace`` also measures what ``linewise run --playwright-trace`` adds to a
+step: the same steps with one Playwright trace chunk around each action (as
+``runtime/viewer/playwright_trace.py`` records it), the extra time and the chunk's size.
 
 Needs: apt-get install python3-doc (for the documentation pages), the `linewise` package.
 Target: linewise at most 0.5x BrowserGym's per-step time.
@@ -17,6 +21,7 @@ import argparse
 import asyncio
 import functools
 import statistics
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -27,6 +32,7 @@ from typing import Any
 DOCS = Path("/usr/share/doc/python3-doc/html")
 MINIWOB_PAGES = ["click-test", "click-checkboxes", "book-flight", "email-inbox"]
 DOC_PAGES = ["library/functions.html", "library/stdtypes.html"]
+FRAME_TIMEOUT_S = 30.0
 
 
 class _Quiet(SimpleHTTPRequestHandler):
@@ -89,8 +95,10 @@ def browsergym_steps(url: str, steps: int) -> tuple[list[float], int]:
 
 
 async def linewise_steps(
-    urls: list[tuple[str, str]], steps: int
+    urls: list[tuple[str, str]], steps: int, trace_dir: Path | None = None
 ) -> dict[str, tuple[list[float], int]]:
+    """Per-step times and line counts; with ``trace_dir``, each action inside a
+    Playwright trace chunk saved there (one zip per step)."""
     from linewise.agent.action_parser import parse_action
     from linewise.agent.actions import ActionContext
     from linewise.runtime.browser.chromium import Browser
@@ -103,13 +111,25 @@ async def linewise_steps(
         for name, url in urls:
             session = await browser.new_session()
             await session.page.goto(url)
-            await observe(session)  # first visit: marking initialises its counters
+            # A generous frame deadline: on a busy machine marking a 20,000-line page can
+            # pass the run's 2 s, and a skipped frame would make a step look cheap.
+            await observe(session, frame_timeout_s=FRAME_TIMEOUT_S)  # first visit: marking
+            # initialises its counters
+            tracing = session.context.tracing
+            if trace_dir is not None:
+                await tracing.start(screenshots=True, snapshots=True)
             times = []
             n_lines = 0
-            for _ in range(steps):
+            for index in range(steps):
                 started = time.perf_counter()
+                if trace_dir is not None:
+                    await tracing.start_chunk(title=str(noop))
                 await execute_action(noop, ActionContext(session))
-                obs = await observe(session)
+                if trace_dir is not None:
+                    chunk = trace_dir / name.replace("/", "_") / f"step-{index:03d}.zip"
+                    chunk.parent.mkdir(parents=True, exist_ok=True)
+                    await tracing.stop_chunk(path=chunk)
+                obs = await observe(session, frame_timeout_s=FRAME_TIMEOUT_S)
                 times.append((time.perf_counter() - started) * 1000)
                 n_lines = len(obs.lines)
             results[name] = (times, n_lines)
@@ -121,10 +141,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--skip-browsergym", action="store_true")
+    parser.add_argument("--playwright-trace", action="store_true",
+                        help="also measure the per-step cost of --playwright-trace")
     args = parser.parse_args()
     urls = page_urls()
 
     ours = asyncio.run(linewise_steps(urls, args.steps))
+    if args.playwright_trace:
+        print_trace_cost(urls, ours, args.steps)
     theirs: dict[str, tuple[list[float], int]] = {}
     if not args.skip_browsergym:
         for name, url in urls:
@@ -149,6 +173,27 @@ def main() -> None:
     if ratios:
         print(f"\nmedian per-step time ratio linewise/browsergym: {statistics.median(ratios):.2f}"
               f" (worst {max(ratios):.2f}); target <= 0.50")
+
+
+def print_trace_cost(
+    urls: list[tuple[str, str]], plain: dict[str, tuple[list[float], int]], steps: int
+) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        trace_dir = Path(folder)
+        traced = asyncio.run(linewise_steps(urls, steps, trace_dir))
+        header = (f"{'page':36} {'lines':>7} {'plain ms':>9} {'traced ms':>10} "
+                  f"{'extra ms':>9} {'KB/step':>8}")
+        print(header)
+        print("-" * len(header))
+        for name, _ in urls:
+            times, lines = plain[name]
+            with_trace = statistics.median(traced[name][0])
+            without = statistics.median(times)
+            chunks = list((trace_dir / name.replace("/", "_")).glob("*.zip"))
+            size_kb = sum(c.stat().st_size for c in chunks) / max(len(chunks), 1) / 1024
+            print(f"{name:36} {lines:>7} {without:>9.0f} {with_trace:>10.0f} "
+                  f"{with_trace - without:>9.0f} {size_kb:>8.0f}")
+    print()
 
 
 if __name__ == "__main__":

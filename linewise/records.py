@@ -123,6 +123,30 @@ class DialogRecord(BaseModel):
 
 StepStage = Literal["observe", "filter", "decide", "act", "status"]
 
+Operator = Literal["approved", "overridden", "skipped", "manual", "stopped"]
+"""What a person decided at a step-through prompt (``linewise run --step``): ran the
+model's action, ran another one instead, ran nothing, acted in the browser by hand, or
+stopped the episode. Only ``approved`` steps carry the model's own action."""
+
+HUMAN_OPERATORS: frozenset[str] = frozenset({"overridden", "skipped", "manual", "stopped"})
+"""Decisions after which the step's action (or its absence) is a person's, not the model's."""
+
+
+class PageState(BaseModel):
+    """A page as a person left or found it around a manual step."""
+
+    url: str
+    title: str = ""
+    axtree_lines: int = 0
+    screenshot: str | None = Field(default=None, description="Path relative to the episode folder.")
+
+
+class ManualStep(BaseModel):
+    """A person worked in the browser by hand during this step (``operator`` manual)."""
+
+    before: PageState
+    after: PageState
+
 
 class StepFailure(BaseModel):
     """Why a step did not finish: what was recorded up to then is kept with it."""
@@ -233,6 +257,19 @@ class StepRecord(BaseModel):
         default_factory=list, description="Page loads the navigation policy refused."
     )
     downloads: list[DownloadRecord] = Field(default_factory=list)
+    operator: Operator | None = Field(
+        default=None,
+        description="A person's decision at the step-through prompt; None when nobody was "
+        "asked (the model's action ran unreviewed).",
+    )
+    model_action: str | None = Field(
+        default=None,
+        description="The model's own action when a person overrode, skipped or replaced "
+        "it by hand (``action`` is then what ran, if anything).",
+    )
+    manual: ManualStep | None = Field(
+        default=None, description="The page before and after a person's work by hand."
+    )
 
 
 class TokenTotals(BaseModel):
@@ -271,13 +308,14 @@ class TimeTotals(BaseModel):
 
 Termination = Literal[
     "running", "task_done", "agent_done", "infeasible", "max_steps", "error", "timeout",
-    "budget", "stalled", "browser_crash", "renderer_crash", "interrupted",
+    "budget", "stalled", "browser_crash", "renderer_crash", "interrupted", "user_stopped",
 ]
 """How an episode ended. ``budget``: a spending limit (``--max-cost``, ``--max-tokens``,
 or the run's) stopped it: neither the agent's failure nor an infrastructure fault.
 ``stalled``: a browser operation passed its deadline; ``browser_crash``: Chromium died or
 disconnected (it is relaunched for the next episodes); ``renderer_crash``: the tab's
-renderer crashed; ``interrupted``: the user stopped the run (Ctrl+C)."""
+renderer crashed; ``interrupted``: the user stopped the run (Ctrl+C); ``user_stopped``: a
+person quit at the step-through prompt (``linewise run --step``)."""
 
 # ------------------------------------------------------------- how an episode ended
 #
@@ -315,7 +353,7 @@ AGENT_TERMINATIONS: frozenset[str] = frozenset(
     {"task_done", "agent_done", "infeasible", "max_steps"}
 )
 BUDGET_TERMINATIONS: frozenset[str] = frozenset({"budget"})
-STOPPED_TERMINATIONS: frozenset[str] = frozenset({"interrupted"})
+STOPPED_TERMINATIONS: frozenset[str] = frozenset({"interrupted", "user_stopped"})
 # ``stalled``, ``browser_crash`` and ``renderer_crash`` are infrastructure of kind
 # ``browser`` (the loop records them so).
 

@@ -217,6 +217,12 @@ class BrowserSettings(BaseModel):
         description="Record a Playwright trace per episode, one chunk per step "
         "(playwright-trace/step-NNN.zip in the episode folder).",
     )
+    highlight_ms: int = Field(
+        default=0,
+        ge=0,
+        description="In headed runs, box each action's target in the browser for this "
+        "long before the action runs (0: off).",
+    )
 
 
 class SecretSpec(BaseModel):

@@ -59,6 +59,7 @@ SETTINGS_FLAGS: dict[str, tuple[SettingsPath, ...]] = {
     "downloads": (("browser", "navigation", "downloads"),),
     "navigation_policy": (("browser", "navigation", "enforce"),),
     "playwright_trace": (("browser", "playwright_trace"),),
+    "highlight": (("browser", "highlight_ms"),),
     "screenshots": (("screenshots",),),
     "episode_timeout": (("episode_timeout_s",),),
     "max_cost": (("budget", "max_cost_usd"),),
@@ -136,6 +137,9 @@ def add_browser_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chromium", help="Chromium binary (default: found automatically)")
     parser.add_argument("--slow-mo", type=int, metavar="MS",
                         help="delay every browser operation (debugging)")
+    parser.add_argument("--highlight", type=int, metavar="MS",
+                        help="in a headed run, box each action's target for MS before it "
+                        "runs (default 0: off)")
     parser.add_argument("--action-timeout", type=int, metavar="MS",
                         help="how long an action waits for its element")
     parser.add_argument("--navigation-timeout", type=int, metavar="MS",

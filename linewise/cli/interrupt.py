@@ -5,6 +5,10 @@ The first press sets a stop flag the step loop checks between steps
 (``EpisodeConfig.stop``): the running episodes end ``stopped``/``interrupted`` with
 their traces complete and no new episode starts. The second cancels the command, and
 the episodes write their summaries on the way out.
+
+A headed run watched from a terminal passes a ``pause`` event (the step-through
+debugger's, ``runtime/debug/stepper.py``): then a press while the run is not paused
+pauses it before the next action instead, and the presses after that stop it as above.
 """
 
 from __future__ import annotations
@@ -31,15 +35,26 @@ class Interruptible(Generic[T]):
     interrupted: bool
 
 
-async def run_interruptible(main: Callable[[asyncio.Event], Awaitable[T]]) -> Interruptible[T]:
-    """Run ``main(stop)`` with SIGINT handled as above."""
+async def run_interruptible(
+    main: Callable[[asyncio.Event], Awaitable[T]],
+    *,
+    stop: asyncio.Event | None = None,
+    pause: asyncio.Event | None = None,
+) -> Interruptible[T]:
+    """Run ``main(stop)`` with SIGINT handled as above (``stop``: a given event to set,
+    e.g. one the step-through debugger watches too)."""
     loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
+    stop = stop if stop is not None else asyncio.Event()
     job = asyncio.ensure_future(main(stop))
     presses = 0
 
     def on_sigint() -> None:
         nonlocal presses
+        if pause is not None and not pause.is_set() and not stop.is_set():
+            pause.set()
+            print("linewise: pausing before the next action (Ctrl+C again to stop)",
+                  file=sys.stderr, flush=True)
+            return
         presses += 1
         if presses == 1:
             stop.set()

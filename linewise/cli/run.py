@@ -19,11 +19,14 @@ from linewise.cli.flags import (
     settings_from_args,
 )
 from linewise.cli.interrupt import EXIT_INTERRUPTED, run_interruptible
+from linewise.cli.step_prompt import TerminalOperator, require_terminal
 from linewise.errors import ConfigError
 from linewise.records import EpisodeSummary
+from linewise.runtime.debug.stepper import StepThroughHooks
 from linewise.runtime.run import default_out_dir, run_tasks
 from linewise.runtime.tasks.loader import adhoc_task, load_task_file, select_tasks
 from linewise.runtime.tasks.schema import AnyTask
+from linewise.settings import LinewiseSettings
 
 ADHOC_MAX_STEPS = 15
 
@@ -38,6 +41,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     run.add_argument("--max-steps", type=int, help="override every task's step limit "
                      f"(ad-hoc default {ADHOC_MAX_STEPS})")
     run.add_argument("--out", type=Path, help="output folder (default runs/<timestamp>)")
+    run.add_argument("--step", action="store_true",
+                     help="step through: before each action show it and ask what to do "
+                     "(needs a terminal; README: Debugging an agent)")
     add_browser_flags(run)
     add_model_flags(run)
     run.add_argument("--filter", type=filter_name, metavar="NAME",
@@ -84,12 +90,27 @@ def print_summary_table(summaries: list[EpisodeSummary], out_dir: Path) -> None:
         print(f"{len(infra)} ended on an infrastructure fault ({kinds}), not the agent's doing.")
 
 
+def step_through(args: argparse.Namespace, settings: LinewiseSettings) -> StepThroughHooks | None:
+    """The step-through debugger for this run: with ``--step`` (which needs a terminal),
+    and in a headed run from a terminal, where the first Ctrl+C pauses into it."""
+    if args.step:
+        require_terminal()
+    elif settings.browser.headless or not sys.stdin.isatty():
+        return None
+    return StepThroughHooks(TerminalOperator(), paused=args.step, stop=asyncio.Event())
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     tasks = tasks_from_args(args)
     settings = settings_from_args(args)
+    stepper = step_through(args, settings)
+    hooks = [stepper] if stepper is not None else []
+    # Ctrl+C pauses into the prompt only where the person can see what it paused on.
+    pause = stepper.paused if stepper is not None and not settings.browser.headless else None
     out_dir = args.out or default_out_dir()
     outcome = asyncio.run(run_interruptible(
-        lambda stop: run_tasks(tasks, settings, out_dir, argv=sys.argv, stop=stop)
+        lambda stop: run_tasks(tasks, settings, out_dir, hooks=hooks, argv=sys.argv, stop=stop),
+        stop=stepper.stop if stepper is not None else None, pause=pause,
     ))
     if outcome.result is not None:
         print_summary_table(outcome.result, out_dir)

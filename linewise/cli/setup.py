@@ -13,7 +13,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "setup", help="install Chromium if none is found and assemble the embedded model"
     )
     set_up.add_argument("--xvfb", action="store_true",
-                        help="also install Xvfb (headed runs on a machine without a display)")
+                        help="also install Xvfb and tmux (headed runs on a machine without "
+                        "a display; the terminal tests of run --step)")
     set_up.add_argument("--no-model", action="store_true", help="skip the embedded model")
     set_up.set_defaults(handler=cmd_setup)
 

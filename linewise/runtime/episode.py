@@ -42,6 +42,8 @@ from linewise.errors import (
 from linewise.records import (
     EpisodeSummary,
     InfraKind,
+    ManualStep,
+    Operator,
     StepFailure,
     StepRecord,
     StepStage,
@@ -131,6 +133,11 @@ class StepContext:
     """The episode's trace folder."""
     notes: dict[str, Any] = field(default_factory=dict)
     """What hooks want recorded with the step (``StepRecord.hook_notes``)."""
+    operator: Operator | None = None
+    """A person's decision on this step (a step-through hook sets it); ``stopped`` ends
+    the episode after the step (``user_stopped``)."""
+    manual: ManualStep | None = None
+    """The page before and after a person's work by hand (``operator`` manual)."""
 
 
 class StepHooks:
@@ -259,6 +266,11 @@ class _Episode:
             )
             if record.done:
                 return True
+            if record.operator == "stopped":
+                log.info("episode stopped by the operator", task_id=self.task_id, step=index)
+                self.summary.status, self.summary.termination = "stopped", "user_stopped"
+                self.summary.error = "the operator stopped the episode"
+                return False
         self.summary.termination = "max_steps"
         return True
 
@@ -307,7 +319,7 @@ class _Episode:
             for hook in self.hooks:
                 await hook.after_act(step)
             error = step.outcome.error if step.outcome else None
-            self.agent.remember(step.decision, error)
+            self.agent.remember(_what_ran(step), error)
             stage = "status"
             status = await self.env.status()
         except BaseException as exc:
@@ -435,6 +447,12 @@ class _Episode:
             screenshot=screenshot,
             timings=timings,
             hook_notes=step.notes,
+            operator=step.operator,
+            model_action=(
+                (str(decision.action) if decision.action else decision.action_text)
+                if step.operator is not None and step.operator != "approved" else None
+            ),
+            manual=step.manual,
             skipped_frames=obs.skipped_frames,
             dialogs=obs.dialogs,
             failure=failure,
@@ -448,6 +466,17 @@ class _Episode:
         self.summary.success = success
         if success is not None and self.env.agent_can_end:
             self.summary.reward = 1.0 if success else 0.0
+
+
+def _what_ran(step: StepContext) -> Decision:
+    """The decision as the agent should remember it: with the action a person ran
+    instead of the model's (nothing, if they skipped it or acted by hand)."""
+    assert step.decision is not None
+    if step.operator is None or step.operator == "approved":
+        return step.decision
+    return step.decision.model_copy(update={
+        "action": step.action, "action_text": str(step.action) if step.action else None,
+    })
 
 
 def episode_directory(out_dir: Path, task_id: str) -> Path:

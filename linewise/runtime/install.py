@@ -78,11 +78,27 @@ def ensure_xvfb() -> str:
     return found
 
 
+def ensure_tmux() -> str:
+    """tmux: the step-through debugger's tests drive ``linewise run --step`` in a real
+    terminal."""
+    found = shutil.which("tmux")
+    if found:
+        return found
+    if not shutil.which("apt-get"):
+        raise ConfigError("tmux is missing and apt-get is not available: install tmux yourself")
+    apt_install(["tmux"])
+    found = shutil.which("tmux")
+    if not found:
+        raise ConfigError("tmux is still missing after apt-get install tmux")
+    return found
+
+
 def setup(with_model: bool = True, with_xvfb: bool = False) -> dict[str, str]:
     """Do everything; return what was found or installed, for the user to read."""
     done = {"chromium": ensure_chromium()}
     if with_xvfb:
         done["xvfb"] = ensure_xvfb()
+        done["tmux"] = ensure_tmux()
     if with_model:
         from linewise.runtime.models.files import ensure_embedded_model
 

@@ -38,6 +38,7 @@ from linewise.errors import EndpointRefused, EndpointUnreachable
 from linewise.records import EpisodeSummary
 from linewise.runtime.browser.chromium import Browser, BrowserConfig
 from linewise.runtime.budget import RunSpend
+from linewise.runtime.debug.highlight import highlight_hooks
 from linewise.runtime.envs.browsergym_gym import check_family
 from linewise.runtime.episode import EpisodeConfig, EpisodeResources, StepHooks, run_episode
 from linewise.runtime.log import configure_logging
@@ -382,7 +383,8 @@ async def run_tasks(
                             not_started=len(tasks) - number)
                 break
             summary = await run_episode(
-                task, env, out_dir, config, [*hooks, *trace_hooks(settings)]
+                task, env, out_dir, config,
+                [*hooks, *highlight_hooks(settings), *trace_hooks(settings)],
             )
             summaries.append(summary)
             log.info(

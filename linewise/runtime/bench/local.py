@@ -38,6 +38,7 @@ from linewise.runtime.bench.plan import INFRA_DIR, EpisodeKey, EpisodeSpec, set_
 from linewise.runtime.bench.results import EpisodeResult, failed_result, result_from_summary
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.budget import Budget, prices_of
+from linewise.runtime.debug.highlight import highlight_hooks
 from linewise.runtime.envs.factory import environment_for
 from linewise.runtime.episode import EpisodeConfig, run_in_environment
 from linewise.runtime.models.chat import ChatClient
@@ -127,7 +128,7 @@ class EpisodeRunner:
                 )
                 summary = await run_in_environment(
                     env, spec.task.id, spec.task.max_steps, self.resources.action_client,
-                    folder, config, trace_hooks(self.settings),
+                    folder, config, [*highlight_hooks(self.settings), *trace_hooks(self.settings)],
                 )
             steps = read_steps(folder) if (folder / "steps.jsonl").exists() else []
             return result_from_summary(spec, summary, steps, backend=self.backend)

@@ -140,6 +140,9 @@ class Browser:
                 executable_path=self.executable_path,
                 args=args,
                 slow_mo=self.config.slow_mo_ms or None,
+                # Ctrl+C in a terminal reaches the whole process group: linewise decides
+                # what it means (pause, stop after the step) and closes Chromium itself.
+                handle_sigint=False,
             )
         except PlaywrightError as exc:
             await self._playwright.stop()

@@ -20,7 +20,7 @@ from pathlib import Path
 import structlog
 from pydantic import BaseModel, Field
 
-from linewise.records import Tab
+from linewise.records import HUMAN_OPERATORS, Operator, Tab
 from linewise.runtime.trace import read_steps, read_summary, safe_name
 
 log = structlog.get_logger(__name__)
@@ -41,6 +41,9 @@ class TrajectoryStep(BaseModel):
     think: str | None = None
     action: str | None = Field(default=None, description="The action, canonical if it parsed.")
     action_error: str | None = None
+    operator: Operator | None = Field(
+        default=None, description="A person's approval at the step-through prompt, if any."
+    )
 
 
 class Trajectory(BaseModel):
@@ -101,6 +104,12 @@ def read_trajectory(run_dir: Path, episode_dir: Path) -> Trajectory | str:
     goal = summary.goal.strip()
     if not goal:
         return "no goal in summary.json"
+    # A person's action (or a model action a person kept from running) must never be
+    # taught as the model's: such episodes are left out whole, since every later page
+    # follows from what the person did.
+    human = [f"{r.index}: {r.operator}" for r in records if r.operator in HUMAN_OPERATORS]
+    if human:
+        return f"a person decided steps at the step-through prompt ({', '.join(human)})"
     steps = [
         TrajectoryStep(
             index=r.index,
@@ -112,6 +121,7 @@ def read_trajectory(run_dir: Path, episode_dir: Path) -> Trajectory | str:
             think=r.think,
             action=r.action or r.action_raw,
             action_error=r.action_error,
+            operator=r.operator,
         )
         for r in records
     ]

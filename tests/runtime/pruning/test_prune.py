@@ -415,6 +415,23 @@ def test_bench_layout_and_unfinished_episodes(tmp_path: Path) -> None:
                                                 "is running)")]
 
 
+def test_episodes_a_person_steered_are_never_taught_as_the_models(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    for name in ("approved", "overridden", "skipped", "manual"):
+        folder = write_episode(run, name, name, GOALS["ok"], DIRECT)
+        lines = (folder / "steps.jsonl").read_text().splitlines()
+        first = StepRecord.model_validate_json(lines[0])
+        first.operator = name  # type: ignore[assignment]
+        lines[0] = first.model_dump_json()
+        (folder / "steps.jsonl").write_text("\n".join(lines) + "\n")
+    selection = collect_trajectories([run])
+    [kept] = selection.trajectories
+    assert kept.episode == "approved" and kept.steps[0].operator == "approved"
+    assert sorted(reason for _, reason in selection.skipped) == [
+        f"a person decided steps at the step-through prompt (0: {name})"
+        for name in ("manual", "overridden", "skipped")]
+
+
 # ------------------------------------------------------------------ parts
 
 

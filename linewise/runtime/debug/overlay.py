@@ -1,0 +1,79 @@
+"""The box drawn in the browser around the element an action is about to act on.
+
+It is drawn in the top frame by ``js/target_overlay.js`` and removed again before the
+page is observed or the action runs, so that it never reaches the model (see the
+script for why it would stay out of the accessibility tree and the page's reach even if
+it were left behind). Only linewise's Chromium environment can show it; for other
+environments these functions do nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import structlog
+from playwright.async_api import Error as PlaywrightError
+
+from linewise.agent.action_parser import ParsedAction
+from linewise.agent.actions import ActionContext
+from linewise.errors import LinewiseError
+from linewise.records import TargetBox
+from linewise.runtime.browser.scripts import own_js
+from linewise.runtime.envs.chromium import ChromiumEnv
+
+log = structlog.get_logger(__name__)
+
+OVERLAY_COLOR = (255, 0, 255)
+"""Pure magenta: rare on real pages, so a test can look for it in every saved screenshot."""
+
+OVERLAY_HOST_ATTRIBUTE = "data-linewise-overlay"
+"""The attribute of the overlay's host element (the script removes elements with it)."""
+
+OVERLAY_TIMEOUT_S = 5.0
+"""Drawing or removing the box is cosmetic: a page that does not answer is left alone.
+Longer than the trace's measuring of the target: a person is waiting to see it."""
+
+
+def _css_color() -> str:
+    red, green, blue = OVERLAY_COLOR
+    return f"rgb({red}, {green}, {blue})"
+
+
+async def show_target(env: object, action: ParsedAction) -> TargetBox | None:
+    """Draw the box around the action's first element; its box, or None when the action
+    names no element, it cannot be measured, or the environment cannot draw."""
+    if not isinstance(env, ChromiumEnv) or not action.bids:
+        return None
+    try:
+        box = await asyncio.wait_for(_measure(env, action.bids[0]), OVERLAY_TIMEOUT_S)
+        if box is None:
+            await hide_target(env)
+            return None
+        await _evaluate(env, {"box": box.model_dump(), "label": str(action)[:80],
+                              "color": _css_color()})
+    except (TimeoutError, PlaywrightError, LinewiseError) as exc:
+        log.debug("target box not drawn", error=str(exc) or "timeout")
+        return None
+    return box
+
+
+async def hide_target(env: object) -> None:
+    """Remove the box if one is drawn."""
+    if not isinstance(env, ChromiumEnv):
+        return
+    try:
+        await _evaluate(env, {"box": None, "label": "", "color": ""})
+    except (TimeoutError, PlaywrightError, LinewiseError) as exc:
+        log.debug("target box not removed", error=str(exc) or "timeout")
+
+
+async def _measure(env: ChromiumEnv, bid: str) -> TargetBox | None:
+    locator = await ActionContext(env.session).locate(bid)
+    box = await locator.bounding_box(timeout=OVERLAY_TIMEOUT_S * 1000)
+    return TargetBox(**box) if box is not None else None
+
+
+async def _evaluate(env: ChromiumEnv, argument: dict[str, object]) -> None:
+    page = env.session.page
+    await asyncio.wait_for(page.evaluate(own_js("target_overlay.js"), argument),
+                           OVERLAY_TIMEOUT_S)
