@@ -13,6 +13,7 @@ from linewise.testing.json_server import JSONServer, RawReply, Reply
 from linewise.testing.miniwob_solver import bid_matching, miniwob_solver, prompt_section
 from linewise.testing.openai_server import (
     Fault,
+    FaultSchedule,
     LogprobScript,
     Script,
     ScriptedChatServer,
@@ -25,6 +26,7 @@ from linewise.testing.static_server import StaticServer
 __all__ = [
     "CallInfo",
     "Fault",
+    "FaultSchedule",
     "FunctionModel",
     "JSONServer",
     "LogprobScript",
