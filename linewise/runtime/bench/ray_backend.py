@@ -36,7 +36,7 @@ from linewise.runtime.bench.local import BenchOptions, endpoint_probe, open_runn
 from linewise.runtime.bench.metrics import episode_cost
 from linewise.runtime.bench.outage import OutageHook
 from linewise.runtime.bench.plan import EpisodeSpec
-from linewise.runtime.bench.results import EpisodeResult, failed_result
+from linewise.runtime.bench.results import EpisodeResult, classify_error, failed_result
 from linewise.runtime.bench.schedule import (
     EpisodeRun,
     ResultHook,
@@ -97,7 +97,10 @@ def _episode_task(
         except EndpointRefused:
             raise  # the driver stops the bench
         except Exception as exc:  # resources that would not open: a result, not a crash
-            return failed_result(spec, "crash", f"{type(exc).__name__}: {exc}",
+            # e.g. the endpoint is down when the worker opens its clients: a model
+            # ending, which runs again once the endpoint is back, not a bug
+            error = f"{type(exc).__name__}: {exc}"
+            return failed_result(spec, classify_error("error", error) or "crash", error,
                                  agent=endpoint_settings.action.model or "", backend="ray")
         finally:
             watcher.cancel()
