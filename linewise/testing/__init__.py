@@ -6,6 +6,9 @@
   endpoint (``ChatClient``, the ``linewise`` command).
 - ``StaticServer``: test pages on localhost; ``JSONServer``: the base of JSON APIs.
 - ``miniwob_solver``: a script that solves click-test, click-button and enter-text.
+- ``bench_pages``: local pages (one with a refused iframe, one with an alert loop) and
+  ``go_then_report``, a script that solves them and the MiniWoB++ tasks above.
+- ``processes``: the Chromium processes a run started and their memory, from /proc.
 """
 
 from linewise.testing.function_model import CallInfo, FunctionModel, ModelFunction, ModelRequest

@@ -92,6 +92,7 @@ async def run_scheduled(
                 return
             hooks.on_start(spec)
             result = await run_one(spec)
+            # An episode the user stopped gets no results line: --resume runs it again.
             if result.termination == "interrupted":
                 continue
             watch.record(result)

@@ -46,23 +46,9 @@ from pathlib import Path
 from typing import Any
 
 from linewise.runtime.bench.results import read_results
-from linewise.testing import (
-    Fault,
-    ScriptedChatServer,
-    StaticServer,
-    bid_matching,
-    miniwob_solver,
-    prompt_section,
-)
+from linewise.testing import Fault, ScriptedChatServer, StaticServer, prompt_section
+from linewise.testing.bench_pages import GO_GOAL, go_then_report, write_pages
 from linewise.testing.processes import chromium_pids
-
-PAGES = {
-    "refused-iframe.html": '<button>Go</button><iframe src="file:///etc/hostname"></iframe>',
-    "alert-loop.html": (
-        "<button>Go</button><script>window.addEventListener('load', () => "
-        "setTimeout(() => setInterval(() => alert('again'), 30), 100));</script>"
-    ),
-}
 
 MINIWOB = [("click-test", seed) if n % 2 == 0 else ("click-button", seed)
            for n, seed in enumerate([0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5])]
@@ -84,7 +70,7 @@ def task_file(tmp_path: Path, pages: StaticServer) -> tuple[Path, list[str]]:
         if number in WEB_AT:
             name = WEB_AT[number]
             entries.append(f"  - id: {name}\n    url: {pages.url(name + '.html')}\n"
-                           "    goal: Press Go, then report.\n"
+                           f"    goal: {GO_GOAL}\n"
                            "    success:\n      answer_contains: done\n")
             ids.append(name)
         else:
@@ -94,17 +80,6 @@ def task_file(tmp_path: Path, pages: StaticServer) -> tuple[Path, list[str]]:
     path = tmp_path / "tasks.yaml"
     path.write_text("defaults:\n  max_steps: 4\ntasks:\n" + "".join(entries))
     return path, ids
-
-
-def solve(messages: list[dict[str, Any]]) -> str:
-    """The MiniWoB++ solver, and for the local pages: click Go, then report."""
-    prompt = messages[1]["content"]
-    if "Press Go" not in prompt_section(prompt, "Goal"):
-        return miniwob_solver(messages)
-    if "click(" not in prompt_section(prompt, "History of your previous steps"):
-        tree = prompt_section(prompt, "Current page")
-        return f"<think>Go.</think><action>click('{bid_matching(tree, 'button .Go')}')</action>"
-    return "<think>Done.</think><action>send_msg_to_user('done')</action>"
 
 
 class ChaosSchedule:
@@ -202,11 +177,9 @@ def test_a_bench_under_chaos_ends_with_agent_outcomes_after_one_resume(
     tmp_path: Path,
 ) -> None:
     site = tmp_path / "site"
-    site.mkdir()
-    for name, html in PAGES.items():
-        (site / name).write_text(f"<!doctype html><html><body>{html}</body></html>")
+    write_pages(site)
     out = tmp_path / "bench"
-    with StaticServer(site) as pages, ScriptedChatServer(solve) as llm:
+    with StaticServer(site) as pages, ScriptedChatServer(go_then_report) as llm:
         schedule = ChaosSchedule(llm)
         llm.schedule = schedule
         tasks, ids = task_file(tmp_path, pages)
