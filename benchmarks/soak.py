@@ -50,10 +50,13 @@ from linewise.testing.processes import Memory, chromium_memory, memory_of
 
 
 def serve_model(urls: Any, stop: Any) -> None:
-    """The child process: the scripted model until ``stop`` is set."""
+    """The child process: the scripted model until ``stop`` is set or the soak is gone
+    (killed: a daemon child is only ended by a normal exit)."""
+    parent = os.getppid()
     with ScriptedChatServer(go_then_report) as server:
         urls.put(server.base_url)
-        stop.wait()
+        while not stop.wait(1.0) and os.getppid() == parent:
+            pass
 
 
 def tasks(pages: StaticServer) -> list[AnyTask]:
@@ -161,7 +164,7 @@ def main() -> int:
     endpoint = EndpointSettings(base_url=base_url, model="scripted", max_in_flight=8)
     settings = LinewiseSettings(action=endpoint, retriever=endpoint, screenshots=False)
     if args.tracemalloc:
-        tracemalloc.start(8)
+        tracemalloc.start(6)
     progress = SamplingProgress(args.every, args.episodes, args.concurrency, args.warmup,
                                 args.tracemalloc)
     try:

@@ -30,8 +30,9 @@ outcome, once, and the command exits 0. Concurrency 1 keeps the counts exact: wi
 more episodes at once an outage or a killed Chromium ends every episode running at the
 time, and how many those are depends on timing.
 
-Wall time: about 50 s for both commands on an idle 2-core machine (10 s of it the
-outage); the subprocess deadlines below (4 min each) only catch a hang.
+Wall time: 60 s for both commands on the 2-core machine at a moderate load, 150 s at
+load average 26 (10 s of it the outage); the bound stated here is 3 min. The subprocess
+deadlines below (4 min each) only catch a hang.
 """
 
 from __future__ import annotations
