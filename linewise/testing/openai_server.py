@@ -12,7 +12,10 @@ answered with exactly that literal, as llama.cpp's constrained decoding does).
 Faults of a real endpoint are played with ``inject``: the next chat requests are
 answered by ``Fault``s (an error status with or without Retry-After, an invalid body,
 no choices, a stall) before the script answers again; ``go_down``/``down_for`` play an
-endpoint that does not answer at all (see ``JSONServer``).
+endpoint that does not answer at all (see ``JSONServer``). A ``schedule`` plays faults
+keyed on the request's number instead of its arrival time: it is asked about every
+chat request (when no injected fault is pending) and may answer with a ``Fault`` or do
+anything else first, e.g. take the server down, which drops that request unanswered.
 """
 
 from __future__ import annotations
@@ -93,6 +96,10 @@ class Fault:
         return self.status == 200 and self.body is None and not self.no_choices
 
 
+FaultSchedule = Callable[[int, list[dict[str, Any]]], "Fault | None"]
+"""(number of the chat request, from 1; its messages) -> how to answer it, None: as usual."""
+
+
 class ScriptedChatServer(JSONServer):
     """Answers each chat completion with ``script(messages)``; records every request.
 
@@ -108,6 +115,7 @@ class ScriptedChatServer(JSONServer):
         *,
         logprobs: LogprobScript | None = None,
         follow_grammar: bool = False,
+        schedule: FaultSchedule | None = None,
     ) -> None:
         super().__init__()
         self.script = script
@@ -115,8 +123,10 @@ class ScriptedChatServer(JSONServer):
         self.delay_s = delay_s
         self.logprobs = logprobs
         self.follow_grammar = follow_grammar
+        self.schedule = schedule
         self._faults: deque[Fault] = deque()
         self._faults_lock = threading.Lock()
+        self._chat_requests = 0
 
     def inject(self, *faults: Fault) -> None:
         """Answer the next chat requests with ``faults``, one each, in order."""
@@ -146,7 +156,12 @@ class ScriptedChatServer(JSONServer):
             return 404, {"error": {"message": f"no route {method} {path}"}}
         if self.delay_s:
             time.sleep(self.delay_s)
+        with self._faults_lock:
+            self._chat_requests += 1
+            number = self._chat_requests
         fault = self._next_fault()
+        if fault is None and self.schedule is not None:
+            fault = self.schedule(number, body["messages"])
         if fault is not None:
             time.sleep(fault.stall_s)
             if not fault.answers_normally:

@@ -211,8 +211,10 @@ async def run_bench(
             if backend == "ray":
                 from linewise.runtime.bench.ray_backend import run_ray
 
-                await run_ray(pending, settings, browser_config, out_dir, options,
-                              on_start, on_result)
+                stopped = await run_ray(
+                    pending, settings, browser_config, out_dir, options, on_start, on_result,
+                    stop, on_retry=on_retry, on_outage=progress.endpoint_down,
+                )
             else:
                 stopped = await run_local(
                     pending, settings, browser_config, out_dir, options, on_start, on_result,

@@ -11,11 +11,9 @@ wall-clock guard (the episode's own timeout plus a grace period for closing its
 context) and a catch-all for bugs, so one bad episode is a results line, never a
 stopped bench. Only ``EndpointRefused`` stops it: no episode could run.
 
-Infrastructure faults: an episode that ended on a passing one (``RERUN_IN_BENCH``) runs
-again, up to ``OutageSettings.infra_retries`` times, its partial trace set aside under
-``_infra/``; the other infrastructure endings (a deadline, a bug) are recorded and left
-to ``--resume``, as running them again at once would most likely end the same way. An
-``EndpointWatch`` pauses the bench while the model endpoint is down (outage.py).
+When episodes start, run again after an infrastructure fault, or stop (an outage, the
+stop flag, the run budget) is ``run_scheduled``'s (schedule.py), shared with the Ray
+backend.
 """
 
 from __future__ import annotations
@@ -23,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,10 +30,16 @@ import structlog
 from linewise.agent.filters.registry import FilterMaker
 from linewise.agent.models import ChatModel
 from linewise.errors import EndpointRefused
-from linewise.records import InfraKind
-from linewise.runtime.bench.outage import EndpointWatch, OutageHook, Probe
-from linewise.runtime.bench.plan import INFRA_DIR, EpisodeKey, EpisodeSpec, set_aside_unfinished
+from linewise.runtime.bench.outage import OutageHook, Probe
+from linewise.runtime.bench.plan import EpisodeSpec, set_aside_unfinished
 from linewise.runtime.bench.results import EpisodeResult, failed_result, result_from_summary
+from linewise.runtime.bench.schedule import (
+    ResultHook,
+    RetryHook,
+    SchedulerHooks,
+    StartHook,
+    run_scheduled,
+)
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.budget import Budget, prices_of
 from linewise.runtime.debug.highlight import highlight_hooks
@@ -52,15 +56,6 @@ from linewise.runtime.viewer.playwright_trace import trace_hooks
 from linewise.settings import LinewiseSettings
 
 log = structlog.get_logger(__name__)
-
-StartHook = Callable[[EpisodeSpec], None]
-ResultHook = Callable[[EpisodeResult], None]
-RetryHook = Callable[[EpisodeSpec, EpisodeResult], None]
-"""An episode ended on an infrastructure fault and will run again (no results line)."""
-
-RERUN_IN_BENCH: frozenset[InfraKind] = frozenset({"model", "browser", "server"})
-"""Infrastructure kinds that pass: an episode ending on one runs again in the same bench."""
-
 
 @dataclass
 class BenchOptions:
@@ -182,74 +177,18 @@ async def run_specs(
     runner: EpisodeRunner,
     specs: list[EpisodeSpec],
     concurrency: int,
-    on_start: StartHook,
-    on_result: ResultHook,
-    *,
-    on_retry: RetryHook | None = None,
-    on_outage: OutageHook | None = None,
+    hooks: SchedulerHooks,
 ) -> str | None:
-    """Run ``specs`` with at most ``concurrency`` at once, in order of the list.
-
-    Returns why the bench stopped before the end (the endpoint stayed down), or None.
-    ``EndpointRefused`` from any episode stops every other one and is raised.
-    """
-    queue: asyncio.Queue[EpisodeSpec] = asyncio.Queue()
-    for spec in specs:
-        queue.put_nowait(spec)
-    outage = runner.settings.outage
+    """Run ``specs`` on the runner's shared resources (``run_scheduled``). Returns why
+    the bench stopped before the end, or None; raises ``EndpointRefused``."""
     resources = runner.resources
-    watch = EndpointWatch(
-        outage, endpoint_probe([resources.action_client, resources.retriever_client]),
-        on_outage,
+    return await run_scheduled(
+        specs, runner.run, concurrency=concurrency, outage=runner.settings.outage,
+        probe=endpoint_probe([resources.action_client, resources.retriever_client]),
+        out_dir=runner.out_dir, hooks=hooks, stop=runner.stop,
+        budget=Budget(runner.settings.budget, prices_of(runner.settings.filter),
+                      resources.spend),
     )
-    retries: dict[EpisodeKey, int] = {}
-
-    budget = Budget(runner.settings.budget, prices_of(runner.settings.filter),
-                    runner.resources.spend)
-
-    async def worker() -> None:
-        while await watch.wait_until_up():
-            if runner.stop is not None and runner.stop.is_set():
-                return
-            if budget.run_exceeded() is not None:
-                return  # the run budget is spent: start no more episodes
-            try:
-                spec = queue.get_nowait()
-            except asyncio.QueueEmpty:
-                return
-            on_start(spec)
-            result = await runner.run(spec)
-            # An episode the user stopped gets no results line: --resume runs it again.
-            if result.termination == "interrupted":
-                continue
-            watch.record(result)
-            if (result.outcome == "infrastructure" and result.infra_kind in RERUN_IN_BENCH
-                    and retries.get(spec.key, 0) < outage.infra_retries):
-                retries[spec.key] = retries.get(spec.key, 0) + 1
-                set_aside_unfinished(runner.out_dir, [spec], INFRA_DIR)
-                log.warning("episode ended on an infrastructure fault: it runs again",
-                            episode=str(spec.key), infra_kind=result.infra_kind,
-                            error=result.error)
-                if on_retry is not None:
-                    on_retry(spec, result)
-                queue.put_nowait(spec)
-                continue
-            on_result(result)
-
-    try:
-        async with asyncio.TaskGroup() as group:
-            for _ in range(max(1, min(concurrency, len(specs)))):
-                group.create_task(worker())
-    except* EndpointRefused as refused:
-        raise refused.exceptions[0] from None
-    finally:
-        await watch.close()
-    if watch.refused is not None:
-        raise watch.refused
-    if watch.gave_up:
-        return (f"the model endpoint was down for longer than {outage.max_outage_s:g} s; "
-                f"{queue.qsize()} episodes left to run")
-    return None
 
 
 async def run_local(
@@ -271,5 +210,5 @@ async def run_local(
         return None
     async with open_runner(specs, settings, browser_config, out_dir, options) as runner:
         runner.stop = stop
-        return await run_specs(runner, specs, options.concurrency, on_start, on_result,
-                               on_retry=on_retry, on_outage=on_outage)
+        hooks = SchedulerHooks(on_start, on_result, on_retry, on_outage)
+        return await run_specs(runner, specs, options.concurrency, hooks)

@@ -104,7 +104,8 @@ async def test_an_outage_pauses_the_bench_which_probes_and_carries_on(tmp_path: 
     assert len(keys) == len(set(keys)) == 8
     # the failed tries are kept aside, not mixed into the bench
     assert any((tmp_path / INFRA_DIR / "none").iterdir())
-    assert resumed <= 1 and wall < 60
+    # about 20 s idle; the bound only catches a hang (a loaded CI machine is 3x slower)
+    assert resumed <= 1 and wall < 180
 
 
 async def test_a_too_long_outage_stops_cleanly_and_resume_finishes(tmp_path: Path) -> None:
@@ -116,7 +117,7 @@ async def test_a_too_long_outage_stops_cleanly_and_resume_finishes(tmp_path: Pat
         started = time.monotonic()
         stopped = await run_bench(specs, settings, BrowserConfig(), tmp_path,
                                   BenchOptions(concurrency=2), argv=["t"])
-        assert time.monotonic() - started < 30
+        assert time.monotonic() - started < 120  # catches a hang, not a slow machine
         assert stopped.stopped is not None and "down for longer than 2 s" in stopped.stopped
         assert 2 <= len(stopped.results) < 6
         server.come_up()

@@ -1,18 +1,27 @@
-"""``linewise bench --backend ray`` on a small local Ray instance (2 CPUs, no dashboard)."""
+"""``linewise bench --backend ray`` on a small local Ray instance (2 CPUs, no dashboard):
+its episodes, an endpoint outage (the bench pauses as with the local backend) and the
+stop flag (first Ctrl+C)."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from linewise.runtime.bench.driver import run_bench
 from linewise.runtime.bench.local import BenchOptions
-from linewise.runtime.bench.plan import expand
+from linewise.runtime.bench.outage import OutageNotice
+from linewise.runtime.bench.plan import INFRA_DIR, expand
+from linewise.runtime.bench.progress import LogProgress
+from linewise.runtime.bench.ray_backend import STOP_FILE
+from linewise.runtime.bench.results import EpisodeResult, read_results
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.tasks.schema import MiniWoBTask
-from linewise.settings import EndpointSettings, LinewiseSettings
-from linewise.testing import ScriptedChatServer, miniwob_solver
+from linewise.runtime.trace import read_summary
+from linewise.settings import EndpointSettings, LinewiseSettings, OutageSettings
+from linewise.testing import Fault, ScriptedChatServer, miniwob_solver
 
 pytest.importorskip("ray", reason="Ray is not installed: pip install 'linewise[ray]'")
 
@@ -39,3 +48,94 @@ async def test_ray_backend_runs_episodes_as_ray_tasks(
     import ray
 
     assert not ray.is_initialized(), "the local instance the bench started is shut down"
+
+
+class RecordingProgress(LogProgress):
+    """Every outage notice and every in-bench rerun the bench reported."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.notices: list[OutageNotice | None] = []
+        self.retried: list[EpisodeResult] = []
+
+    def endpoint_down(self, notice: OutageNotice | None) -> None:
+        super().endpoint_down(notice)
+        self.notices.append(notice)
+
+    def episode_retried(self, result: EpisodeResult) -> None:
+        super().episode_retried(result)
+        self.retried.append(result)
+
+
+def _settings(base_url: str) -> LinewiseSettings:
+    endpoint = EndpointSettings(base_url=base_url, model="scripted", retry_budget_s=1.0,
+                                backoff_initial_s=0.1, backoff_max_s=0.4, timeout_s=5.0)
+    outage = OutageSettings(failures_to_pause=1, probe_initial_s=1.0, probe_max_s=2.0)
+    return LinewiseSettings(action=endpoint, retriever=endpoint, screenshots=False,
+                            outage=outage)
+
+
+async def test_ray_backend_pauses_during_an_outage_and_reruns_its_endings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workers' episodes end on the outage; the driver pauses, probes the endpoint,
+    carries on when it is back and runs those episodes again."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    specs = expand([MiniWoBTask(miniwob="click-test", seed=0, max_steps=3)], ["none"], 3)
+    llm = ScriptedChatServer(miniwob_solver)
+
+    def down_at_second_call(number: int, messages: list[dict[str, Any]]) -> Fault | None:
+        if number == 2:
+            llm.down_for(4.0)  # this request is dropped, the port refuses connections
+        return None
+
+    llm.schedule = down_at_second_call
+    progress = RecordingProgress()
+    with llm:
+        outcome = await run_bench(specs, _settings(llm.base_url), BrowserConfig(), tmp_path,
+                                  BenchOptions(concurrency=2), backend="ray",
+                                  progress=progress, argv=["test"])
+    assert outcome.stopped is None
+    down = [n for n in progress.notices if n is not None]
+    assert down and "model endpoint down since" in down[0].text()
+    assert progress.notices[-1] is None  # the pause was lifted
+    assert progress.retried and {r.infra_kind for r in progress.retried} == {"model"}
+    results = read_results(tmp_path / "results.jsonl")
+    assert sorted(r.key for r in results) == sorted(s.key for s in specs)  # once each
+    assert all(r.outcome == "agent" and r.success and r.backend == "ray" for r in results), [
+        (r.task_id, r.seed, r.outcome, r.infra_kind, r.termination, r.error) for r in results]
+    assert any((tmp_path / INFRA_DIR).rglob("summary.json"))  # the failed tries, set aside
+
+
+async def test_ray_backend_stops_after_the_current_step_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first Ctrl+C (the stop flag) reaches the Ray workers: their episodes end after
+    their step, written as stopped, with no results line; no other episode starts."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    specs = expand([MiniWoBTask(miniwob="click-test", seed=0, max_steps=40)], ["none"], 3)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def wait_forever(messages: list[dict[str, Any]]) -> str:
+        return "<think>Wait.</think><action>noop(100)</action>"
+
+    def stop_at_fourth_call(number: int, messages: list[dict[str, Any]]) -> Fault | None:
+        if number == 4:
+            loop.call_soon_threadsafe(stop.set)
+        return None
+
+    with ScriptedChatServer(wait_forever, schedule=stop_at_fourth_call) as llm:
+        outcome = await run_bench(specs, _settings(llm.base_url), BrowserConfig(), tmp_path,
+                                  BenchOptions(concurrency=2), backend="ray",
+                                  argv=["test"], stop=stop)
+        calls = len(llm.requests)
+    assert stop.is_set()
+    assert read_results(tmp_path / "results.jsonl") == []
+    assert outcome.ran == 0 and outcome.not_started == 3
+    summaries = [read_summary(p.parent) for p in tmp_path.rglob("summary.json")]
+    assert len(summaries) == 2, summaries  # the third episode never started
+    assert all(s.status == "stopped" and s.termination == "interrupted" for s in summaries)
+    assert all(s.n_steps < 20 for s in summaries), [s.n_steps for s in summaries]
+    assert calls < 40
+    assert not (tmp_path / STOP_FILE).exists()
