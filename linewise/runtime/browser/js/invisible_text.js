@@ -48,13 +48,16 @@
         || s.clipPath.startsWith("inset") || s.clipPath.startsWith("circle(0");
     const reason = (el) => {
         const s = style(el);
-        if (s.display === "contents") return null;
+        // Closed <select> options have no box, and a select's choices are not hidden text.
+        if (s.display === "contents" || el.closest("select, datalist")) return null;
         if (s.visibility === "hidden" || s.visibility === "collapse") return "visibility";
         let opacity = 1;
         for (let node = el; node; node = parentOf(node)) {
             opacity *= parseFloat(style(node).opacity);
             if (opacity < 0.05) return "opacity";
         }
+        const text = ownText(el);
+        if (text && parseFloat(s.fontSize) < 1) return "font-size";
         const box = el.getBoundingClientRect();
         const left = box.left + window.scrollX, top = box.top + window.scrollY;
         if (box.width > 0 || box.height > 0) {
@@ -62,13 +65,12 @@
                 || left >= docWidth || top >= docHeight) return "off-screen";
         }
         if ((box.width <= 1 || box.height <= 1) && clips(s)) return "zero-size";
-        if (box.width * box.height === 0 && ownText(el)) return "zero-size";
+        if (box.width * box.height === 0 && text) return "zero-size";
         for (let node = parentOf(el); node; node = parentOf(node)) {
             const b = node.getBoundingClientRect();
             if ((b.width <= 1 || b.height <= 1) && clips(style(node))) return "zero-size";
         }
-        if (ownText(el)) {
-            if (parseFloat(s.fontSize) < 1) return "font-size";
+        if (text) {
             const fg = rgba(s.color);
             if (fg && fg[3] < 0.05) return "colour";
             const bg = background(el);
