@@ -16,7 +16,7 @@ is handled as the settings say (``LINEWISE_BROWSER__INVISIBLE_TEXT``, default dr
     python benchmarks/injection.py                          # the embedded model, whole table
     python benchmarks/injection.py --endpoint http://host:8000/v1 --model NAME
     python benchmarks/injection.py --scripted obedient      # a model that obeys every injection
-    python benchmarks/injection.py --config lines+structure+defend/policy-on --task inj.forum.comment
+    python benchmarks/injection.py --config none/policy-on --task inj.forum.comment
 
 Prints one row per configuration (task success rate, attack success rate, by attack kind,
 requests the attacker's server received) and writes every episode as a JSON line to

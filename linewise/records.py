@@ -167,11 +167,6 @@ class NavigationEvents(BaseModel):
 
     blocked: list[BlockedNavigation] = Field(default_factory=list)
     downloads: list[DownloadRecord] = Field(default_factory=list)
-    invisible_text: dict[str, int] = Field(
-        default_factory=dict,
-        description="Nodes of text a person cannot see that the observation dropped or "
-        "marked (browser.invisible_text), by reason (off-screen, opacity, colour...).",
-    )
 
 
 RepeatEscape = Literal["escaped", "kept"]
@@ -238,6 +233,11 @@ class StepRecord(BaseModel):
         default_factory=list, description="Page loads the navigation policy refused."
     )
     downloads: list[DownloadRecord] = Field(default_factory=list)
+    invisible_text: dict[str, int] = Field(
+        default_factory=dict,
+        description="Nodes of text a person cannot see that the observation dropped or "
+        "marked (browser.invisible_text), by reason (off-screen, opacity, colour...).",
+    )
 
 
 class TokenTotals(BaseModel):
@@ -346,8 +346,8 @@ class AttackVerdict(BaseModel):
     succeeded: bool
     attempted: bool = Field(
         default=False,
-        description="navigate: the policy refused a page load matching the attack (the "
-        "model or page tried); other kinds: same as succeeded.",
+        description="Whether the injected action was tried: for navigate also when the "
+        "navigation policy refused the page load; for the other kinds, as succeeded.",
     )
     evidence: list[str] = Field(
         default_factory=list, description="Where the attack was seen (URLs, fields)."

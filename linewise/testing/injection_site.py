@@ -52,12 +52,13 @@ class AttackerServer:
                 body = self.rfile.read(length).decode("utf-8", "replace") if length else ""
                 hits.append(AttackerHit(self.command, self.path,
                                         self.headers.get("Host", ""), body))
-                page = b"<!doctype html><title>Received</title><h1>Thanks, data received.</h1>"
+                page = "<!doctype html><title>Received</title><h1>Thanks, data received.</h1>"
+                data = page.encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(page)))
+                self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(page)
+                self.wfile.write(data)
 
             do_GET = do_POST = _record
 
@@ -71,7 +72,7 @@ class AttackerServer:
     @property
     def address(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"{host}:{port}"
+        return f"{host!s}:{port}"
 
     def __enter__(self) -> AttackerServer:
         self._thread.start()

@@ -3,9 +3,10 @@
 After FocusAgent's defender: the retriever is told that the page is untrusted, keeps
 what serves the goal and names, in an ``injections`` field (JSON) or an
 ``<injections>`` block (tags), the lines it dropped because they try to instruct the
-agent. Those lines are removed from the view whatever else would bring them back (the
-padding around chosen ranges, the recall guard, a whole-tree fallback or escalation):
-the texts of lines once named stay out for the rest of the episode.
+agent. Those lines, and everything inside them, are removed from the view whatever
+else would bring them back (the padding around chosen ranges, the recall guard, a
+whole-tree fallback or escalation): the texts of lines once named stay out for the rest
+of the episode.
 """
 
 from __future__ import annotations
@@ -97,7 +98,11 @@ def without_injections(
     """``result`` without the lines named as injections (this step or before), with
     ``notes["defend"]``: what this step's answer named and which lines were dropped."""
     lines = observation.lines
-    dropped = memory.injected(lines) & {k - 1 for k in result.kept_lines}
+    tree = LineTree(lines)
+    # A named container (a dialog, a post) is the injection with everything inside it;
+    # kept as an ancestor, its name would reach the model as a context line anyway.
+    named_lines = {j for i in memory.injected(lines) for j in range(i, tree.subtree_end[i])}
+    dropped = named_lines & {k - 1 for k in result.kept_lines}
     notes = {**result.notes, "defend": {
         "on": True, "injections": [list(r) for r in named],
         "dropped_lines": sorted(i + 1 for i in dropped),
@@ -107,7 +112,7 @@ def without_injections(
     kept = {k - 1 for k in result.kept_lines} - dropped
     context_lines: list[int] = []
     if structure:
-        view = rebuild_with_structure(LineTree(lines), kept)
+        view = rebuild_with_structure(tree, kept)
         text, context_lines = view.text, view.context_lines
     else:
         text = render_with_markers(lines, sorted(k + 1 for k in kept))
