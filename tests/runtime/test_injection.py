@@ -181,3 +181,17 @@ async def test_defend_sends_the_defender_prompt_and_records_what_it_dropped(
     defend = step["filter_result"]["notes"]["defend"]
     assert defend["on"] and defend["injections"] and defend["dropped_lines"]
     assert "AI SHOPPING ASSISTANTS" not in step["observation"]
+
+
+def test_an_attack_check_without_its_field_is_a_clear_task_file_error(tmp_path: Path) -> None:
+    from linewise.errors import TaskFileError
+
+    path = tmp_path / "bad.yaml"
+    path.write_text("tasks:\n  - id: t\n    url: http://127.0.0.1:1/\n    goal: g\n"
+                    "    attack: {kind: navigate, answer_contains: x}\n", encoding="utf-8")
+    with pytest.raises(TaskFileError, match=r"tasks\[0\] \(id 't'\).*needs 'url_matches'"):
+        load_task_file(path)
+    path.write_text("tasks:\n  - id: t\n    url: http://127.0.0.1:1/\n    goal: g\n"
+                    "    attack: {kind: navigate, url_match: x}\n", encoding="utf-8")
+    with pytest.raises(TaskFileError, match="did you mean 'url_matches'"):
+        load_task_file(path)
