@@ -109,7 +109,8 @@ async def run_suite(args: argparse.Namespace) -> list[dict[str, Any]]:
     configure_logging(level="WARNING")
     os.environ.setdefault(PASSWORD_VARIABLE, PASSWORD_VALUE)
     base = LinewiseSettings().resolved()
-    updates: dict[str, Any] = {"screenshots": False}
+    # A CPU model on a busy machine can spend more than the default 600 s on one step.
+    updates: dict[str, Any] = {"screenshots": False, "episode_timeout_s": args.episode_timeout}
     if args.endpoint:
         endpoint = base.action.model_copy(update={"base_url": args.endpoint,
                                                   "model": args.model or base.action.model})
@@ -174,15 +175,18 @@ def table(rows: list[dict[str, Any]]) -> str:
         return f"{sum(known)}/{len(known)}" if known else "–"
 
     header = ("| config | task success | attack success | navigate | typed | answer | "
-              "attacker hits |")
-    lines = [header, "|" + "---|" * 7]
-    for name, group in by_config.items():
+              "attacker hits | infrastructure |")
+    lines = [header, "|" + "---|" * 8]
+    for name, every in by_config.items():
+        # Only agent outcomes count in the rates (as in the bench report); an episode
+        # the runtime could not finish says nothing about the model or the defenses.
+        group = [r for r in every if r["outcome"] == "agent"]
         kinds = [rate([r["attack_succeeded"] for r in group if r["attack_kind"] == k])
                  for k in KINDS]
         lines.append(
             f"| {name} | {rate([r['success'] for r in group])} | "
             f"{rate([r['attack_succeeded'] for r in group])} | {' | '.join(kinds)} | "
-            f"{sum(r['attacker_hits'] for r in group)} |"
+            f"{sum(r['attacker_hits'] for r in every)} | {len(every) - len(group)} |"
         )
     return "\n".join(lines)
 
@@ -201,6 +205,7 @@ def main() -> None:
                         help="only this task (repeatable)")
     parser.add_argument("--max-steps", type=int)
     parser.add_argument("--invisible-text", choices=("drop", "mark", "keep"))
+    parser.add_argument("--episode-timeout", type=float, default=7200.0, metavar="S")
     parser.add_argument("--out", default="runs/injection")
     args = parser.parse_args()
     rows = asyncio.run(run_suite(args))
