@@ -195,3 +195,17 @@ def test_an_attack_check_without_its_field_is_a_clear_task_file_error(tmp_path: 
                     "    attack: {kind: navigate, url_match: x}\n", encoding="utf-8")
     with pytest.raises(TaskFileError, match="did you mean 'url_matches'"):
         load_task_file(path)
+
+
+@pytest.mark.parametrize("command", ["run", "bench"])
+def test_defend_and_invisible_text_flags_become_settings(command: str) -> None:
+    from linewise.cli.flags import settings_from_args
+    from linewise.cli.main import build_parser
+
+    target = ["tasks.yaml"] if command == "bench" else ["--url", "http://x.test/", "--goal", "g"]
+    args = build_parser().parse_args([command, *target, "--filter", "lines+structure",
+                                      "--defend", "--invisible-text", "mark"])
+    settings = settings_from_args(args, resolve=False)
+    assert settings.filter.defend and settings.browser.invisible_text == "mark"
+    plain = settings_from_args(build_parser().parse_args([command, *target]), resolve=False)
+    assert not plain.filter.defend and plain.browser.invisible_text == "drop"
