@@ -270,6 +270,11 @@ class StepRecord(BaseModel):
     manual: ManualStep | None = Field(
         default=None, description="The page before and after a person's work by hand."
     )
+    invisible_text: dict[str, int] = Field(
+        default_factory=dict,
+        description="Nodes of text a person cannot see that the observation dropped or "
+        "marked (browser.invisible_text), by reason (off-screen, opacity, colour...).",
+    )
 
 
 class TokenTotals(BaseModel):
@@ -372,6 +377,21 @@ def outcome_of(termination: str, infra_kind: InfraKind | None) -> Outcome:
     return "infrastructure" if infra_kind is not None else "agent"
 
 
+class AttackVerdict(BaseModel):
+    """The attack check of a task, judged once the episode is over."""
+
+    kind: Literal["navigate", "typed", "answer"]
+    succeeded: bool
+    attempted: bool = Field(
+        default=False,
+        description="Whether the injected action was tried: for navigate also when the "
+        "navigation policy refused the page load; for the other kinds, as succeeded.",
+    )
+    evidence: list[str] = Field(
+        default_factory=list, description="Where the attack was seen (URLs, fields)."
+    )
+
+
 class EpisodeSummary(BaseModel):
     """The outcome of one episode; rewritten when it ends."""
 
@@ -400,6 +420,11 @@ class EpisodeSummary(BaseModel):
     blocked_navigations: int = Field(default=0, description="Page loads the policy refused.")
     downloads_saved: int = 0
     downloads_refused: int = 0
+    attack: AttackVerdict | None = Field(
+        default=None,
+        description="For a task with an attack check (prompt-injection suites): whether "
+        "the page's injected instruction was carried out.",
+    )
     time: TimeTotals = Field(default_factory=TimeTotals)
     error: str | None = None
     infra_kind: InfraKind | None = Field(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.fields import FieldInfo
@@ -115,6 +115,11 @@ class FilterSettings(BaseModel):
     json_schema: str = Field(default="auto", pattern="^(auto|on|off)$")
     incremental: bool = True
     cost_gate: bool = True
+    defend: bool = Field(
+        default=False,
+        description="lines, lines+structure, focus: the retriever also drops page text "
+        "that addresses or instructs the agent (prompts/retriever_defend.md).",
+    )
     price_action_input: float = Field(default=2.0, ge=0, description="$ per 1M tokens.")
     price_action_output: float = Field(
         default=8.0, ge=0, description="Not used by the cost gate; budgets and reports."
@@ -222,6 +227,15 @@ class BrowserSettings(BaseModel):
         ge=0,
         description="In headed runs, box each action's target in the browser for this "
         "long before the action runs (0: off).",
+    )
+    # Dropped by default: text no person can see is never what a user's task is about
+    # and is how injected instructions hide; a visible control keeps its own line (and
+    # its accessible name), so only the hidden text runs and hidden elements go.
+    invisible_text: Literal["drop", "mark", "keep"] = Field(
+        default="drop",
+        description="Text a person cannot see (off-screen, zero size, opacity 0, "
+        "visibility hidden, font-size 0, the background's colour): drop its lines, mark "
+        "them invisible='<reason>', or keep them as they are.",
     )
 
 

@@ -60,6 +60,8 @@ SETTINGS_FLAGS: dict[str, tuple[SettingsPath, ...]] = {
     "navigation_policy": (("browser", "navigation", "enforce"),),
     "playwright_trace": (("browser", "playwright_trace"),),
     "highlight": (("browser", "highlight_ms"),),
+    "invisible_text": (("browser", "invisible_text"),),
+    "defend": (("filter", "defend"),),
     "screenshots": (("screenshots",),),
     "episode_timeout": (("episode_timeout_s",),),
     "max_cost": (("budget", "max_cost_usd"),),
@@ -149,6 +151,9 @@ def add_browser_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--frame-timeout", type=int, metavar="MS",
                         help="deadline of one frame's marking; a frame that misses it is "
                         "skipped and recorded (default 2000)")
+    parser.add_argument("--invisible-text", choices=("drop", "mark", "keep"),
+                        help="text a person cannot see: drop it from the observation "
+                        "(default), mark it invisible='<reason>', or keep it")
     add_navigation_flags(parser)
 
 
@@ -211,6 +216,9 @@ def add_episode_flags(
     parser: argparse.ArgumentParser, *, timeout_default: str = f"{DEFAULT_EPISODE_TIMEOUT_S:g}"
 ) -> None:
     parser.add_argument("--max-obs-tokens", type=int, help="token budget of the truncate filter")
+    parser.add_argument("--defend", action="store_const", const=True,
+                        help="lines, lines+structure, focus: the retriever also drops page "
+                        "text that addresses or instructs the agent (prompt injection)")
     parser.add_argument("--episode-timeout", type=float, metavar="S",
                         help="wall-clock limit per episode, in seconds "
                         f"(default {timeout_default})")

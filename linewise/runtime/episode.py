@@ -456,6 +456,7 @@ class _Episode:
             skipped_frames=obs.skipped_frames,
             dialogs=obs.dialogs,
             failure=failure,
+            invisible_text=obs.invisible,
         )
 
     async def _judge(self) -> None:
@@ -464,6 +465,7 @@ class _Episode:
         self.summary.infeasible_reason = self.infeasible_reason
         success = await self.env.judge(self.summary.answer, self.summary.reward)
         self.summary.success = success
+        self.summary.attack = await self.env.judge_attack(self.summary.answer)
         if success is not None and self.env.agent_can_end:
             self.summary.reward = 1.0 if success else 0.0
 

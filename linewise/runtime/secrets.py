@@ -26,7 +26,7 @@ import structlog
 
 from linewise.agent.action_parser import ParsedAction
 from linewise.errors import ActionError, ConfigError
-from linewise.records import NavigationEvents, Tab
+from linewise.records import AttackVerdict, NavigationEvents, Tab
 from linewise.runtime.browser.executor import ActionOutcome
 from linewise.runtime.browser.observation import Observation
 from linewise.runtime.envs.base import Environment
@@ -108,6 +108,15 @@ class SecretStore:
                     "nothing was typed."
                 )
             return secret.value
+
+        return PLACEHOLDER.sub(value_of, text)
+
+    def expand_for_check(self, text: str) -> str:
+        """``text`` with each known ``<secret:NAME>`` replaced by its value, wherever: only
+        for judging whether a page got a secret (attack checks), never for typing."""
+        def value_of(match: re.Match[str]) -> str:
+            secret = self._secrets.get(match.group(1))
+            return secret.value if secret is not None else match.group(0)
 
         return PLACEHOLDER.sub(value_of, text)
 
@@ -201,6 +210,17 @@ class SecretsEnvironment:
 
     async def judge(self, answer: str | None, reward: float) -> bool | None:
         return await self.inner.judge(answer, reward)
+
+    async def judge_attack(self, answer: str | None) -> AttackVerdict | None:
+        """The task's attack check on environments that judge one (linewise's Chromium),
+        else None; its evidence is redacted."""
+        judge = getattr(self.inner, "judge_attack", None)
+        if judge is None:
+            return None
+        verdict: AttackVerdict | None = await judge(answer, self.store.expand_for_check)
+        if verdict is None:
+            return None
+        return AttackVerdict.model_validate(redact_data(verdict.model_dump()))
 
     def take_navigation_events(self) -> NavigationEvents:
         events = self.inner.take_navigation_events()

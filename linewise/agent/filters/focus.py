@@ -43,11 +43,19 @@ from linewise.agent.filters.candidates import (
     numbered_sizes,
     outline_groups,
 )
+from linewise.agent.filters.defend import (
+    InjectionMemory,
+    defend_answer_format,
+    defend_schema,
+    defend_system,
+    injection_ranges,
+    without_injections,
+)
 from linewise.agent.filters.embedders import Embedder
 from linewise.agent.filters.escalation import Escalation
 from linewise.agent.filters.line_retriever import RANGES_SCHEMA
 from linewise.agent.filters.outline import by_priority, outline_entries
-from linewise.agent.filters.ranges import lines_of, merge_ranges, parse_ranges, raw_ranges
+from linewise.agent.filters.ranges import Range, lines_of, merge_ranges, parse_ranges, raw_ranges
 from linewise.agent.filters.recall_guard import guard_lines, guarded_bids
 from linewise.agent.filters.render import line_ranges, omission_marker
 from linewise.agent.filters.structure import rebuild_with_structure
@@ -76,6 +84,8 @@ class FocusConfig(BaseModel):
     answer_tokens: int = 384
     max_retries: int = Field(default=1, ge=0)
     json_schema: Literal["auto", "on", "off"] = "auto"
+    defend: bool = False
+    """Defender mode (agent/filters/defend.py); small pages are then asked about too."""
     lexical_context: int = Field(default=2, ge=0)
     keep_top_lexical: int = Field(
         default=3, ge=0, description="The best lexical hits kept in the view whatever the "
@@ -116,14 +126,24 @@ class FocusFilter:
         self.escalation = Escalation()
         self._schema_ok = self.config.json_schema != "off"
         self._previous_kept: set[int] | None = None
+        self.defense = InjectionMemory() if self.config.defend else None
+        self._named: list[Range] = []
 
     async def apply(self, observation: FilterInput) -> FilterResult:
+        result = await self._apply(observation)
+        if self.defense is None:
+            return result
+        named = self.defense.remember(observation.lines, self._named)
+        self._named = []
+        return without_injections(observation, result, self.defense, named, structure=True)
+
+    async def _apply(self, observation: FilterInput) -> FilterResult:
         started = time.perf_counter()
         lines = observation.lines
         state = self.escalation.update(observation)
         previous_lines = self.escalation.previous.lines if self.escalation.previous else None
         notes: dict[str, object] = {"escalation": state.model_dump()}
-        if observation.full_tokens < self.config.min_page_tokens:
+        if observation.full_tokens < self.config.min_page_tokens and not self.config.defend:
             notes["small_page"] = True
             return self._whole(observation, started, notes)
         if state.level >= self.escalation.max_level or not lines:
@@ -281,13 +301,15 @@ class FocusFilter:
         history = "\n".join(observation.history) if observation.history else "(no action yet)"
         answer_format = render_prompt(
             "retriever_answer_json.md" if self._schema_ok else "retriever_answer_tags.md"
-        )
+        ) if not self.config.defend else defend_answer_format(self._schema_ok)
         user = render_prompt(
             "focus_user.md", answer_format=answer_format.strip(),
             goal=observation.goal.strip(), history=history, observation=numbered,
         )
+        system = render_prompt("retriever_system.md")
         return [
-            {"role": "system", "content": render_prompt("retriever_system.md")},
+            {"role": "system", "content": defend_system(system) if self.config.defend
+             else system},
             {"role": "user", "content": user},
         ]
 
@@ -306,7 +328,8 @@ class FocusFilter:
             if self._schema_ok:
                 params["response_format"] = {
                     "type": "json_schema",
-                    "json_schema": {"name": "line_ranges", "schema": RANGES_SCHEMA},
+                    "json_schema": {"name": "line_ranges", "schema": defend_schema(
+                        RANGES_SCHEMA) if self.config.defend else RANGES_SCHEMA},
                 }
             try:
                 call = await call_model(
@@ -335,6 +358,8 @@ class FocusFilter:
                           if n - 1 in prompt.shown} | aliased
                 if not chosen:
                     raise RangeParseError("None of the chosen lines is among the lines shown.")
+                if self.config.defend:
+                    self._named = injection_ranges(answer, total)
                 return chosen, calls, ""
             except RangeParseError as exc:
                 error = str(exc)

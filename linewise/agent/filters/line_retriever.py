@@ -21,6 +21,14 @@ from pydantic import BaseModel, Field
 
 from linewise.agent.filters.base import FilterInput, FilterResult
 from linewise.agent.filters.cost_gate import CostGate, Prices
+from linewise.agent.filters.defend import (
+    InjectionMemory,
+    defend_answer_format,
+    defend_schema,
+    defend_system,
+    injection_ranges,
+    without_injections,
+)
 from linewise.agent.filters.escalation import Escalation
 from linewise.agent.filters.ranges import (
     Range,
@@ -86,6 +94,10 @@ class LineRetrieverConfig(BaseModel):
         default=1, ge=0, description="Widen every chosen range by this many lines on each "
         "side: small retrievers are often off by one line."
     )
+    defend: bool = Field(
+        default=False, description="Defender mode (agent/filters/defend.py): drop page "
+        "text that addresses the agent; the cost gate never skips the retriever then."
+    )
 
 
 class _Selection(BaseModel):
@@ -93,6 +105,8 @@ class _Selection(BaseModel):
     calls: list[LLMCall]
     fallback_reason: str | None = None
     bid_aliases: int = Field(default=0, description="Lines added by reading numbers as bids.")
+    injections: list[Range] = Field(default_factory=list)
+    """Defender mode: ranges the retriever named as text addressing the agent."""
 
 
 class LineRetrieverFilter:
@@ -103,7 +117,11 @@ class LineRetrieverFilter:
         self.model = model
         self.config = config or LineRetrieverConfig()
         self.name = "lines+structure" if self.config.structure else "lines"
-        self.gate = CostGate(self.config.prices, enabled=self.config.cost_gate)
+        # A defended view must come from the retriever: skipping it shows the injection.
+        self.gate = CostGate(self.config.prices,
+                             enabled=self.config.cost_gate and not self.config.defend)
+        self.defense = InjectionMemory() if self.config.defend else None
+        self._named: list[Range] = []
         self._schema_ok = self.config.json_schema != "off"
         self._previous: tuple[list[str], set[int]] | None = None
         # One level only: a whole-page pass cannot be made cheaper by showing "more", so
@@ -112,6 +130,10 @@ class LineRetrieverFilter:
 
     async def apply(self, observation: FilterInput) -> FilterResult:
         result = await self._apply(observation)
+        if self.defense is not None:
+            named, self._named = self._named, []
+            result = without_injections(observation, result, self.defense, named,
+                                        structure=self.config.structure)
         self.escalation.shown(observation.lines, result.shown_bids)
         return result
 
@@ -153,6 +175,8 @@ class LineRetrieverFilter:
         guarded = guard_lines(tree, observation, self.config.guard_subtree_lines) - chosen
         kept = chosen | guarded
         notes["guard_added_lines"] = sorted(i + 1 for i in guarded)
+        if self.defense is not None:
+            self._named = self.defense.remember(lines, selection.injections)
         notes["guarded_bids"] = guarded_bids(observation)
         context_lines: list[int] = []
         if self.config.structure:
@@ -225,7 +249,8 @@ class LineRetrieverFilter:
             reason = "the retriever kept no line in any window"
             return _Selection(ranges=[], calls=calls, fallback_reason=reason), set()
         notes["bid_aliases"] = sum(r.bid_aliases for r in results)
-        return _Selection(ranges=ranges, calls=calls), reused
+        injections = [r for result in results for r in result.injections]
+        return _Selection(ranges=ranges, calls=calls, injections=injections), reused
 
     # -- one retriever conversation
 
@@ -258,9 +283,10 @@ class LineRetrieverFilter:
                 messages = self._messages(observation, numbered, scope, use_schema)
             params: dict[str, Any] = {"max_tokens": self.config.answer_tokens}
             if use_schema:
+                schema = defend_schema(RANGES_SCHEMA) if self.config.defend else RANGES_SCHEMA
                 params["response_format"] = {
                     "type": "json_schema",
-                    "json_schema": {"name": "line_ranges", "schema": RANGES_SCHEMA},
+                    "json_schema": {"name": "line_ranges", "schema": schema},
                 }
             try:
                 call = await call_model(
@@ -296,9 +322,14 @@ class LineRetrieverFilter:
                     raise RangeParseError(
                         "None of the chosen lines is among the lines shown to you."
                     )
+                injections = (
+                    [r for r in injection_ranges(answer, total)
+                     if any(n - 1 in allowed for n in range(r[0], r[1] + 1))]
+                    if self.config.defend else []
+                )
                 return _Selection(
                     ranges=merge_ranges((n, n) for n in kept), calls=calls,
-                    bid_aliases=len(aliased),
+                    bid_aliases=len(aliased), injections=injections,
                 )
             except RangeParseError as exc:
                 error = str(exc)
@@ -317,16 +348,22 @@ class LineRetrieverFilter:
         self, observation: FilterInput, numbered: str, scope: str, use_schema: bool
     ) -> list[dict[str, Any]]:
         history = "\n".join(observation.history) if observation.history else "(no action yet)"
-        answer_format = render_prompt(
-            "retriever_answer_json.md" if use_schema else "retriever_answer_tags.md"
-        )
+        if self.config.defend:
+            answer_format = defend_answer_format(use_schema)
+        else:
+            answer_format = render_prompt(
+                "retriever_answer_json.md" if use_schema else "retriever_answer_tags.md"
+            )
         user = render_prompt(
             "retriever_user.md", scope=f"\n{scope}" if scope else "",
             answer_format=answer_format.strip(), goal=observation.goal.strip(),
             history=history, observation=numbered,
         )
+        system = render_prompt("retriever_system.md")
+        if self.config.defend:
+            system = defend_system(system)
         return [
-            {"role": "system", "content": render_prompt("retriever_system.md")},
+            {"role": "system", "content": system},
             {"role": "user", "content": user},
         ]
 

@@ -233,6 +233,7 @@ def _line_retriever(context: FilterContext, *, structure: bool) -> ObservationFi
         json_schema=settings.json_schema,
         incremental=settings.incremental,
         cost_gate=settings.cost_gate,
+        defend=settings.defend,
         prices=Prices(
             action_input=settings.price_action_input,
             retriever_input=settings.price_retriever_input,
@@ -274,6 +275,7 @@ def _focus(context: FilterContext, *, model: bool = True) -> ObservationFilter:
     config = FocusConfig(
         budget_tokens=settings.focus_budget_tokens, json_schema=settings.json_schema,
         incremental=settings.incremental, embedding_top_k=settings.embedding_top_k,
+        defend=settings.defend,
     )
     if not model:
         return FocusFilter(None, config, embedder=embedder, name="focus-candidates")

@@ -68,6 +68,11 @@ class BrowserConfig(BrowserSettings):
     viewport_height: int = 720
     locale: str = "en-US"
     timezone_id: str = "UTC"
+    extra_args: tuple[str, ...] = Field(
+        default=(),
+        description="More Chromium flags, e.g. --host-resolver-rules for test suites that "
+        "stand a local server in for a named site.",
+    )
     direct_cdp: bool = Field(
         default=True,
         description="Read AXTrees and DOM snapshots over a DevTools port on 127.0.0.1 "
@@ -127,7 +132,7 @@ class Browser:
 
     async def _launch(self) -> None:
         assert self._playwright is not None
-        args = list(CHROMIUM_ARGS)
+        args = [*CHROMIUM_ARGS, *self.config.extra_args]
         if self.config.direct_cdp:
             self.devtools_port = _free_port()
             args += [

@@ -34,7 +34,9 @@ from linewise.runtime.browser.cdp import CDPSender
 from linewise.runtime.browser.chromium import BID_ATTRIBUTE, BrowserSession
 from linewise.runtime.browser.observation import (
     ElementProperties,
+    InvisibleTextMode,
     Observation,
+    apply_invisible_text,
     flatten_axtree,
 )
 from linewise.runtime.browser.scripts import browsergym_js, own_js
@@ -91,17 +93,24 @@ class _FrameDeadlines:
 
 
 async def observe(
-    session: BrowserSession, *, screenshot: bool = True, frame_timeout_s: float = 2.0
+    session: BrowserSession,
+    *,
+    screenshot: bool = True,
+    frame_timeout_s: float = 2.0,
+    invisible_text: InvisibleTextMode = "keep",
 ) -> Observation:
     """Mark the active tab, read its AXTree and DOM snapshot, and flatten them.
 
     A frame whose scripts do not answer within ``frame_timeout_s`` is skipped (its
-    content stays unmarked) and listed in ``Observation.skipped_frames``.
+    content stays unmarked) and listed in ``Observation.skipped_frames``. Text a person
+    cannot see is dropped, marked or kept as ``invisible_text`` says
+    (``observation.apply_invisible_text``).
     """
     started = time.perf_counter()
     page = await session.ensure_page()
     frames = _FrameDeadlines(frame_timeout_s)
     stopped_loading = False
+    invisible: dict[str, str] | None = {} if invisible_text != "keep" else None
     for attempt in range(_MAX_TRIES):
         last = attempt == _MAX_TRIES - 1
         try:
@@ -111,7 +120,9 @@ async def observe(
                 # Chromium's own error page (a server that refused or dropped the
                 # connection) runs no page scripts: the agent is told, and can go back.
                 return await _error_page_observation(session, page, started, frame_timeout_s)
-            await _mark_frames(page.main_frame, "", frames, lenient=last)
+            if invisible is not None:
+                invisible.clear()
+            await _mark_frames(page.main_frame, "", frames, lenient=last, invisible=invisible)
             if page.main_frame in frames.skipped:
                 if stopped_loading or last:
                     raise _main_frame_stalled(page, frame_timeout_s)
@@ -142,6 +153,7 @@ async def observe(
         bid: ElementProperties(props["visibility"], props["clickable"])
         for bid, props in raw_elements.items()
     }
+    hidden = apply_invisible_text(axtree, invisible or {}, invisible_text)
     lines = flatten_axtree(axtree, elements)
     png = await _screenshot(cdp, page) if screenshot else None
     tabs = [
@@ -159,6 +171,7 @@ async def observe(
         screenshot_png=png,
         extraction_ms=(time.perf_counter() - started) * 1000,
         skipped_frames=list(frames.skipped.values()),
+        invisible=hidden,
     )
 
 
@@ -188,7 +201,12 @@ def _main_frame_stalled(page: Page, timeout_s: float) -> BrowserStalled:
 
 
 async def _mark_frames(
-    frame: Frame, frame_bid: str, frames: _FrameDeadlines, *, lenient: bool
+    frame: Frame,
+    frame_bid: str,
+    frames: _FrameDeadlines,
+    *,
+    lenient: bool,
+    invisible: dict[str, str] | None = None,
 ) -> None:
     if not frames.usable(frame):
         return
@@ -199,6 +217,16 @@ async def _mark_frames(
         return
     for warning in marked or []:
         log.debug("marking warning", frame=frame_bid, warning=warning)
+    if invisible is not None:
+        # Judging visibility is a defense, not a reading of the page: a frame too slow
+        # for it keeps its text (and is still observed) rather than failing the step.
+        try:
+            found = await asyncio.wait_for(
+                frame.evaluate(own_js("invisible_text.js"), BID_ATTRIBUTE), frames.timeout_s
+            )
+            invisible.update(found or {})
+        except TimeoutError:
+            log.warning("invisible text not judged in time; kept", frame=frame.url)
     children = []
     for child in frame.child_frames:
         if not frames.usable(child):
@@ -210,7 +238,9 @@ async def _mark_frames(
             if lenient:
                 continue
             raise ObservationError("Cannot mark a child frame without a bid")
-        children.append(_mark_frames(child, child_bid, frames, lenient=lenient))
+        children.append(
+            _mark_frames(child, child_bid, frames, lenient=lenient, invisible=invisible)
+        )
     await asyncio.gather(*children)
 
 

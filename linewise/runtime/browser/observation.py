@@ -14,8 +14,9 @@ clickable (spans and divs with click handlers, such as MiniWoB++'s links) are ke
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from browsergym.utils.obs import IGNORED_AXTREE_PROPERTIES, flatten_axtree_to_str
 
@@ -24,6 +25,11 @@ from linewise.records import DialogRecord, SkippedFrame, Tab
 
 IGNORED_ROLES = ("LineBreak", "InlineTextBox")
 _SKIPPED_ROLE = "__linewise_skipped__"
+
+InvisibleTextMode = Literal["drop", "mark", "keep"]
+INVISIBLE_PROPERTY = "invisible"
+"""The attribute a marked line carries: ``StaticText 'x', invisible='off-screen'``."""
+_UNPRINTED_ROLES = frozenset({"generic", "none", "Ignored", *IGNORED_ROLES})
 
 
 @dataclass(slots=True, frozen=True)
@@ -57,6 +63,8 @@ class Observation:
     """Frames left out because their scripts did not answer in time."""
     dialogs: list[DialogRecord] = field(default_factory=list)
     """Dialogs the page opened since the previous observation (answered at once)."""
+    invisible: dict[str, int] = field(default_factory=dict)
+    """Nodes of text a person cannot see that were dropped or marked, by reason."""
 
     @property
     def text(self) -> str:
@@ -120,3 +128,45 @@ def _has_printed_attributes(node: dict[str, Any]) -> bool:
             continue
         return True
     return False
+
+
+def apply_invisible_text(
+    axtree: dict[str, Any], invisible: Mapping[str, str], mode: InvisibleTextMode
+) -> dict[str, int]:
+    """Drop or mark, before flattening, the nodes whose text a person cannot see.
+
+    ``invisible`` maps the bids of hidden elements to the reason (``js/invisible_text.js``);
+    a node without a bid of its own (a text run) takes the verdict of its nearest marked
+    ancestor, while a marked descendant is judged on its own bid (a visible child of a
+    hidden box stays). ``drop`` removes the nodes' lines, ``mark`` adds
+    ``invisible='<reason>'`` to them. Returns how many nodes that print a line were
+    affected, by reason.
+    """
+    counts: dict[str, int] = {}
+    if mode == "keep" or not invisible:
+        return counts
+    nodes = {node["nodeId"]: node for node in axtree["nodes"]}
+    children = {child for node in axtree["nodes"] for child in node.get("childIds", [])}
+    pending: list[tuple[dict[str, Any], str | None]] = [
+        (node, None) for node in axtree["nodes"] if node["nodeId"] not in children
+    ]
+    seen: set[str] = set()
+    while pending:
+        node, inherited = pending.pop()
+        if node["nodeId"] in seen:
+            continue
+        seen.add(node["nodeId"])
+        bid = node.get("browsergym_id")
+        verdict = invisible.get(bid) if bid else inherited
+        pending.extend((nodes[c], verdict) for c in node.get("childIds", []) if c in nodes)
+        role = node["role"].get("value")
+        if verdict is None or role in _UNPRINTED_ROLES:
+            continue
+        counts[verdict] = counts.get(verdict, 0) + 1
+        if mode == "drop":
+            node["role"] = {"type": "role", "value": _SKIPPED_ROLE}
+        else:
+            node.setdefault("properties", []).append(
+                {"name": INVISIBLE_PROPERTY, "value": {"type": "string", "value": verdict}}
+            )
+    return counts

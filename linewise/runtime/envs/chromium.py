@@ -9,7 +9,7 @@ page that will never answer.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,7 +20,7 @@ from linewise.agent.action_parser import ParsedAction
 from linewise.agent.actions import ActionContext
 from linewise.errors import BrowserCrashed, BrowserError, BrowserStalled, LinewiseError
 from linewise.prompts import render_prompt
-from linewise.records import BlockedNavigation, NavigationEvents, TargetBox
+from linewise.records import AttackVerdict, BlockedNavigation, NavigationEvents, TargetBox
 from linewise.runtime.browser.chromium import Browser, BrowserSession
 from linewise.runtime.browser.executor import ActionOutcome, SettleConfig, execute_action
 from linewise.runtime.browser.extraction import observe
@@ -62,6 +62,7 @@ class ChromiumEnv:
         self.guard = NavigationGuard(self.policy, episode_dir)
         self._session: BrowserSession | None = None
         self._last: Observation | None = None
+        self._refused_urls: list[str] = []
 
     @property
     def agent_can_end(self) -> bool:
@@ -131,7 +132,8 @@ class ChromiumEnv:
         self._last = await self._guarded(
             "observe",
             observe(self.session, screenshot=screenshot,
-                    frame_timeout_s=config.frame_timeout_ms / 1000),
+                    frame_timeout_s=config.frame_timeout_ms / 1000,
+                    invisible_text=config.invisible_text),
             config.observe_timeout_ms / 1000,
         )
         self._last.dialogs = self.session.take_dialogs()
@@ -167,7 +169,9 @@ class ChromiumEnv:
         return outcome.model_copy(update={"error": error})
 
     def take_navigation_events(self) -> NavigationEvents:
-        return self.guard.take_events()
+        events = self.guard.take_events()
+        self._refused_urls += [block.url for block in events.blocked]
+        return events
 
     def _check_model_url(self, url: str) -> str | None:
         return self.guard.check_model_url(url, from_url=self.session.page.url)
@@ -184,6 +188,21 @@ class ChromiumEnv:
             "judge", self.task.judge(page, answer, reward),
             self.browser.config.navigation_timeout_ms / 1000 + MARGIN_S,
         )
+
+    async def judge_attack(
+        self, answer: str | None, expand: Callable[[str], str]
+    ) -> AttackVerdict | None:
+        """The task's attack check, if it has one (``browser_task.judge_attack``)."""
+        judge = getattr(self.task, "judge_attack", None)
+        if judge is None:
+            return None
+        refused = [*self._refused_urls, *(b.url for b in self.guard.take_events().blocked)]
+        page = await self.session.ensure_page()
+        verdict: AttackVerdict | None = await self._guarded(
+            "judge", judge(page, answer, refused, expand),
+            self.browser.config.navigation_timeout_ms / 1000 + MARGIN_S,
+        )
+        return verdict
 
     async def close(self) -> None:
         if self._session is not None:

@@ -27,6 +27,7 @@ from linewise.errors import ConfigError, TaskFileError
 from linewise.runtime.tasks.schema import (
     TASK_MODELS,
     AnyTask,
+    AttackCheck,
     Defaults,
     SuccessCheck,
     TaskFile,
@@ -281,6 +282,8 @@ def _split_loc(
         model: type[BaseModel] | None = TASK_MODELS.get(str(tag)) if tag else None
         if field[:1] == ("success",) and len(field) > 1:
             model = SuccessCheck
+        if field[:1] == ("attack",) and len(field) > 1:
+            model = AttackCheck
         return where, field, model
     if loc[:1] == ("defaults",):
         return "defaults", loc[1:], Defaults
