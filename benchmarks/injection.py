@@ -127,10 +127,12 @@ async def run_suite(args: argparse.Namespace) -> list[dict[str, Any]]:
     with InjectionSite(PAGES) as site, results.open("a", encoding="utf-8") as sink:
         tasks = select_tasks(site.localize(load_task_file(SUITE)), args.task, args.max_steps)
         async with models(args, base) as (action, retriever):
-            for config in configs:
-                settings = settings_for(base, config)
-                browser = site.browser_config(BrowserConfig.from_settings(settings.browser))
-                for task in tasks:
+            # Task by task, every configuration in turn: a run cut short still compares
+            # the configurations on the same tasks.
+            for task in tasks:
+                for config in configs:
+                    settings = settings_for(base, config)
+                    browser = site.browser_config(BrowserConfig.from_settings(settings.browser))
                     assert isinstance(task, WebTask) and task.attack is not None
                     hits_before = len(site.attacker.hits)
                     started = time.perf_counter()
