@@ -72,6 +72,8 @@ class CandidateSet:
     """Numbered-line tokens of the lines taken."""
     top_lexical: list[int] = field(default_factory=list)
     """0-based lines of the best lexical groups (kept in the view whatever the model says)."""
+    order: list[int] = field(default_factory=list)
+    """0-based lines in the order they were taken (the guard's, then the stages' turns)."""
 
 
 def guard_groups(tree: LineTree, observation: FilterInput) -> list[Group]:
@@ -154,6 +156,7 @@ def fill_budget(
         if not force and taken.tokens + cost > budget:
             return False
         taken.lines.update(new)
+        taken.order.extend(new)
         taken.tokens += cost
         if new:
             taken.by_stage.setdefault(group.stage, []).extend(i + 1 for i in new)
