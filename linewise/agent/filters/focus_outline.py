@@ -50,20 +50,22 @@ __all__ = ["OutlineFirstFilter", "ZoomMode", "entry_label", "outline_for_model"]
 ZoomMode = Literal["candidates", "model"]
 
 _SUMMARY_CHARS = 60
+_PART_KINDS = frozenset({"search", "dialog", "heading", "landmark"})
 # Items with names or summaries longer than this are cut: the outline must stay compact.
 
 
 def outline_for_model(tree: LineTree, roles: list[str] | None = None) -> list[int]:
-    """The outline entries the model may pick, in the order they get room: the outline's
-    kinds by priority (search, dialogs, headings, landmarks, forms…, terms last), with
-    the page's items (articles, rows, list items) before the terms."""
+    """The outline entries the model may pick, in the order they get room: the parts
+    a page is made of first (search, dialogs, headings, landmarks), then its items
+    (articles, rows, list items: what a model picks a part by), then the outline's
+    other kinds (fields and buttons, table headers, tabs, terms last)."""
     role = roles if roles is not None else line_roles(tree)
     entries = by_priority(outline_entries(tree.lines))
-    terms = [e.index for e in entries if e.kind == "term"]
-    rest = [e.index for e in entries if e.kind != "term"]
-    taken = set(rest) | set(terms)
+    parts = [e.index for e in entries if e.kind in _PART_KINDS]
+    rest = [e.index for e in entries if e.kind not in _PART_KINDS]
+    taken = set(parts) | set(rest)
     items = [i for i in range(len(tree)) if role[i] in ITEM_ROLES and i not in taken]
-    return [*rest, *items, *terms]
+    return [*parts, *items, *rest]
 
 
 def entry_label(tree: LineTree, index: int) -> str:
