@@ -120,21 +120,31 @@ def _term_before(tree: LineTree, role: Sequence[str], definition: int) -> int | 
 
 
 class UnitIndex:
-    """The units of the last page seen and their vectors, reused while the page is the
-    same (an unchanged page costs one query embedding)."""
+    """The units of the last page seen and their vectors: reused while the page is the
+    same (an unchanged page costs one query embedding), and kept by text, so a page
+    that changed embeds only its new units."""
 
-    def __init__(self, embedder: Embedder) -> None:
+    def __init__(self, embedder: Embedder, max_cached: int = 50_000) -> None:
         self.embedder = embedder
+        self.max_cached = max_cached
         self._lines: list[str] | None = None
         self._units: list[Unit] = []
         self._vectors: np.ndarray | None = None
+        self._by_text: dict[str, np.ndarray] = {}
 
     async def units(self, tree: LineTree) -> tuple[list[Unit], np.ndarray | None]:
         if self._lines != tree.lines:
             self._units = page_units(tree)
             texts = [u.text for u in self._units]
-            self._vectors = normalised(await self.embedder.embed(texts), len(texts),
-                                       "embedder") if texts else None
+            missing = list(dict.fromkeys(t for t in texts if t not in self._by_text))
+            if missing:
+                vectors = normalised(await self.embedder.embed(missing), len(missing),
+                                     "embedder")
+                if len(self._by_text) + len(missing) > self.max_cached:
+                    needed = set(texts)  # forget what this page no longer holds
+                    self._by_text = {t: v for t, v in self._by_text.items() if t in needed}
+                self._by_text.update(zip(missing, vectors, strict=True))
+            self._vectors = np.stack([self._by_text[t] for t in texts]) if texts else None
             self._lines = list(tree.lines)
         return self._units, self._vectors
 

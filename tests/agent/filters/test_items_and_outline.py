@@ -227,3 +227,23 @@ async def test_an_action_model_stuck_on_a_filtered_view_recovers_once_shown_more
     assert set(escalation["reasons"]) == {"noop", "cannot_find"} and escalation["page_unchanged"]
     assert views[1].kept_lines != views[0].kept_lines  # not the same selection again
     assert len(retriever.requests) == 1
+
+
+async def test_a_changed_page_embeds_only_its_new_units() -> None:
+    lines = tree_lines("docs-json.txt")
+    embedder = WordHashEmbedder()
+    seen: list[int] = []
+    original = embedder.embed
+
+    async def counting(texts: list[str]) -> Any:
+        seen.append(len(texts))
+        return await original(texts)
+
+    embedder.embed = counting  # type: ignore[method-assign]
+    index = UnitIndex(embedder)
+    await index.units(LineTree(lines))
+    changed = list(lines)
+    at = line_of(lines, r"term 'json\.loads\(") + 1
+    changed.insert(at, changed[at].replace("StaticText '", "StaticText 'changed "))
+    await index.units(LineTree(changed))
+    assert seen[0] > 50 and seen[1] == 1
