@@ -102,13 +102,13 @@ class FocusConfig(BaseModel):
         default=6000, ge=500, description="With ``items``: the most tokens the action "
         "model's view may hold (it is not the retriever's input)."
     )
-    embedding_units: bool = Field(
-        default=False, description="The embedding stage scores the page's blocks with "
-        "their context (term, heading, row) instead of fixed chunks (:mod:`.context_embedding`)."
-    )
     view_max_share: float = Field(
         default=0.3, gt=0, le=1, description="With ``items``: the view holds at most this "
         "share of the page's tokens, so item expansion never undoes the filter's cut."
+    )
+    embedding_units: bool = Field(
+        default=False, description="The embedding stage scores the page's blocks with "
+        "their context (term, heading, row) instead of fixed chunks (:mod:`.context_embedding`)."
     )
 
 
