@@ -72,6 +72,8 @@ class CandidateSet:
     """Numbered-line tokens of the lines taken."""
     top_lexical: list[int] = field(default_factory=list)
     """0-based lines of the best lexical groups (kept in the view whatever the model says)."""
+    order: list[int] = field(default_factory=list)
+    """0-based lines in the order they were taken (the guard's, then the stages' turns)."""
 
 
 def guard_groups(tree: LineTree, observation: FilterInput) -> list[Group]:
@@ -97,8 +99,20 @@ def changed_groups(
     changed (a new page: every line would be a candidate)."""
     if previous is None or list(previous) == list(lines):
         return []
-    matcher = difflib.SequenceMatcher(None, list(previous), list(lines), autojunk=False)
-    runs = [range(j1, j2) for tag, _, _, j1, j2 in matcher.get_opcodes()
+    # the common head and tail are cut before diffing: an incremental step changes a
+    # few lines of a page, and diffing all 20,000 lines of a large one takes seconds
+    head = 0
+    limit = min(len(previous), len(lines))
+    while head < limit and previous[head] == lines[head]:
+        head += 1
+    tail = 0
+    while tail < limit - head and previous[-1 - tail] == lines[-1 - tail]:
+        tail += 1
+    matcher = difflib.SequenceMatcher(
+        None, list(previous[head:len(previous) - tail]), list(lines[head:len(lines) - tail]),
+        autojunk=False,
+    )
+    runs = [range(head + j1, head + j2) for tag, _, _, j1, j2 in matcher.get_opcodes()
             if tag in ("replace", "insert")]
     if sum(len(r) for r in runs) > max_fraction * len(lines):
         return []
@@ -154,6 +168,7 @@ def fill_budget(
         if not force and taken.tokens + cost > budget:
             return False
         taken.lines.update(new)
+        taken.order.extend(new)
         taken.tokens += cost
         if new:
             taken.by_stage.setdefault(group.stage, []).extend(i + 1 for i in new)

@@ -43,6 +43,7 @@ from linewise.agent.filters.candidates import (
     numbered_sizes,
     outline_groups,
 )
+from linewise.agent.filters.context_embedding import UnitIndex, unit_groups
 from linewise.agent.filters.defend import (
     InjectionMemory,
     defend_answer_format,
@@ -53,6 +54,7 @@ from linewise.agent.filters.defend import (
 )
 from linewise.agent.filters.embedders import Embedder
 from linewise.agent.filters.escalation import Escalation
+from linewise.agent.filters.items import expand_items
 from linewise.agent.filters.line_retriever import RANGES_SCHEMA
 from linewise.agent.filters.outline import by_priority, outline_entries
 from linewise.agent.filters.ranges import Range, lines_of, merge_ranges, parse_ranges, raw_ranges
@@ -99,6 +101,25 @@ class FocusConfig(BaseModel):
         default=2000, ge=0, description="A smaller tree is shown whole: a retriever call "
         "costs more time than the action model saves on it."
     )
+    items: bool = Field(
+        default=False, description="Keep each chosen line's enclosing item whole (its "
+        "article, row, list item, term and definition, form group or heading section), "
+        "within the view budget (:mod:`.items`)."
+    )
+    item_max_lines: int = Field(default=40, ge=1, description="A longer item keeps only "
+                                "its head and its controls nearest to the chosen line.")
+    view_budget_tokens: int = Field(
+        default=6000, ge=500, description="With ``items``: the most tokens the action "
+        "model's view may hold (it is not the retriever's input)."
+    )
+    view_max_share: float = Field(
+        default=0.3, gt=0, le=1, description="With ``items``: the view holds at most this "
+        "share of the page's tokens, so item expansion never undoes the filter's cut."
+    )
+    embedding_units: bool = Field(
+        default=False, description="The embedding stage scores the page's blocks with "
+        "their context (term, heading, row) instead of fixed chunks (:mod:`.context_embedding`)."
+    )
 
 
 class _Prompt(BaseModel):
@@ -114,6 +135,9 @@ class _Prompt(BaseModel):
 class FocusFilter:
     """Candidates, then the retriever chooses. One instance per episode."""
 
+    user_prompt = "focus_user.md"
+    """The retriever's instructions and page (a template in ``linewise/prompts``)."""
+
     def __init__(
         self, model: ChatModel | None, config: FocusConfig | None = None,
         embedder: Embedder | None = None, *, name: str = "focus",
@@ -128,6 +152,7 @@ class FocusFilter:
         self._previous_kept: set[int] | None = None
         self.defense = InjectionMemory() if self.config.defend else None
         self._named: list[Range] = []
+        self._units = UnitIndex(embedder) if embedder is not None else None
 
     async def apply(self, observation: FilterInput) -> FilterResult:
         result = await self._apply(observation)
@@ -168,6 +193,8 @@ class FocusFilter:
             else:
                 kept, calls = await self._choose(observation, tree, candidates, notes)
                 kept |= set(candidates.top_lexical)
+                if self.config.items:
+                    kept = self._with_items(observation, tree, candidates, kept, notes)
         guarded = guard_lines(tree, observation) - kept
         kept |= guarded
         notes["guard_added_lines"] = sorted(i + 1 for i in guarded)
@@ -196,6 +223,28 @@ class FocusFilter:
             latency_ms=(time.perf_counter() - started) * 1000, notes=notes,
         )
 
+    def _with_items(self, observation: FilterInput, tree: LineTree,
+                    candidates: CandidateSet, kept: set[int],
+                    notes: dict[str, object]) -> set[int]:
+        """The kept lines with their enclosing items, within the view budget. When the
+        model chose, its lines are the seeds (then the best lexical hits); without a
+        model, every candidate is a seed in the order the stages proposed it, and only
+        the guard's lines and the best lexical hits are kept before the items."""
+        budget = min(self.config.view_budget_tokens,
+                     int(self.config.view_max_share * observation.full_tokens))
+        if self.model is not None and "model_lines" in notes:
+            base = kept
+            seeds = sorted(kept - set(candidates.top_lexical)) + candidates.top_lexical
+        else:
+            base = guard_lines(tree, observation) | set(candidates.top_lexical)
+            seeds = [*candidates.top_lexical, *candidates.order]
+        expansion = expand_items(tree, base, seeds, budget,
+                                 max_lines=self.config.item_max_lines)
+        notes["items"] = {"view_budget_tokens": budget, "added": expansion.items_added,
+                          "skipped": expansion.items_skipped,
+                          "view_tokens": expansion.view_tokens}
+        return expansion.lines
+
     # -- candidates
 
     async def _candidates(
@@ -211,9 +260,14 @@ class FocusFilter:
         }
         if self.embedder is not None:
             try:
-                groups["embedding"] = await embedding_groups(
-                    self.embedder, tree, observation, top_k=self.config.embedding_top_k
-                )
+                if self.config.embedding_units and self._units is not None:
+                    groups["embedding"] = await unit_groups(
+                        self._units, tree, observation, top_k=self.config.embedding_top_k
+                    )
+                else:
+                    groups["embedding"] = await embedding_groups(
+                        self.embedder, tree, observation, top_k=self.config.embedding_top_k
+                    )
             except LLMError as exc:
                 log.warning("embedding stage failed; going on without it", error=str(exc))
         sizes = numbered_sizes(lines, (i for gs in groups.values() for g in gs for i in g.lines))
@@ -303,7 +357,7 @@ class FocusFilter:
             "retriever_answer_json.md" if self._schema_ok else "retriever_answer_tags.md"
         ) if not self.config.defend else defend_answer_format(self._schema_ok)
         user = render_prompt(
-            "focus_user.md", answer_format=answer_format.strip(),
+            self.user_prompt, answer_format=answer_format.strip(),
             goal=observation.goal.strip(), history=history, observation=numbered,
         )
         system = render_prompt("retriever_system.md")

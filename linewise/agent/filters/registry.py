@@ -37,6 +37,7 @@ from linewise.agent.filters.cost_gate import Prices
 from linewise.agent.filters.embedders import Embedder, make_embedder
 from linewise.agent.filters.embedding import EmbeddingFilter
 from linewise.agent.filters.focus import FocusConfig, FocusFilter
+from linewise.agent.filters.focus_outline import OutlineFirstFilter, ZoomMode
 from linewise.agent.filters.line_retriever import LineRetrieverConfig, LineRetrieverFilter
 from linewise.agent.filters.truncate import NoFilter, TruncateFilter
 from linewise.agent.models import ChatModel
@@ -266,20 +267,24 @@ register_filter(
 )
 
 
-def _focus(context: FilterContext, *, model: bool = True) -> ObservationFilter:
+def _focus(context: FilterContext, *, model: bool = True, items: bool = False,
+           units: bool = False, name: str = "") -> ObservationFilter:
     settings = context.settings
-    # The embedding stage runs only where an embedder was chosen: the offline one costs
-    # seconds per large page on a small machine.
+    # The embedding stage runs only where an embedder was chosen (or the filter is the
+    # one that embeds units): the offline one costs seconds per large page on a small
+    # machine.
     configured = settings.embedding_base_url is not None or settings.embedding_model is not None
-    embedder = context.require_embedder("focus") if configured else None
+    embedder = context.require_embedder(name or "focus") if configured or units else None
     config = FocusConfig(
         budget_tokens=settings.focus_budget_tokens, json_schema=settings.json_schema,
         incremental=settings.incremental, embedding_top_k=settings.embedding_top_k,
         defend=settings.defend,
+        items=items, embedding_units=units,
     )
     if not model:
-        return FocusFilter(None, config, embedder=embedder, name="focus-candidates")
-    return FocusFilter(context.require_retriever("focus"), config, embedder=embedder)
+        return FocusFilter(None, config, embedder=embedder, name=name or "focus-candidates")
+    return FocusFilter(context.require_retriever("focus"), config, embedder=embedder,
+                       name=name or "focus")
 
 
 register_filter(
@@ -293,4 +298,49 @@ register_filter(
 register_filter(
     "focus-candidates", lambda context: _focus(context, model=False),
     description="focus without the retriever: the candidate lines themselves",
+)
+register_filter(
+    "focus-items", lambda context: _focus(context, items=True, name="focus-items"),
+    needs_retriever=True, description="focus, each chosen line with its enclosing item "
+    "(article, row, list item, term and definition, form group, section)",
+)
+register_filter(
+    "focus-candidates-items",
+    lambda context: _focus(context, model=False, items=True, name="focus-candidates-items"),
+    description="focus-candidates, each candidate with its enclosing item, in the order "
+    "the stages proposed them, within the view budget",
+)
+
+register_filter(
+    "focus-candidates-units",
+    lambda context: _focus(context, model=False, items=True, units=True,
+                           name="focus-candidates-units"),
+    description="focus-candidates-items with an embedding stage that scores the page's "
+    "blocks with their context (term, heading, row); uses the embedder",
+)
+
+
+def _focus_outline(context: FilterContext, *, zoom: ZoomMode, name: str) -> ObservationFilter:
+    settings = context.settings
+    configured = settings.embedding_base_url is not None or settings.embedding_model is not None
+    embedder = context.require_embedder(name) if configured else None
+    config = FocusConfig(
+        budget_tokens=settings.focus_budget_tokens, json_schema=settings.json_schema,
+        incremental=settings.incremental, embedding_top_k=settings.embedding_top_k,
+    )
+    return OutlineFirstFilter(context.require_retriever(name), config, embedder,
+                              zoom=zoom, name=name)
+
+
+register_filter(
+    "focus-outline", lambda context: _focus_outline(context, zoom="candidates",
+                                                    name="focus-outline"),
+    needs_retriever=True, description="the retriever picks sections and items from a "
+    "compact outline; the candidates inside them are kept, with their items",
+)
+register_filter(
+    "focus-outline-zoom", lambda context: _focus_outline(context, zoom="model",
+                                                         name="focus-outline-zoom"),
+    needs_retriever=True, description="focus-outline with a second call that picks the "
+    "lines inside the chosen sections",
 )
