@@ -30,10 +30,16 @@ from linewise.agent.action_parser import ParsedAction
 from linewise.agent.actions import refused_goto_message
 from linewise.errors import BrowserError, BrowserStalled
 from linewise.records import NavigationEvents, Tab
-from linewise.runtime.browser.chromium import BrowserConfig
+from linewise.runtime.browser.chromium import BID_ATTRIBUTE, BrowserConfig
 from linewise.runtime.browser.executor import ActionOutcome
 from linewise.runtime.browser.navigation import NavigationPolicy
-from linewise.runtime.browser.observation import ElementProperties, Observation, flatten_axtree
+from linewise.runtime.browser.observation import (
+    ElementProperties,
+    Observation,
+    apply_invisible_text,
+    flatten_axtree,
+)
+from linewise.runtime.browser.scripts import own_js
 from linewise.runtime.browser.sync_guard import CONTEXT_OPTIONS, SyncNavigationGuard
 from linewise.runtime.envs.browsergym_gym import make_env, stop_thread_playwright
 from linewise.runtime.envs.chromium import blocked_note
@@ -49,6 +55,9 @@ CLOSE_TIMEOUT_S = 30.0
 
 START_MARGIN_S = 60.0
 """Beyond the navigation deadline, for ``reset``: it launches BrowserGym's own Chromium."""
+
+INVISIBLE_COUNTS = "linewise_invisible_text"
+"""Where an observation dict keeps how many nodes the invisible-text check affected."""
 
 STEP_MARGIN_S = 10.0
 """Beyond the action, navigation and settle deadlines, for ``step``: it also observes."""
@@ -98,7 +107,7 @@ class BrowserGymEnv:
             if self.guard is not None:
                 _guard_setup(self._gym.unwrapped, self.guard)
             obs, _ = self._gym.reset(seed=self.task.seed)
-            return dict(obs)
+            return self._with_invisible_text(dict(obs))
 
         self._obs = await self._bounded(
             "task start", start, self.browser.navigation_timeout_ms / 1000 + START_MARGIN_S
@@ -118,7 +127,8 @@ class BrowserGymEnv:
 
         def step() -> tuple[dict[str, Any], float, bool]:
             obs, reward, terminated, truncated, _ = gym.step(str(action))
-            return dict(obs), float(reward), bool(terminated or truncated)
+            return (self._with_invisible_text(dict(obs)), float(reward),
+                    bool(terminated or truncated))
 
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -132,6 +142,23 @@ class BrowserGymEnv:
             told = "".join(blocked_note(block) for block in self.guard.take_notes()).strip()
             error = f"{error}\n{told}" if error and told else error or told
         return ActionOutcome(error=error or None, duration_ms=(loop.time() - started) * 1000)
+
+    def _with_invisible_text(self, obs: dict[str, Any]) -> dict[str, Any]:
+        """``obs`` with the text a person cannot see dropped or marked in its AXTree, as
+        linewise's own extraction does (on the worker thread, right after BrowserGym read
+        the page: its element ids are still on the elements)."""
+        mode = self.browser.invisible_text
+        if mode == "keep" or self._gym is None or "axtree_object" not in obs:
+            return obs
+        hidden: dict[str, str] = {}
+        script = own_js("invisible_text.js")
+        for frame in self._gym.unwrapped.page.frames:
+            try:
+                hidden.update(frame.evaluate(script, BID_ATTRIBUTE) or {})
+            except PlaywrightError as exc:  # a detached or unscriptable frame keeps its text
+                log.debug("invisible-text check skipped a frame", error=str(exc)[:200])
+        obs[INVISIBLE_COUNTS] = apply_invisible_text(obs["axtree_object"], hidden, mode)
+        return obs
 
     def _refusal(self, action: ParsedAction) -> str | None:
         """The model's own ``goto`` to a refused URL, answered before BrowserGym runs it."""
@@ -239,6 +266,7 @@ def observation_from_gym(obs: dict[str, Any], *, screenshot: bool) -> Observatio
         focused_bid=obs.get("focused_element_bid") or "",
         elements=elements,
         screenshot_png=_png(obs.get("screenshot")) if screenshot else None,
+        invisible=dict(obs.get(INVISIBLE_COUNTS) or {}),
     )
 
 

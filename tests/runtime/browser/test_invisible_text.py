@@ -69,3 +69,30 @@ async def test_drop_removes_hidden_text_and_keeps_the_rest(
     # The link whose name is visually hidden text keeps its line and its name.
     assert any(re.search(r"\[\w+\] link 'Cart link name", line) for line in obs.lines)
     assert sum(obs.invisible.values()) >= len(HIDDEN)
+
+
+async def test_browsergym_environment_drops_the_same_hidden_text(pages: StaticServer) -> None:
+    """BrowserGym's own tasks read the page through BrowserGym; the same check runs on
+    it (element ids are still on the page right after BrowserGym's extraction)."""
+    from linewise.runtime.browser.chromium import BrowserConfig
+    from linewise.runtime.envs.browsergym import BrowserGymEnv
+    from linewise.runtime.tasks.schema import BrowserGymTask
+    from linewise.settings import BrowserSettings
+
+    task = BrowserGymTask(id="bgym-invisible", browsergym="openended", task_kwargs={
+        "start_url": pages.url("invisible-text.html"), "goal": "Read the page."})
+    for mode in ("drop", "keep"):
+        config = BrowserConfig.from_settings(BrowserSettings(invisible_text=mode))
+        env = BrowserGymEnv(task, config, dict(task.task_kwargs))
+        try:
+            await env.reset()
+            obs = await env.observe(screenshot=False)
+        finally:
+            await env.close()
+        for text in VISIBLE:
+            assert lines_with(obs.lines, text), (mode, text)
+        hidden_shown = [text for text in HIDDEN if lines_with(obs.lines, text)]
+        if mode == "drop":
+            assert hidden_shown == [] and set(obs.invisible) == set(HIDDEN.values())
+        else:
+            assert hidden_shown == list(HIDDEN) and obs.invisible == {}
