@@ -14,7 +14,14 @@ from pydantic import BaseModel, Field
 
 from linewise.agent.action_parser import parse_action
 from linewise.errors import ActionParseError
-from linewise.records import EpisodeSummary, LLMCall, StepRecord, TargetBox
+from linewise.records import (
+    EpisodeSummary,
+    LLMCall,
+    ManualStep,
+    Operator,
+    StepRecord,
+    TargetBox,
+)
 from linewise.runtime.viewer.discover import EpisodeFolder, ResultRow
 from linewise.runtime.viewer.paths import episode_key, episode_page, from_view
 
@@ -36,6 +43,7 @@ class StepOutline(BaseModel):
     misses: int
     screenshot: str | None = Field(description="Relative to view/.")
     target_box: TargetBox | None
+    operator: Operator | None = None
 
 
 class EpisodeOutline(BaseModel):
@@ -85,6 +93,9 @@ class StepDetail(BaseModel):
     hook_notes: dict[str, Any]
     screenshot: str | None
     target_box: TargetBox | None
+    operator: Operator | None = None
+    model_action: str | None = None
+    manual: ManualStep | None = None
 
 
 class IndexRow(BaseModel):
@@ -134,6 +145,7 @@ def step_outline(rel: str, record: StepRecord) -> StepOutline:
         misses=len(record.filter_result.misses),
         screenshot=from_view(rel, record.screenshot) if record.screenshot else None,
         target_box=record.target_box,
+        operator=record.operator,
     )
 
 
@@ -192,6 +204,9 @@ def step_detail(rel: str, record: StepRecord) -> StepDetail:
         hook_notes=record.hook_notes,
         screenshot=from_view(rel, record.screenshot) if record.screenshot else None,
         target_box=record.target_box,
+        operator=record.operator,
+        model_action=record.model_action,
+        manual=record.manual,
     )
 
 

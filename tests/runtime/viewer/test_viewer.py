@@ -210,3 +210,25 @@ async def test_serve_follows_an_episode_as_its_steps_arrive(
         await page.wait_for_selector("#outcome.ok")
     finally:
         server.close()
+
+
+async def test_a_persons_decisions_show_in_the_episode_page(
+    bench_dir: Path, session: BrowserSession, tmp_path: Path
+) -> None:
+    """A step a person overrode at the step-through prompt is marked in the timeline and
+    shows the model's own proposal beside the action that ran."""
+    episode = tmp_path / "episode"
+    shutil.copytree(bench_dir / TWO_STEPS, episode)
+    steps = read_steps(episode)
+    steps[0] = steps[0].model_copy(update={"operator": "overridden",
+                                           "model_action": "click('999')"})
+    (episode / "steps.jsonl").write_text(
+        "".join(step.model_dump_json() + "\n" for step in steps))
+    page = session.page
+    await _open(page, write_viewer(episode).as_uri())
+    decision = await page.text_content("#decision") or ""
+    assert "overridden" in decision and "click('999')" in decision
+    assert await page.locator("#timeline button.human").count() == 1
+    await page.keyboard.press("ArrowRight")
+    await _shown(page, 1)
+    assert "model proposed" not in (await page.text_content("#decision") or "")

@@ -108,8 +108,9 @@ function renderTimeline() {
   const box = $("timeline");
   box.replaceChildren();
   for (const step of LW.outline.steps) {
+    const human = step.operator && step.operator !== "approved";
     const cls = [step.error ? "err" : "", step.done ? "done" : "", step.misses ? "miss" : "",
-                 step.index === state.index ? "current" : ""].join(" ");
+                 human ? "human" : "", step.index === state.index ? "current" : ""].join(" ");
     const button = el("button", { class: cls, title: `step ${step.index + 1}: ${step.action || "no action"}`,
                                   "data-index": step.index }, step.index + 1);
     button.onclick = () => show(step.index);
@@ -192,6 +193,9 @@ function renderDecision(d) {
       ["previous error", d.last_action_error, "error"],
       ["thought", d.think],
       ["action", d.action ? el("code", { class: "action" }, d.action) : null],
+      ["person", d.operator],
+      ["model proposed", d.model_action ? el("code", { class: "action" }, d.model_action) : null],
+      ["by hand", d.manual ? `${d.manual.before.url} → ${d.manual.after.url}` : null],
       ["model wrote", d.action_raw && d.action_raw !== d.action ? d.action_raw : null],
       ["parse error", d.parse_error, "error"],
       ["action error", d.action_error, "error"],
