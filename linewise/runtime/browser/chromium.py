@@ -273,12 +273,15 @@ class BrowserSession:
         self.faulted = asyncio.Event()
         self._dialogs: list[DialogRecord] = []
         context.on("page", self._on_new_page)
+        # On the context, once, from the episode's own task: a page-level "dialog"
+        # listener is subscribed from Playwright's long-lived connection task, which keeps
+        # a callback per subscription for the rest of the run (memory grows per episode).
+        context.on("dialog", self._on_dialog)
 
     def _on_new_page(self, page: Page) -> None:
         self.activate(page)
         page.on("close", self._on_close)
         page.on("crash", self._on_crash)
-        page.on("dialog", self._on_dialog)
 
     def fail(self, fault: BrowserCrashed) -> None:
         """Mark the session dead: every guarded operation on it ends with ``fault``."""

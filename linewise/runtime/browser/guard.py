@@ -87,6 +87,7 @@ class NavigationGuard:
         if self.policy.enforce:
             await context.route("**/*", self._route)
         context.on("page", self._on_page)
+        context.on("console", self._on_console)  # once per context: see BrowserSession
 
     # ------------------------------------------------------------------ the model's side
 
@@ -226,7 +227,6 @@ class NavigationGuard:
     def _on_page(self, page: Page) -> None:
         page.on("framenavigated", self._on_frame_navigated)
         page.on("download", lambda download: self._spawn(self._on_download(download)))
-        page.on("console", self._on_console)
 
     def _on_console(self, message: ConsoleMessage) -> None:
         url = refused_by_chromium(message.type, message.text)
