@@ -59,7 +59,7 @@ from linewise.agent.filters.line_retriever import RANGES_SCHEMA
 from linewise.agent.filters.outline import by_priority, outline_entries
 from linewise.agent.filters.ranges import Range, lines_of, merge_ranges, parse_ranges, raw_ranges
 from linewise.agent.filters.recall_guard import guard_lines, guarded_bids
-from linewise.agent.filters.render import line_ranges, omission_marker
+from linewise.agent.filters.render import line_ranges, render_with_markers
 from linewise.agent.filters.structure import rebuild_with_structure
 from linewise.agent.filters.tree import LineTree
 from linewise.agent.models import ChatModel, call_model
@@ -329,23 +329,13 @@ class FocusFilter:
 
     def _render(self, observation: FilterInput, tree: LineTree, candidates: set[int],
                 outline: list[int]) -> _Prompt:
-        lines = observation.lines
         outline_set = set(outline)
         shown = candidates | outline_set
-        out: list[str] = []
-        gap = 0
-        for index in range(len(lines)):
-            if index not in shown:
-                gap += 1
-                continue
-            if gap:
-                out.append(omission_marker(gap, "\t" * tree.depth[index - gap]))
-                gap = 0
-            text = tree.short_head(index) if index in outline_set else lines[index]
-            out.append(f"{index + 1}|{text}")
-        if gap:
-            out.append(omission_marker(gap, "\t" * tree.depth[len(lines) - gap]))
-        numbered = "\n".join(out)
+
+        def show(index: int, line: str) -> str:
+            return f"{index + 1}|{tree.short_head(index) if index in outline_set else line}"
+
+        numbered = render_with_markers(observation.lines, (i + 1 for i in shown), show)
         messages = self._messages(observation, numbered)
         return _Prompt(numbered=numbered, messages=messages, shown=shown,
                        tokens=count_message_tokens(messages),

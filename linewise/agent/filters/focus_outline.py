@@ -38,7 +38,7 @@ from linewise.agent.filters.focus import FocusConfig, FocusFilter, _Prompt
 from linewise.agent.filters.items import ITEM_ROLES, expand_items, line_roles, section_of
 from linewise.agent.filters.outline import by_priority, outline_entries
 from linewise.agent.filters.recall_guard import guard_lines
-from linewise.agent.filters.render import omission_marker
+from linewise.agent.filters.render import render_with_markers
 from linewise.agent.filters.tree import LineTree
 from linewise.agent.models import ChatModel
 from linewise.axtree import parse_line
@@ -203,20 +203,11 @@ class OutlineFirstFilter(FocusFilter):
     def _draw(self, observation: FilterInput, tree: LineTree, indices: list[int], *,
               labels: bool) -> _Prompt:
         shown = set(indices)
-        out: list[str] = []
-        gap = 0
-        for index in range(len(tree)):
-            if index not in shown:
-                gap += 1
-                continue
-            if gap:
-                out.append(omission_marker(gap, "\t" * tree.depth[index - gap]))
-                gap = 0
-            text = entry_label(tree, index) if labels else tree.lines[index]
-            out.append(f"{index + 1}|{text}")
-        if gap:
-            out.append(omission_marker(gap, "\t" * tree.depth[len(tree) - gap]))
-        numbered = "\n".join(out)
+
+        def show(index: int, line: str) -> str:
+            return f"{index + 1}|{entry_label(tree, index) if labels else line}"
+
+        numbered = render_with_markers(tree.lines, (i + 1 for i in shown), show)
         messages: list[dict[str, Any]] = self._messages(observation, numbered)
         return _Prompt(numbered=numbered, messages=messages, shown=shown,
                        tokens=count_message_tokens(messages),

@@ -15,7 +15,7 @@ line, indented like the first dropped line, so the tree keeps its shape.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from linewise.axtree import line_depth
 
@@ -37,13 +37,19 @@ def _indent_of(line: str) -> str:
     return "\t" * line_depth(line)
 
 
-def render_with_markers(lines: Sequence[str], kept_line_numbers: Iterable[int]) -> str:
+def render_with_markers(
+    lines: Sequence[str],
+    kept_line_numbers: Iterable[int],
+    show: Callable[[int, str], str] | None = None,
+) -> str:
     """The kept lines in order, each run of dropped lines replaced by one marker line.
 
     Args:
         lines: The full observation; line n (1-based) is ``lines[n - 1]``.
         kept_line_numbers: 1-based numbers of the lines to show, in any order, repeats
             allowed.
+        show: How a kept line is written, from its 0-based index and text (a retriever
+            prompt numbers its lines, or shortens some); by default as it is.
 
     Returns:
         The view, lines joined with ``\\n``; ``""`` when ``lines`` is empty.
@@ -64,7 +70,7 @@ def render_with_markers(lines: Sequence[str], kept_line_numbers: Iterable[int]) 
             if gap_start is not None:
                 out.append(omission_marker(index - gap_start, _indent_of(lines[gap_start])))
                 gap_start = None
-            out.append(line)
+            out.append(show(index, line) if show is not None else line)
         elif gap_start is None:
             gap_start = index
     if gap_start is not None:

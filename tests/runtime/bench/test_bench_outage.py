@@ -17,14 +17,13 @@ from typing import Any
 
 from linewise.runtime.bench.driver import run_bench
 from linewise.runtime.bench.local import BenchOptions
-from linewise.runtime.bench.outage import OutageNotice
 from linewise.runtime.bench.plan import INFRA_DIR, expand
-from linewise.runtime.bench.progress import LogProgress
-from linewise.runtime.bench.results import EpisodeResult, read_results
+from linewise.runtime.bench.results import read_results
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.tasks.schema import MiniWoBTask
 from linewise.settings import EndpointSettings, LinewiseSettings, OutageSettings
 from linewise.testing import ScriptedChatServer, ScriptedHTTPError, miniwob_solver
+from tests.support.bench import RecordingProgress
 
 FAST_RETRIES = {"retry_budget_s": 0.5, "backoff_initial_s": 0.05, "backoff_max_s": 0.2,
                 "timeout_s": 5.0}
@@ -35,23 +34,6 @@ def _settings(base_url: str, **outage: Any) -> LinewiseSettings:
     knobs = {"failures_to_pause": 2, "probe_initial_s": 0.5, "probe_max_s": 2.0, **outage}
     return LinewiseSettings(action=endpoint, retriever=endpoint, screenshots=False,
                             outage=OutageSettings(**knobs))
-
-
-class RecordingProgress(LogProgress):
-    """The log lines, and every outage notice the bench gave."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.notices: list[OutageNotice | None] = []
-        self.retried: list[EpisodeResult] = []
-
-    def endpoint_down(self, notice: OutageNotice | None) -> None:
-        super().endpoint_down(notice)
-        self.notices.append(notice)
-
-    def episode_retried(self, result: EpisodeResult) -> None:
-        super().episode_retried(result)
-        self.retried.append(result)
 
 
 def _raw_keys(out: Path) -> list[tuple[str, int, str]]:

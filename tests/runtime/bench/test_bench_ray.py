@@ -12,16 +12,15 @@ import pytest
 
 from linewise.runtime.bench.driver import run_bench
 from linewise.runtime.bench.local import BenchOptions
-from linewise.runtime.bench.outage import OutageNotice
 from linewise.runtime.bench.plan import INFRA_DIR, expand
-from linewise.runtime.bench.progress import LogProgress
 from linewise.runtime.bench.ray_backend import STOP_FILE
-from linewise.runtime.bench.results import EpisodeResult, read_results
+from linewise.runtime.bench.results import read_results
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.tasks.schema import MiniWoBTask
 from linewise.runtime.trace import read_summary
 from linewise.settings import EndpointSettings, LinewiseSettings, OutageSettings
 from linewise.testing import Fault, ScriptedChatServer, miniwob_solver
+from tests.support.bench import RecordingProgress
 
 pytest.importorskip("ray", reason="Ray is not installed: pip install 'linewise[ray]'")
 
@@ -48,23 +47,6 @@ async def test_ray_backend_runs_episodes_as_ray_tasks(
     import ray
 
     assert not ray.is_initialized(), "the local instance the bench started is shut down"
-
-
-class RecordingProgress(LogProgress):
-    """Every outage notice and every in-bench rerun the bench reported."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.notices: list[OutageNotice | None] = []
-        self.retried: list[EpisodeResult] = []
-
-    def endpoint_down(self, notice: OutageNotice | None) -> None:
-        super().endpoint_down(notice)
-        self.notices.append(notice)
-
-    def episode_retried(self, result: EpisodeResult) -> None:
-        super().episode_retried(result)
-        self.retried.append(result)
 
 
 def _settings(base_url: str) -> LinewiseSettings:
