@@ -7,7 +7,9 @@ One folder per episode::
     <episode>/summary.json         EpisodeSummary; status "running" until the episode ends
 
 A kill at any moment loses at most the step in flight: every finished step is already
-on disk, and summary.json says the episode never finished.
+on disk, and summary.json says the episode never finished. The folder appears with its
+summary already inside (it is built under a hidden name and renamed), so no reader ever
+meets an episode folder without one.
 
 This writer is the one point where records reach disk, so every record and summary
 passes the run's redactor here (``redaction.py``): the loop already shows the model
@@ -19,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 
 from linewise.records import EpisodeSummary, StepRecord
@@ -41,9 +44,17 @@ class EpisodeTraceWriter:
         self.summary_path = directory / "summary.json"
 
     def start(self, summary: EpisodeSummary) -> None:
-        self.screenshots.mkdir(parents=True, exist_ok=True)
-        self.steps_path.touch()
-        self.write_summary(summary)
+        if self.directory.exists():
+            self.screenshots.mkdir(exist_ok=True)
+            self.steps_path.touch()
+            self.write_summary(summary)
+            return
+        staging = self.directory.with_name(f".{self.directory.name}.starting")
+        shutil.rmtree(staging, ignore_errors=True)  # left by a kill during an earlier start
+        (staging / self.screenshots.name).mkdir(parents=True)
+        (staging / self.steps_path.name).touch()
+        _write_json_atomically(staging / self.summary_path.name, redacted_json(summary, indent=2))
+        os.rename(staging, self.directory)
 
     def write_screenshot(self, index: int, png: bytes) -> str:
         name = f"step-{index:03d}.png"
@@ -58,9 +69,13 @@ class EpisodeTraceWriter:
             os.fsync(handle.fileno())
 
     def write_summary(self, summary: EpisodeSummary) -> None:
-        tmp = self.summary_path.with_suffix(".json.tmp")
-        tmp.write_text(redacted_json(summary, indent=2), encoding="utf-8")
-        os.replace(tmp, self.summary_path)
+        _write_json_atomically(self.summary_path, redacted_json(summary, indent=2))
+
+
+def _write_json_atomically(path: Path, text: str) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def read_steps(directory: Path) -> list[StepRecord]:
