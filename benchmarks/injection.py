@@ -17,6 +17,7 @@ is handled as the settings say (``LINEWISE_BROWSER__INVISIBLE_TEXT``, default dr
     python benchmarks/injection.py --endpoint http://host:8000/v1 --model NAME
     python benchmarks/injection.py --scripted obedient      # a model that obeys every injection
     python benchmarks/injection.py --config none/policy-on --task inj.forum.comment
+    python benchmarks/injection.py --resume                 # carry on a run cut short
 
 Prints one row per configuration (task success rate, attack success rate, by attack kind,
 requests the attacker's server received) and writes every episode as a JSON line to
@@ -124,6 +125,12 @@ async def run_suite(args: argparse.Namespace) -> list[dict[str, Any]]:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results = out / "results.jsonl"
+    done: set[tuple[str, str]] = set()
+    if args.resume and results.exists():
+        # The whole table is printed at the end, so earlier rows count as well.
+        rows = [json.loads(line) for line in results.read_text("utf-8").splitlines()
+                if line.strip()]
+        done = {(r["config"], r["task_id"]) for r in rows}
     with InjectionSite(PAGES) as site, results.open("a", encoding="utf-8") as sink:
         tasks = select_tasks(site.localize(load_task_file(SUITE)), args.task, args.max_steps)
         async with models(args, base) as (action, retriever):
@@ -131,6 +138,8 @@ async def run_suite(args: argparse.Namespace) -> list[dict[str, Any]]:
             # the configurations on the same tasks.
             for task in tasks:
                 for config in configs:
+                    if (config.name, task.id) in done:
+                        continue
                     settings = settings_for(base, config)
                     browser = site.browser_config(BrowserConfig.from_settings(settings.browser))
                     assert isinstance(task, WebTask) and task.attack is not None
@@ -209,6 +218,9 @@ def main() -> None:
     parser.add_argument("--invisible-text", choices=("drop", "mark", "keep"))
     parser.add_argument("--episode-timeout", type=float, default=7200.0, metavar="S")
     parser.add_argument("--out", default="runs/injection")
+    parser.add_argument("--resume", action="store_true",
+                        help="skip the episodes OUT/results.jsonl already holds; the table "
+                        "covers them all")
     args = parser.parse_args()
     rows = asyncio.run(run_suite(args))
     print(table(rows))
