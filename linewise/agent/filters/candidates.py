@@ -6,6 +6,8 @@ Each stage proposes *groups* of lines (0-based indices), best first:
 - ``lexical``: BM25 hits on goal + history + thoughts, with ± context lines;
 - ``outline``: search boxes, dialogs, headings, landmarks, form fields, tabs, table
   headers and terms (:mod:`.outline`);
+- ``expanded``: BM25 hits on the terms the retriever model expects the needed element
+  to show (:mod:`.query_expansion`; only when the filter expands its query);
 - ``changed``: runs of lines that changed since the last step;
 - ``embedding``: chunks most similar to the query, each with the term, heading or row
   it belongs to (only when an embedder is configured).
@@ -48,8 +50,13 @@ __all__ = [
 MARKER_TOKENS = 10
 """What one ``… N lines omitted …`` marker between runs of lines costs, about."""
 
-STAGE_TURNS: dict[str, int] = {"lexical": 3, "outline": 2, "changed": 1, "embedding": 2}
+STAGE_TURNS: dict[str, int] = {
+    "lexical": 3, "expanded": 3, "outline": 2, "changed": 1, "embedding": 2,
+}
 """Groups each stage may add per turn, in this order, after the guard's."""
+
+_TOP_STAGES = ("lexical", "expanded")
+"""Stages whose best groups are kept in the view whatever the model chooses."""
 
 # Roles a matching line's context must bring along: what names the thing it describes.
 _ANCHOR_ROLES = frozenset({"term", "heading", "row", "listitem", "article", "columnheader"})
@@ -71,7 +78,8 @@ class CandidateSet:
     tokens: int = 0
     """Numbered-line tokens of the lines taken."""
     top_lexical: list[int] = field(default_factory=list)
-    """0-based lines of the best lexical groups (kept in the view whatever the model says)."""
+    """0-based lines of the best lexical and expanded-query groups (kept in the view
+    whatever the model says)."""
     order: list[int] = field(default_factory=list)
     """0-based lines in the order they were taken (the guard's, then the stages' turns)."""
 
@@ -177,7 +185,7 @@ def fill_budget(
     for group in groups.get("guard", ()):
         take(group, force=True)
     cursors = dict.fromkeys(STAGE_TURNS, 0)
-    lexical_taken = 0
+    top_taken = dict.fromkeys(_TOP_STAGES, 0)
     while any(cursors[s] < len(groups.get(s, ())) for s in STAGE_TURNS):
         for stage, turns in STAGE_TURNS.items():
             pending = groups.get(stage, ())
@@ -187,8 +195,8 @@ def fill_budget(
                 cursors[stage] += 1
                 if take(group):
                     added += 1
-                    if stage == "lexical" and lexical_taken < top_lexical:
-                        lexical_taken += 1
+                    if stage in top_taken and top_taken[stage] < top_lexical:
+                        top_taken[stage] += 1
                         taken.top_lexical.extend(group.lines)
     for numbers in taken.by_stage.values():
         numbers.sort()

@@ -31,6 +31,7 @@ import structlog
 from pydantic import BaseModel, Field
 
 from linewise.agent.filters.base import FilterInput, FilterResult
+from linewise.agent.filters.bm25 import LineRanker
 from linewise.agent.filters.candidates import (
     MARKER_TOKENS,
     CandidateSet,
@@ -57,6 +58,7 @@ from linewise.agent.filters.escalation import Escalation
 from linewise.agent.filters.items import expand_items
 from linewise.agent.filters.line_retriever import RANGES_SCHEMA
 from linewise.agent.filters.outline import by_priority, outline_entries
+from linewise.agent.filters.query_expansion import Expansion, QueryExpander, expanded_groups
 from linewise.agent.filters.ranges import Range, lines_of, merge_ranges, parse_ranges, raw_ranges
 from linewise.agent.filters.recall_guard import guard_lines, guarded_bids
 from linewise.agent.filters.render import line_ranges, render_with_markers
@@ -141,8 +143,10 @@ class FocusFilter:
     def __init__(
         self, model: ChatModel | None, config: FocusConfig | None = None,
         embedder: Embedder | None = None, *, name: str = "focus",
+        expander: QueryExpander | None = None,
     ) -> None:
-        """Without a ``model`` the view is the candidates themselves (``focus-candidates``)."""
+        """Without a ``model`` the view is the candidates themselves (``focus-candidates``).
+        With an ``expander``, the terms it asks its model for are a candidate stage."""
         self.name = name
         self.model = model
         self.config = config or FocusConfig()
@@ -153,6 +157,8 @@ class FocusFilter:
         self.defense = InjectionMemory() if self.config.defend else None
         self._named: list[Range] = []
         self._units = UnitIndex(embedder) if embedder is not None else None
+        self.expander = expander
+        self._expansion: Expansion | None = None
 
     async def apply(self, observation: FilterInput) -> FilterResult:
         result = await self._apply(observation)
@@ -195,6 +201,12 @@ class FocusFilter:
                 kept |= set(candidates.top_lexical)
                 if self.config.items:
                     kept = self._with_items(observation, tree, candidates, kept, notes)
+        if self._expansion is not None:
+            calls = [*self._expansion.calls, *calls]
+            notes["expansion"] = {"terms": self._expansion.terms,
+                                  "reused": self._expansion.reused,
+                                  "error": self._expansion.error}
+            self._expansion = None
         guarded = guard_lines(tree, observation) - kept
         kept |= guarded
         notes["guard_added_lines"] = sorted(i + 1 for i in guarded)
@@ -258,6 +270,13 @@ class FocusFilter:
             "outline": outline_groups(lines),
             "changed": changed_groups(previous, lines),
         }
+        if self.expander is not None:
+            self._expansion = await self.expander.expand(observation)
+            groups["expanded"] = [
+                Group("expanded", g) for g in expanded_groups(
+                    LineRanker(lines), self._expansion.terms, len(lines),
+                    context=self.config.lexical_context)
+            ]
         if self.embedder is not None:
             try:
                 if self.config.embedding_units and self._units is not None:

@@ -39,6 +39,7 @@ from linewise.agent.filters.embedding import EmbeddingFilter
 from linewise.agent.filters.focus import FocusConfig, FocusFilter
 from linewise.agent.filters.focus_outline import OutlineFirstFilter, ZoomMode
 from linewise.agent.filters.line_retriever import LineRetrieverConfig, LineRetrieverFilter
+from linewise.agent.filters.query_expansion import QueryExpander
 from linewise.agent.filters.truncate import NoFilter, TruncateFilter
 from linewise.agent.models import ChatModel
 from linewise.errors import ConfigError
@@ -268,7 +269,7 @@ register_filter(
 
 
 def _focus(context: FilterContext, *, model: bool = True, items: bool = False,
-           units: bool = False, name: str = "") -> ObservationFilter:
+           units: bool = False, expand: bool = False, name: str = "") -> ObservationFilter:
     settings = context.settings
     # The embedding stage runs only where an embedder was chosen (or the filter is the
     # one that embeds units): the offline one costs seconds per large page on a small
@@ -281,10 +282,13 @@ def _focus(context: FilterContext, *, model: bool = True, items: bool = False,
         defend=settings.defend,
         items=items, embedding_units=units,
     )
+    expander = QueryExpander(context.require_retriever(name), json_schema=settings.json_schema
+                             ) if expand else None
     if not model:
-        return FocusFilter(None, config, embedder=embedder, name=name or "focus-candidates")
+        return FocusFilter(None, config, embedder=embedder, name=name or "focus-candidates",
+                           expander=expander)
     return FocusFilter(context.require_retriever("focus"), config, embedder=embedder,
-                       name=name or "focus")
+                       name=name or "focus", expander=expander)
 
 
 register_filter(
@@ -317,6 +321,22 @@ register_filter(
                            name="focus-candidates-units"),
     description="focus-candidates-items with an embedding stage that scores the page's "
     "blocks with their context (term, heading, row); uses the embedder",
+)
+
+register_filter(
+    "focus-expand-items",
+    lambda context: _focus(context, model=False, items=True, expand=True,
+                           name="focus-expand-items"),
+    needs_retriever=True, description="focus-candidates-items with one more stage: the "
+    "retriever reads only the goal and history and names the words the needed element "
+    "is likely to show, which are matched against every line",
+)
+register_filter(
+    "focus-expand-units",
+    lambda context: _focus(context, model=False, items=True, units=True, expand=True,
+                           name="focus-expand-units"),
+    needs_retriever=True, description="focus-expand-items with focus-candidates-units' "
+    "embedding stage",
 )
 
 

@@ -1,0 +1,186 @@
+"""Query expansion: the retriever model says which words the needed element shows.
+
+Lexical matching finds an element its goal names and misses one the goal paraphrases
+("the town I live in" for a field labelled ``City``; "turns an object into a text
+string" for ``json.dumps``). Reading a 20,000-line page is too slow for a small model,
+but reading the goal is not: one short call (the goal, the actions so far with the
+elements they named, the page title; no page content) returns the terms the page is
+likely to use, and those are matched against every line like the goal's own words.
+The call's input is a few hundred tokens whatever the page's size, and its answer is
+reused while the goal and the history are unchanged.
+
+:func:`expanded_groups` turns the terms into candidate groups: the best lines of each
+term in turn, so one strong term (``IBAN``) is not drowned by several weak ones.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from linewise.agent.action_parser import parse_action
+from linewise.agent.filters.base import FilterInput
+from linewise.agent.filters.bm25 import LineRanker, with_context, words
+from linewise.agent.models import ChatModel, call_model
+from linewise.axtree import bid_of, parse_line
+from linewise.errors import ActionParseError, LLMError
+from linewise.prompts import render_prompt
+from linewise.records import LLMCall
+
+__all__ = ["Expansion", "QueryExpander", "expanded_groups", "parse_terms"]
+
+_MAX_TERM_CHARS = 60
+_FENCE = re.compile(r"^```[a-z]*\s*|\s*```$", re.MULTILINE)
+
+
+class _Terms(BaseModel):
+    terms: list[str] = Field(default_factory=list)
+
+
+TERMS_SCHEMA: dict[str, Any] = _Terms.model_json_schema()
+
+
+def parse_terms(answer: str, max_terms: int) -> list[str]:
+    """The terms of an answer: the JSON object asked for, a bare JSON list, or one term
+    per line or comma when the model ignored the format. Duplicates and empty terms
+    are dropped."""
+    text = _FENCE.sub("", answer.strip())
+    raw: list[Any] = []
+    try:
+        data = json.loads(text)
+        if isinstance(data, dict):
+            raw = _Terms.model_validate(data).terms
+        elif isinstance(data, list):
+            raw = data
+    except (json.JSONDecodeError, ValidationError):
+        match = re.search(r"\[.*\]", text, re.DOTALL)
+        try:
+            raw = json.loads(match.group(0)) if match else []
+        except json.JSONDecodeError:
+            raw = []
+        if not raw:
+            raw = re.split(r"[\n,;]+", text)
+    seen: set[str] = set()
+    terms: list[str] = []
+    for item in raw:
+        term = str(item).strip().strip("\"'`-•* ")[:_MAX_TERM_CHARS]
+        if term and term.lower() not in seen and words(term):
+            seen.add(term.lower())
+            terms.append(term)
+    return terms[:max_terms]
+
+
+@dataclass
+class Expansion:
+    terms: list[str] = field(default_factory=list)
+    calls: list[LLMCall] = field(default_factory=list)
+    error: str | None = None
+    reused: bool = False
+
+
+class QueryExpander:
+    """Asks the model for the page's likely words, once per goal and history."""
+
+    def __init__(
+        self, model: ChatModel, *, max_terms: int = 12, answer_tokens: int = 128,
+        recent_actions: int = 3, json_schema: str = "auto",
+    ) -> None:
+        self.model = model
+        self.max_terms = max_terms
+        self.answer_tokens = answer_tokens
+        self.recent_actions = recent_actions
+        self._schema = json_schema != "off"
+        self._schema_mode = json_schema
+        self._cache: dict[tuple[str, ...], list[str]] = {}
+
+    def messages(self, observation: FilterInput) -> list[dict[str, Any]]:
+        return [{"role": "user", "content": render_prompt(
+            "retriever_expand.md", title=_title(observation.lines) or "(none)",
+            goal=observation.goal.strip(), history=self._history(observation),
+            max_terms=self.max_terms,
+        )}]
+
+    async def expand(self, observation: FilterInput) -> Expansion:
+        key = (observation.goal, self._history(observation),
+               observation.thoughts[-1] if observation.thoughts else "")
+        if key in self._cache:
+            return Expansion(terms=self._cache[key], reused=True)
+        messages = self.messages(observation)
+        result = Expansion()
+        for attempt in range(2):
+            params: dict[str, Any] = {"max_tokens": self.answer_tokens, "temperature": 0}
+            if self._schema:
+                params["response_format"] = {"type": "json_schema", "json_schema": {
+                    "name": "terms", "schema": TERMS_SCHEMA}}
+            try:
+                call = await call_model(self.model, messages, purpose="retriever",
+                                        attempt=attempt, **params)
+            except LLMError as exc:
+                if exc.call is not None:
+                    result.calls.append(exc.call)
+                if self._schema and self._schema_mode == "auto" and exc.status == 400:
+                    self._schema = False  # the server takes no response_format
+                    continue
+                result.error = f"query expansion failed: {exc}"
+                return result
+            result.calls.append(call)
+            result.terms = parse_terms(call.response or "", self.max_terms)
+            break
+        if not result.terms:
+            result.error = result.error or "the model named no term"
+        self._cache[key] = result.terms
+        return result
+
+    def _history(self, observation: FilterInput) -> str:
+        """The recent actions, each with the element it named as the page shows it
+        (a bid alone says nothing to a model that does not see the page)."""
+        recent = observation.history[-self.recent_actions:]
+        if not recent:
+            return "(nothing yet)"
+        by_bid = {b: line for line in observation.lines if (b := bid_of(line))}
+        described = []
+        for action in recent:
+            try:
+                bids = parse_action(action).bids
+            except ActionParseError:
+                bids = []
+            named = [_element(by_bid[b]) for b in bids if b in by_bid]
+            described.append(f"- {action.strip()}" + (f"  ({'; '.join(named)})" if named
+                                                        else ""))
+        return "\n".join(described)
+
+
+def _element(line: str) -> str:
+    parsed = parse_line(line)
+    return f"{parsed.role} '{parsed.name}'" if parsed.name else parsed.role
+
+
+def _title(lines: Sequence[str]) -> str:
+    for line in lines[:3]:
+        parsed = parse_line(line)
+        if parsed.role == "RootWebArea" and parsed.name:
+            return parsed.name
+    return ""
+
+
+def expanded_groups(
+    ranker: LineRanker, terms: Sequence[str], n_lines: int, *, per_term: int = 3,
+    context: int = 2,
+) -> list[tuple[int, ...]]:
+    """Line groups (0-based, ± ``context``) for the terms: the best line of each term,
+    then the second best of each, and so on, each line once."""
+    ranked = [ranker.top(term, per_term) for term in terms]
+    seen: set[int] = set()
+    groups: list[tuple[int, ...]] = []
+    for rank in range(per_term):
+        for hits in ranked:
+            if rank < len(hits) and hits[rank][0] not in seen:
+                index = hits[rank][0]
+                seen.add(index)
+                groups.append(tuple(with_context(index, n_lines, context)))
+    return groups
