@@ -19,6 +19,7 @@ from linewise.tokens import (
     TOKENS_PER_IMAGE,
     count_message_tokens,
     count_tokens,
+    count_tokens_each,
     get_encoding,
     seed_tiktoken_cache,
     tiktoken_cache_dir,
@@ -207,3 +208,8 @@ def test_count_message_tokens() -> None:
         [{"role": "system", "content": "a"}, {"role": "user", "content": "b"}],
         encoding="cl100k_base",
     ) == 2 * (3 + 1 + 1) + 3
+
+
+def test_count_tokens_each_counts_as_count_tokens_does() -> None:
+    texts = ["\t[12] button 'OK', clickable\n", "", "<|endoftext|> in a page", "é" * 50]
+    assert count_tokens_each(texts) == [count_tokens(t) for t in texts]

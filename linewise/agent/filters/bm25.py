@@ -80,9 +80,12 @@ class LineRanker:
     lines: Sequence[str]
     k1: float = 1.2
     b: float = 0.5
+    word_counts: Sequence[Counter[str]] | None = None
+    """Each line's ``Counter(line_words(line))`` when the caller already has them."""
 
     def __post_init__(self) -> None:
-        self.docs = [Counter(line_words(line)) for line in self.lines]
+        self.docs = (list(self.word_counts) if self.word_counts is not None
+                     else [Counter(line_words(line)) for line in self.lines])
         lengths = [sum(d.values()) for d in self.docs]
         self.lengths = lengths
         self.average = (sum(lengths) / len(lengths)) if lengths else 1.0

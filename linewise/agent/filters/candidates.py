@@ -19,7 +19,6 @@ reach the budget, so the candidates of a 20,000-line page cost what those of a
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -29,11 +28,11 @@ from linewise.agent.filters.base import FilterInput
 from linewise.agent.filters.bm25 import LineRanker, query_text, with_context
 from linewise.agent.filters.chunking import chunk_lines
 from linewise.agent.filters.embedders import Embedder, normalised
-from linewise.agent.filters.outline import by_priority, outline_entries
+from linewise.agent.filters.outline import OutlineEntry, by_priority, outline_entries
+from linewise.agent.filters.page_diff import PageDiff, diff_pages
 from linewise.agent.filters.recall_guard import guard_lines
 from linewise.agent.filters.tree import LineTree
-from linewise.axtree import parse_line
-from linewise.tokens import get_encoding
+from linewise.tokens import count_tokens_each
 
 __all__ = [
     "CandidateSet",
@@ -90,38 +89,33 @@ def guard_groups(tree: LineTree, observation: FilterInput) -> list[Group]:
 
 
 def lexical_groups(
-    lines: Sequence[str], observation: FilterInput, *, limit: int = 200, context: int = 2
+    lines: Sequence[str], observation: FilterInput, *, limit: int = 200, context: int = 2,
+    ranker: LineRanker | None = None,
 ) -> list[Group]:
-    hits = LineRanker(lines).top(query_text(observation), limit)
+    """BM25 hits, best first, each with ``context`` lines either side; ``ranker`` is the
+    page's index when the caller keeps one (:class:`.page_index.PageIndex`)."""
+    ranker = ranker if ranker is not None else LineRanker(lines)
+    hits = ranker.top(query_text(observation), limit)
     return [Group("lexical", tuple(with_context(i, len(lines), context))) for i, _ in hits]
 
 
-def outline_groups(lines: Sequence[str]) -> list[Group]:
-    return [Group("outline", (entry.index,)) for entry in by_priority(outline_entries(lines))]
+def outline_groups(lines: Sequence[str],
+                   entries: Sequence[OutlineEntry] | None = None) -> list[Group]:
+    """The outline's entries by priority (``entries``: the page's, when already read)."""
+    found = entries if entries is not None else outline_entries(lines)
+    return [Group("outline", (entry.index,)) for entry in by_priority(found)]
 
 
 def changed_groups(
-    previous: Sequence[str] | None, lines: Sequence[str], *, max_fraction: float = 0.5
+    previous: Sequence[str] | None, lines: Sequence[str], *, max_fraction: float = 0.5,
+    diff: PageDiff | None = None,
 ) -> list[Group]:
-    """Runs of lines inserted or replaced since ``previous``; none when most of the page
-    changed (a new page: every line would be a candidate)."""
+    """Runs of lines inserted or replaced since ``previous`` (``diff``: their diff, when
+    the caller has it); none when most of the page changed (a new page: every line would
+    be a candidate)."""
     if previous is None or list(previous) == list(lines):
         return []
-    # the common head and tail are cut before diffing: an incremental step changes a
-    # few lines of a page, and diffing all 20,000 lines of a large one takes seconds
-    head = 0
-    limit = min(len(previous), len(lines))
-    while head < limit and previous[head] == lines[head]:
-        head += 1
-    tail = 0
-    while tail < limit - head and previous[-1 - tail] == lines[-1 - tail]:
-        tail += 1
-    matcher = difflib.SequenceMatcher(
-        None, list(previous[head:len(previous) - tail]), list(lines[head:len(lines) - tail]),
-        autojunk=False,
-    )
-    runs = [range(head + j1, head + j2) for tag, _, _, j1, j2 in matcher.get_opcodes()
-            if tag in ("replace", "insert")]
+    runs = (diff if diff is not None else diff_pages(previous, lines)).changed
     if sum(len(r) for r in runs) > max_fraction * len(lines):
         return []
     return [Group("changed", tuple(r)) for r in runs if len(r)]
@@ -144,7 +138,7 @@ async def embedding_groups(
         members = {n - 1 for n in chunks[int(best)].line_numbers}
         for index in list(members):
             for ancestor in tree.ancestors(index):
-                if parse_line(tree.lines[ancestor]).role in _ANCHOR_ROLES:
+                if tree.parsed(ancestor).role in _ANCHOR_ROLES:
                     members.add(ancestor)
                     break
         groups.append(Group("embedding", tuple(sorted(members))))
@@ -154,10 +148,8 @@ async def embedding_groups(
 def numbered_sizes(lines: Sequence[str], indices: Iterable[int]) -> dict[int, int]:
     """Tokens of ``{n}|{line}\\n`` for each 0-based index, as the retriever sees it."""
     wanted = sorted(set(indices))
-    encoded = get_encoding().encode_batch(
-        [f"{i + 1}|{lines[i]}\n" for i in wanted], disallowed_special=()
-    )
-    return {i: len(e) for i, e in zip(wanted, encoded, strict=True)}
+    counts = count_tokens_each(f"{i + 1}|{lines[i]}\n" for i in wanted)
+    return dict(zip(wanted, counts, strict=True))
 
 
 def fill_budget(

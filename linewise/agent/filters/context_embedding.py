@@ -26,7 +26,6 @@ from linewise.agent.filters.candidates import Group
 from linewise.agent.filters.embedders import Embedder, normalised
 from linewise.agent.filters.items import ITEM_ROLES, line_roles
 from linewise.agent.filters.tree import LineTree
-from linewise.axtree import parse_line
 
 __all__ = ["Unit", "UnitIndex", "page_units", "unit_groups"]
 
@@ -53,7 +52,7 @@ class Unit:
 def _names(tree: LineTree, start: int, stop: int, limit: int) -> list[str]:
     words: list[str] = []
     for i in range(start, stop):
-        name = parse_line(tree.lines[i]).name
+        name = tree.parsed(i).name
         if name:
             words.extend(name.split())
             if len(words) >= limit:

@@ -16,7 +16,11 @@ Per step:
 When the agent got stuck on last step's view (:mod:`.escalation`), the next step shows
 more: level 1 shows every candidate of a budget ``escalation_factor`` times larger
 without asking the model; level 2 the whole tree. On an unchanged page the previous
-selection is reused without a model call, unless the agent got stuck on it.
+selection is reused without a model call, unless the agent got stuck on it; on a page
+that changed little it is carried over, with the changed lines and the best lexical
+hits, also without a model call (:mod:`.incremental`). The page's structures (tree,
+roles, outline, BM25 index) are built once per page and taken over line by line by the
+next step's page (:mod:`.page_index`).
 
 ``notes`` records which stage proposed which lines (``stages``), the retriever's input
 tokens (``retriever_input_tokens``) and the escalation decision.
@@ -31,7 +35,6 @@ import structlog
 from pydantic import BaseModel, Field
 
 from linewise.agent.filters.base import FilterInput, FilterResult
-from linewise.agent.filters.bm25 import LineRanker
 from linewise.agent.filters.candidates import (
     MARKER_TOKENS,
     CandidateSet,
@@ -54,10 +57,13 @@ from linewise.agent.filters.defend import (
     without_injections,
 )
 from linewise.agent.filters.embedders import Embedder
-from linewise.agent.filters.escalation import Escalation
+from linewise.agent.filters.escalation import Escalation, EscalationState
+from linewise.agent.filters.incremental import CarryOver
 from linewise.agent.filters.items import expand_items
 from linewise.agent.filters.line_retriever import RANGES_SCHEMA
-from linewise.agent.filters.outline import by_priority, outline_entries
+from linewise.agent.filters.outline import by_priority
+from linewise.agent.filters.page_diff import PageDiff, diff_pages
+from linewise.agent.filters.page_index import PageIndex
 from linewise.agent.filters.query_expansion import Expansion, QueryExpander, expanded_groups
 from linewise.agent.filters.ranges import Range, lines_of, merge_ranges, parse_ranges, raw_ranges
 from linewise.agent.filters.recall_guard import guard_lines, guarded_bids
@@ -98,7 +104,26 @@ class FocusConfig(BaseModel):
     embedding_top_k: int = 10
     escalation_factor: float = Field(default=3.0, ge=1.0)
     pad_lines: int = Field(default=1, ge=0)
-    incremental: bool = True
+    incremental: bool = Field(
+        default=True, description="Reuse the previous selection on an unchanged page and, "
+        "with a retriever model, carry it over to a page that changed little "
+        "(:mod:`.incremental`), unless the agent got stuck on it."
+    )
+    carry_over_tokens: int = Field(
+        default=500, ge=0, description="A page 'changed little' when the lines that changed "
+        "since the model last chose hold at most this many tokens (summed over the steps "
+        "carried since) and at most ``carry_over_share`` of the page's tokens: about what "
+        "one click changes (a focus, a message, a menu), a tenth of what the model reads. "
+        "The changed lines are shown whole, so this also bounds the view's growth."
+    )
+    carry_over_share: float = Field(default=0.1, ge=0, le=1, description="See "
+                                    "``carry_over_tokens``: the bound relative to the page.")
+    carry_over_steps: int = Field(
+        default=3, ge=0, description="Steps in a row carried over before the model is asked "
+        "again. The model chose for a shorter history: lexical hits follow the new actions' "
+        "words, but a need stated in other words (the next step of a task) has none, so "
+        "the choice is refreshed every few steps even on a page that barely moves."
+    )
     min_page_tokens: int = Field(
         default=2000, ge=0, description="A smaller tree is shown whole: a retriever call "
         "costs more time than the action model saves on it."
@@ -159,6 +184,8 @@ class FocusFilter:
         self._units = UnitIndex(embedder) if embedder is not None else None
         self.expander = expander
         self._expansion: Expansion | None = None
+        self._page: PageIndex | None = None
+        self._carry = CarryOver()
 
     async def apply(self, observation: FilterInput) -> FilterResult:
         result = await self._apply(observation)
@@ -179,20 +206,25 @@ class FocusFilter:
             return self._whole(observation, started, notes)
         if state.level >= self.escalation.max_level or not lines:
             return self._whole(observation, started, notes)
-        tree = LineTree(lines)
-        reuse = (self.config.incremental and state.page_unchanged and not state.reasons
-                 and self._previous_kept is not None)
+        page = self._page_of(lines)
+        tree = page.tree
+        diff = (diff_pages(previous_lines, lines)
+                if previous_lines is not None and not state.page_unchanged else None)
         calls: list[LLMCall] = []
-        if reuse and self._previous_kept is not None:
+        if (self.config.incremental and state.page_unchanged and not state.reasons
+                and self._previous_kept is not None):
             kept = set(self._previous_kept)
             notes["incremental"] = "unchanged page: previous selection reused"
+        elif (carried := self._carried(observation, page, diff, state, notes)) is not None:
+            kept = carried
         else:
             budget = self.config.budget_tokens
             if state.level:
                 budget = int(budget * self.config.escalation_factor)
-            candidates = await self._candidates(observation, tree, previous_lines, budget)
+            candidates = await self._candidates(observation, tree, previous_lines, budget, diff)
             notes["stages"] = candidates.by_stage
             notes["candidate_lines"] = len(candidates.lines)
+            self._carry.chosen()
             if state.level:
                 kept = set(candidates.lines)
                 notes["escalation_view"] = "every candidate, no model call"
@@ -221,6 +253,28 @@ class FocusFilter:
             ranges=line_ranges(view.kept_lines), tokens_full=observation.full_tokens,
             tokens_shown=count_tokens(view.text), calls=calls,
             latency_ms=(time.perf_counter() - started) * 1000, notes=notes,
+        )
+
+    def _carried(self, observation: FilterInput, page: PageIndex, diff: PageDiff | None,
+                 state: EscalationState, notes: dict[str, object]) -> set[int] | None:
+        """The previous selection carried over to a page that changed little, or None
+        when the selection must be made afresh (:mod:`.incremental`). Only filters with a
+        retriever model carry over: the candidate stages alone are cheap and stay fresh.
+        Defender mode reads every new text, so it never carries over."""
+        config = self.config
+        if (not config.incremental or config.defend or self.model is None or diff is None
+                or state.reasons or self._previous_kept is None):
+            return None
+        return self._carry.select(
+            page, observation, self._previous_kept, diff, notes,
+            max_tokens=min(config.carry_over_tokens,
+                           int(config.carry_over_share * observation.full_tokens)),
+            max_steps=config.carry_over_steps, context=config.pad_lines,
+            top_lexical=config.keep_top_lexical, lexical_context=config.lexical_context,
+            items_budget=min(config.view_budget_tokens,
+                             int(config.view_max_share * observation.full_tokens))
+            if config.items else None,
+            item_max_lines=config.item_max_lines,
         )
 
     def _whole(self, observation: FilterInput, started: float,
@@ -261,20 +315,22 @@ class FocusFilter:
 
     async def _candidates(
         self, observation: FilterInput, tree: LineTree, previous: list[str] | None,
-        budget: int,
+        budget: int, diff: PageDiff | None = None,
     ) -> CandidateSet:
         lines = observation.lines
+        page = self._page_of(lines)
         groups: dict[str, list[Group]] = {
             "guard": guard_groups(tree, observation),
-            "lexical": lexical_groups(lines, observation, context=self.config.lexical_context),
-            "outline": outline_groups(lines),
-            "changed": changed_groups(previous, lines),
+            "lexical": lexical_groups(lines, observation, context=self.config.lexical_context,
+                                      ranker=page.ranker),
+            "outline": outline_groups(lines, page.outline),
+            "changed": changed_groups(previous, lines, diff=diff),
         }
         if self.expander is not None:
             self._expansion = await self.expander.expand(observation)
             groups["expanded"] = [
                 Group("expanded", g) for g in expanded_groups(
-                    LineRanker(lines), self._expansion.terms, len(lines),
+                    page.ranker, self._expansion.terms, len(lines),
                     context=self.config.lexical_context)
             ]
         if self.embedder is not None:
@@ -293,6 +349,11 @@ class FocusFilter:
         room = self._observation_room(observation, budget)
         return fill_budget(groups, sizes, int(room * (1 - self.config.outline_share)),
                            top_lexical=self.config.keep_top_lexical)
+
+    def _page_of(self, lines: list[str]) -> PageIndex:
+        """The index of this step's page: the last one if the page is the same."""
+        self._page = self._page.following(lines) if self._page is not None else PageIndex(lines)
+        return self._page
 
     def _observation_room(self, observation: FilterInput, budget: int) -> int:
         """Tokens left for the numbered lines once the prompt itself is counted, with a
@@ -330,7 +391,7 @@ class FocusFilter:
         room = self._observation_room(observation, self.config.budget_tokens)
         used = candidates.tokens
         outline: list[int] = []
-        rest = [e.index for e in by_priority(outline_entries(lines))
+        rest = [e.index for e in by_priority(self._page_of(lines).outline)
                 if e.index not in candidates.lines]
         for index in rest:
             cost = count_tokens(f"{index + 1}|{tree.short_head(index)}\n") + MARKER_TOKENS

@@ -29,6 +29,7 @@ and the incremental reuse are those of :class:`.focus.FocusFilter`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from linewise.agent.filters.base import FilterInput
@@ -36,12 +37,11 @@ from linewise.agent.filters.candidates import MARKER_TOKENS, CandidateSet
 from linewise.agent.filters.embedders import Embedder
 from linewise.agent.filters.focus import FocusConfig, FocusFilter, _Prompt
 from linewise.agent.filters.items import ITEM_ROLES, expand_items, line_roles, section_of
-from linewise.agent.filters.outline import by_priority, outline_entries
+from linewise.agent.filters.outline import OutlineEntry, by_priority, outline_entries
 from linewise.agent.filters.recall_guard import guard_lines
 from linewise.agent.filters.render import render_with_markers
 from linewise.agent.filters.tree import LineTree
 from linewise.agent.models import ChatModel
-from linewise.axtree import parse_line
 from linewise.records import LLMCall
 from linewise.tokens import count_message_tokens, count_tokens
 
@@ -54,15 +54,16 @@ _PART_KINDS = frozenset({"search", "dialog", "heading", "landmark"})
 # Items with names or summaries longer than this are cut: the outline must stay compact.
 
 
-def outline_for_model(tree: LineTree, roles: list[str] | None = None) -> list[int]:
+def outline_for_model(tree: LineTree, roles: list[str] | None = None,
+                      entries: Sequence[OutlineEntry] | None = None) -> list[int]:
     """The outline entries the model may pick, in the order they get room: the parts
     a page is made of first (search, dialogs, headings, landmarks), then its items
     (articles, rows, list items: what a model picks a part by), then the outline's
     other kinds (fields and buttons, table headers, tabs, terms last)."""
     role = roles if roles is not None else line_roles(tree)
-    entries = by_priority(outline_entries(tree.lines))
-    parts = [e.index for e in entries if e.kind in _PART_KINDS]
-    rest = [e.index for e in entries if e.kind not in _PART_KINDS]
+    ranked = by_priority(entries if entries is not None else outline_entries(tree.lines))
+    parts = [e.index for e in ranked if e.kind in _PART_KINDS]
+    rest = [e.index for e in ranked if e.kind not in _PART_KINDS]
     taken = set(parts) | set(rest)
     items = [i for i in range(len(tree)) if role[i] in ITEM_ROLES and i not in taken]
     return [*parts, *items, *rest]
@@ -71,13 +72,13 @@ def outline_for_model(tree: LineTree, roles: list[str] | None = None) -> list[in
 def entry_label(tree: LineTree, index: int) -> str:
     """An outline entry as the model sees it: indentation, bid, role and a short name;
     an item without a name is summarised by the first names in its subtree."""
-    line = parse_line(tree.lines[index])
+    line = tree.parsed(index)
     head = line.head(_SUMMARY_CHARS)
     if line.name:
         return "\t" * line.depth + head
     words: list[str] = []
     for child in range(index + 1, min(tree.subtree_end[index], index + 30)):
-        name = parse_line(tree.lines[child]).name
+        name = tree.parsed(child).name
         if name and name not in words:
             words.append(name)
         if sum(len(w) + 3 for w in words) > _SUMMARY_CHARS:
@@ -158,7 +159,7 @@ class OutlineFirstFilter(FocusFilter):
         room = self._observation_room(observation, self.config.budget_tokens)
         used = 0
         chosen: list[int] = []
-        for index in outline_for_model(tree, roles):
+        for index in outline_for_model(tree, roles, self._page_of(tree.lines).outline):
             cost = count_tokens(f"{index + 1}|{entry_label(tree, index)}\n") + MARKER_TOKENS
             if used + cost > room:
                 break

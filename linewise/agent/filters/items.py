@@ -31,8 +31,7 @@ from dataclasses import dataclass, field
 
 from linewise.agent.filters.structure import rebuild_with_structure
 from linewise.agent.filters.tree import LineTree
-from linewise.axtree import parse_line
-from linewise.tokens import count_tokens, get_encoding
+from linewise.tokens import count_tokens, count_tokens_each
 
 __all__ = ["ITEM_ROLES", "ItemExpansion", "enclosing_item", "expand_items", "line_roles",
            "section_of"]
@@ -71,8 +70,8 @@ class ItemExpansion:
 
 
 def line_roles(tree: LineTree) -> list[str]:
-    """The role of each line, parsed once for the functions below."""
-    return [parse_line(line).role for line in tree.lines]
+    """The role of each line, read once per tree for the functions below."""
+    return tree.roles
 
 
 def enclosing_item(tree: LineTree, index: int, max_lines: int = 40,
@@ -201,7 +200,6 @@ def expand_items(
     result = ItemExpansion(lines=set(base))
     added: list[list[int]] = []
     lines = tree.lines
-    encoding = get_encoding()
     full: dict[int, int] = {}
     short: dict[int, int] = {}
 
@@ -209,8 +207,7 @@ def expand_items(
         missing = [i for i in indices if i not in cache]
         if missing:
             texts = [(tree.short_head(i) if shortened else lines[i]) + "\n" for i in missing]
-            encoded = encoding.encode_batch(texts, disallowed_special=())
-            cache.update(zip(missing, (len(e) for e in encoded), strict=True))
+            cache.update(zip(missing, count_tokens_each(texts), strict=True))
         return sum(cache[i] for i in indices)
 
     context: set[int] = set()

@@ -12,12 +12,12 @@ rest of the page holds without reading it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from linewise.axtree import parse_line
+from linewise.axtree import AXLine, parse_line
 
-__all__ = ["OUTLINE_KINDS", "OutlineEntry", "outline_entries"]
+__all__ = ["OUTLINE_KINDS", "OutlineEntry", "outline_entries", "outline_of"]
 
 OUTLINE_KINDS: dict[str, str] = {
     "heading": "heading",
@@ -50,9 +50,13 @@ class OutlineEntry:
 
 def outline_entries(lines: Sequence[str]) -> list[OutlineEntry]:
     """Every outline line of the page, in page order."""
+    return outline_of(parse_line(line) for line in lines)
+
+
+def outline_of(parsed_lines: Iterable[AXLine]) -> list[OutlineEntry]:
+    """Every outline line of a page already read into its parts, in page order."""
     found: list[OutlineEntry] = []
-    for index, line in enumerate(lines):
-        parsed = parse_line(line)
+    for index, parsed in enumerate(parsed_lines):
         kind = OUTLINE_KINDS.get(parsed.role)
         if kind is None:
             continue

@@ -7,8 +7,9 @@ Indices here are 0-based positions in ``lines``; the numbers models see are 1-ba
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
-from linewise.axtree import bid_of, line_depth, parse_line
+from linewise.axtree import AXLine, bid_of, line_depth, parse_line
 
 
 @dataclass
@@ -16,6 +17,10 @@ class LineTree:
     """Structure of indented AXTree lines (one tab per level, as BrowserGym writes them)."""
 
     lines: list[str]
+    known: dict[str, AXLine] = field(default_factory=dict, repr=False, compare=False)
+    """Lines already read, by text. The tree of a page that follows another may start
+    with what its predecessor read (:class:`.page_index.PageIndex`), so a page that
+    changed little is not read again."""
     depth: list[int] = field(init=False)
     parent: list[int] = field(init=False)
     """Index of each line's parent, -1 for top-level lines."""
@@ -54,9 +59,22 @@ class LineTree:
     def children(self, index: int) -> list[int]:
         return [i for i in range(index + 1, self.subtree_end[index]) if self.parent[i] == index]
 
+    def parsed(self, index: int) -> AXLine:
+        """Line ``index`` read into its parts (once per distinct text)."""
+        text = self.lines[index]
+        line = self.known.get(text)
+        if line is None:
+            line = self.known[text] = parse_line(text)
+        return line
+
+    @cached_property
+    def roles(self) -> list[str]:
+        """The role of each line."""
+        return [self.parsed(i).role for i in range(len(self.lines))]
+
     def short_head(self, index: int, max_name: int = 40) -> str:
         """The line reduced to indentation, bid, role and a shortened name."""
-        line = parse_line(self.lines[index])
+        line = self.parsed(index)
         if not line.role:
             return self.lines[index]
         return "\t" * line.depth + line.head(max_name)
