@@ -35,6 +35,7 @@ from linewise.records import LLMCall
 __all__ = ["Expansion", "QueryExpander", "expanded_groups", "parse_terms"]
 
 _MAX_TERM_CHARS = 60
+_JSON_DEBRIS = re.compile(r'[{}\[\]]|":')
 _FENCE = re.compile(r"^```[a-z]*\s*|\s*```$", re.MULTILINE)
 
 
@@ -69,6 +70,8 @@ def parse_terms(answer: str, max_terms: int) -> list[str]:
     terms: list[str] = []
     for item in raw:
         term = str(item).strip().strip("\"'`-•* ")[:_MAX_TERM_CHARS]
+        if _JSON_DEBRIS.search(term):  # a half-written object parsed as loose text
+            continue
         if term and term.lower() not in seen and words(term):
             seen.add(term.lower())
             terms.append(term)
