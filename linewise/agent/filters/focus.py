@@ -258,11 +258,13 @@ class FocusFilter:
     def _carried(self, observation: FilterInput, page: PageIndex, diff: PageDiff | None,
                  state: EscalationState, notes: dict[str, object]) -> set[int] | None:
         """The previous selection carried over to a page that changed little, or None
-        when the selection must be made afresh (:mod:`.incremental`). Only filters with a
-        retriever model carry over: the candidate stages alone are cheap and stay fresh.
-        Defender mode reads every new text, so it never carries over."""
+        when the selection must be made afresh (:mod:`.incremental`). Only filters that
+        call a model (to choose lines or to expand the query) carry over: the candidate
+        stages alone are cheap and stay fresh. Defender mode reads every new text, so it
+        never carries over."""
         config = self.config
-        if (not config.incremental or config.defend or self.model is None or diff is None
+        asks_a_model = self.model is not None or self.expander is not None
+        if (not config.incremental or config.defend or not asks_a_model or diff is None
                 or state.reasons or self._previous_kept is None):
             return None
         return self._carry.select(
@@ -330,7 +332,7 @@ class FocusFilter:
             self._expansion = await self.expander.expand(observation)
             groups["expanded"] = [
                 Group("expanded", g) for g in expanded_groups(
-                    page.ranker, self._expansion.terms, len(lines),
+                    tree, page.ranker, self._expansion.terms,
                     context=self.config.lexical_context)
             ]
         if self.embedder is not None:

@@ -86,3 +86,23 @@ async def test_a_failing_expansion_leaves_the_other_stages_working() -> None:
     assert "json.loads(" in result.text
     assert "endpoint down" in result.notes["expansion"]["error"]
     assert result.calls and result.calls[0].error
+
+
+async def test_a_little_changed_page_reuses_the_expanded_view_without_a_call() -> None:
+    from linewise.agent.filters.registry import FilterContext, get_filter
+
+    lines = json_tree()
+    model = terms_model(["json.dumps"])
+    flt = get_filter("focus-expand-items").bind(FilterContext(retriever=model))()
+    first = await flt.apply(FilterInput(goal=GOAL, lines=lines))
+    assert shown(first.text) and len(model.requests) == 1
+    notice = ["\t[9001] alert 'Link copied'", "\t\tStaticText 'Link copied'"]
+    after = [*lines[:3], *notice, *lines[3:]]
+    second = await flt.apply(FilterInput(goal=GOAL, lines=after, history=["click('948')"]))
+    assert len(model.requests) == 1, "a carried step makes no expansion call"
+    assert "carried over" in str(second.notes["incremental"])
+    assert shown(second.text) and "9001" in second.shown_bids
+    # stuck: escalation builds the candidates again, asking for terms for the new history
+    third = await flt.apply(FilterInput(goal=GOAL, lines=after,
+                                        history=["click('948')", "noop()"]))
+    assert len(model.requests) == 2 and "carried_over" not in third.notes
