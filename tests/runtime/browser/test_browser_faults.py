@@ -30,6 +30,7 @@ from linewise.runtime.tasks.schema import WebTask
 from linewise.runtime.trace import read_steps, read_summary
 from linewise.settings import BrowserSettings, LinewiseSettings, NavigationSettings
 from linewise.testing import CallInfo, FunctionModel, StaticServer, bid_matching, prompt_section
+from linewise.testing.processes import chromium_pids
 
 FAST = BrowserSettings(
     action_timeout_ms=1000, navigation_timeout_ms=2000, observe_timeout_ms=8000,
@@ -250,39 +251,6 @@ async def test_a_renderer_crash_ends_the_episode_with_the_step_written(
     assert wall < 10
 
 
-def chromium_pids() -> list[int]:
-    """Chromium browser processes (not renderers) started by this test process, newest last."""
-    found: list[tuple[int, int]] = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        if not any(a.startswith(b"--remote-debugging-port=") for a in cmdline):
-            continue
-        if any(a.startswith(b"--type=") for a in cmdline):
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if fields[0] == "Z" or not _descends_from(int(entry.name), os.getpid()):
-            continue
-        found.append((int(fields[19]), int(entry.name)))
-    return [pid for _, pid in sorted(found)]
-
-
-def _descends_from(pid: int, ancestor: int) -> bool:
-    while pid > 1:
-        if pid == ancestor:
-            return True
-        try:
-            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError):
-            return False
-    return False
-
-
 async def test_a_killed_chromium_is_relaunched_for_the_next_tasks(
     fault_pages: StaticServer, tmp_path: Path
 ) -> None:
@@ -293,7 +261,7 @@ async def test_a_killed_chromium_is_relaunched_for_the_next_tasks(
     def answer(messages: list[dict[str, Any]], info: CallInfo) -> str:
         goal = prompt_section(messages[1]["content"], "Goal")
         if "Task 1" in goal and not killed:
-            killed.append(chromium_pids()[-1])
+            killed.append(chromium_pids(os.getpid())[-1])
             os.kill(killed[0], signal.SIGKILL)
             return "<think>Wait.</think><action>noop(500)</action>"
         return "<think>Done.</think><action>send_msg_to_user('done')</action>"
