@@ -8,6 +8,8 @@ Each stage proposes *groups* of lines (0-based indices), best first:
   headers and terms (:mod:`.outline`);
 - ``expanded``: BM25 hits on the terms the retriever model expects the needed element
   to show (:mod:`.query_expansion`; only when the filter expands its query);
+- ``followed``: the section an in-page link of the last action leads to, and the
+  neighbourhood of the element it named (:mod:`.followed`);
 - ``changed``: runs of lines that changed since the last step;
 - ``embedding``: chunks most similar to the query, each with the term, heading or row
   it belongs to (only when an embedder is configured).
@@ -50,11 +52,11 @@ MARKER_TOKENS = 10
 """What one ``… N lines omitted …`` marker between runs of lines costs, about."""
 
 STAGE_TURNS: dict[str, int] = {
-    "lexical": 3, "expanded": 3, "outline": 2, "changed": 1, "embedding": 2,
+    "followed": 3, "lexical": 3, "expanded": 3, "outline": 2, "changed": 1, "embedding": 2,
 }
 """Groups each stage may add per turn, in this order, after the guard's."""
 
-_TOP_STAGES = ("lexical", "expanded")
+_TOP_STAGES = ("followed", "lexical", "expanded")
 """Stages whose best groups are kept in the view whatever the model chooses."""
 
 # Roles a matching line's context must bring along: what names the thing it describes.

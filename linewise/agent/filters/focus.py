@@ -58,6 +58,7 @@ from linewise.agent.filters.defend import (
 )
 from linewise.agent.filters.embedders import Embedder
 from linewise.agent.filters.escalation import Escalation, EscalationState
+from linewise.agent.filters.followed import history_groups
 from linewise.agent.filters.incremental import CarryOver
 from linewise.agent.filters.items import expand_items
 from linewise.agent.filters.line_retriever import RANGES_SCHEMA
@@ -328,6 +329,8 @@ class FocusFilter:
             "outline": outline_groups(lines, page.outline),
             "changed": changed_groups(previous, lines, diff=diff),
         }
+        groups["followed"] = [Group("followed", g) for g in history_groups(
+            tree, page.ranker, observation, context=self.config.lexical_context)]
         if self.expander is not None:
             self._expansion = await self.expander.expand(observation)
             groups["expanded"] = [
