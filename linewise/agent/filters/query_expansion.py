@@ -110,8 +110,7 @@ class QueryExpander:
         )}]
 
     async def expand(self, observation: FilterInput) -> Expansion:
-        key = (observation.goal, self._history(observation),
-               observation.thoughts[-1] if observation.thoughts else "")
+        key = (observation.goal, self._history(observation))
         if key in self._cache:
             return Expansion(terms=self._cache[key], reused=True)
         messages = self.messages(observation)
