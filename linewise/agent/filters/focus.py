@@ -278,6 +278,9 @@ class FocusFilter:
                              int(config.view_max_share * observation.full_tokens))
             if config.items else None,
             item_max_lines=config.item_max_lines,
+            followed=[i for group in history_groups(
+                page.tree, page.ranker, observation, context=config.lexical_context)[:4]
+                for i in group],
         )
 
     def _whole(self, observation: FilterInput, started: float,

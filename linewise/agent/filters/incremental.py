@@ -11,6 +11,8 @@ chose, the focus filters instead show:
 - the lines that changed, with ``context`` lines either side: what the action did is
   shown whatever it is;
 - the best lexical hits for the new query (the history gained an action);
+- the first lines the last action led to (:mod:`.followed`: the section an in-page
+  link opened; such a click often changes the tree by no more than a focus mark);
 
 and, with ``items``, the items of the changed lines and of those hits, within the view
 budget. The caller adds the recall guard's lines.
@@ -23,6 +25,7 @@ selection: escalation decides first (:mod:`.escalation`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from linewise.agent.filters.base import FilterInput
@@ -61,7 +64,7 @@ class CarryOver:
         self, page: PageIndex, observation: FilterInput, previous_kept: set[int],
         diff: PageDiff, notes: dict[str, object], *, max_tokens: int, max_steps: int,
         context: int, top_lexical: int, lexical_context: int, items_budget: int | None,
-        item_max_lines: int,
+        item_max_lines: int, followed: Sequence[int] = (),
     ) -> set[int] | None:
         """The carried selection when at most ``max_steps`` steps and ``max_tokens`` of
         changed lines (this step's included) separate it from the model's choice; else
@@ -79,7 +82,7 @@ class CarryOver:
         selection = carried_selection(
             page, observation, previous_kept, diff, context=context, top_lexical=top_lexical,
             lexical_context=lexical_context, items_budget=items_budget,
-            item_max_lines=item_max_lines,
+            item_max_lines=item_max_lines, followed=followed,
         )
         self.steps += 1
         self.tokens += tokens
@@ -114,7 +117,7 @@ class CarriedSelection:
 def carried_selection(
     page: PageIndex, observation: FilterInput, previous_kept: set[int], diff: PageDiff, *,
     context: int, top_lexical: int, lexical_context: int,
-    items_budget: int | None = None, item_max_lines: int = 40,
+    items_budget: int | None = None, item_max_lines: int = 40, followed: Sequence[int] = (),
 ) -> CarriedSelection:
     """The selection of a little-changed step (see the module's docstring).
     ``items_budget``: the view budget for item expansion, None without items."""
@@ -125,11 +128,11 @@ def carried_selection(
     groups = lexical_groups(page.lines, observation, limit=top_lexical,
                             context=lexical_context, ranker=page.ranker)
     lexical = [i for group in groups for i in group.lines]
-    lines = carried | shown_changed | set(lexical)
+    lines = carried | shown_changed | set(lexical) | set(followed)
     result = CarriedSelection(lines=lines, carried=len(carried), changed=changed,
                               lexical=lexical)
     if items_budget is not None:
-        expansion = expand_items(page.tree, lines, [*changed, *lexical], items_budget,
+        expansion = expand_items(page.tree, lines, [*followed, *changed, *lexical], items_budget,
                                  max_lines=item_max_lines)
         result.lines = expansion.lines
         result.items = {"view_budget_tokens": items_budget, "added": expansion.items_added,

@@ -60,3 +60,26 @@ async def test_the_view_after_following_a_link_holds_the_section_entry() -> None
     assert isinstance(stages, dict)
     assert line_of(lines, r"\[1881\] heading 'Exceptions'") + 1 in stages["followed"]
     assert result.reduction > 0.7
+
+
+async def test_a_carried_step_after_following_a_link_shows_where_it_led() -> None:
+    # an in-page link changes the tree by no more than a focus mark: the step is carried
+    # over without a model call, and must still show the section the link opened
+    import json
+
+    from linewise.agent.filters.query_expansion import QueryExpander
+    from linewise.testing import FunctionModel
+
+    lines = tree_lines("docs-json.txt")
+    model = FunctionModel(lambda messages, info: json.dumps({"terms": ["JSON"]}))
+    flt = FocusFilter(None, FocusConfig(items=True), expander=QueryExpander(model))
+    first = await flt.apply(FilterInput(goal=GOAL, lines=lines, must_keep_bids=["2377"]))
+    assert "2377" in first.shown_bids  # the agent clicks a link it was shown
+    link = line_of(lines, r"\[2377\] link 'Exceptions'")
+    after = list(lines)
+    after[link] += ", focused"
+    result = await flt.apply(FilterInput(goal=GOAL, lines=after, history=["click('2377')"]))
+    assert "carried over" in str(result.notes["incremental"]) and len(model.requests) == 1
+    heading = line_of(lines, r"\[1881\] heading 'Exceptions'")
+    assert heading + 1 in result.kept_lines
+    assert "[1884] term 'exception json.JSONDecodeError" in result.text
