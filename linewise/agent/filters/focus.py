@@ -29,6 +29,7 @@ tokens (``retriever_input_tokens``) and the escalation decision.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, Literal
 
 import structlog
@@ -158,6 +159,18 @@ class _Prompt(BaseModel):
     """0-based lines the model may choose (candidates and outline lines shown)."""
     tokens: int
     outline_lines: int
+
+
+def within_budget(draw: Callable[[list[int]], _Prompt], lines: list[int],
+                  budget: int) -> _Prompt:
+    """``draw(lines)``, with the last quarter of ``lines`` dropped until the prompt fits
+    ``budget`` tokens (or no line is left to drop): the prompts are fitted by estimate
+    first, and this mends an estimate that missed."""
+    prompt = draw(lines)
+    while prompt.tokens > budget and lines:
+        lines = lines[: len(lines) * 3 // 4]
+        prompt = draw(lines)
+    return prompt
 
 
 class FocusFilter:
@@ -407,13 +420,11 @@ class FocusFilter:
                 break
             outline.append(index)
             used += cost
-        prompt = self._render(observation, tree, set(candidates.lines), outline)
-        while prompt.tokens > self.config.budget_tokens and outline:
-            # the estimate missed (markers, tokens merging across lines): drop outline
-            # lines, then nothing else is over budget but the candidates themselves
-            outline = outline[: len(outline) * 3 // 4]
-            prompt = self._render(observation, tree, set(candidates.lines), outline)
-        return prompt
+        # the estimate may miss (markers, tokens merging across lines): outline lines go
+        # first, then nothing else is over budget but the candidates themselves
+        return within_budget(
+            lambda kept: self._render(observation, tree, set(candidates.lines), kept),
+            outline, self.config.budget_tokens)
 
     def _render(self, observation: FilterInput, tree: LineTree, candidates: set[int],
                 outline: list[int]) -> _Prompt:

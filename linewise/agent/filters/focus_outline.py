@@ -35,7 +35,7 @@ from typing import Any, Literal
 from linewise.agent.filters.base import FilterInput
 from linewise.agent.filters.candidates import MARKER_TOKENS, CandidateSet
 from linewise.agent.filters.embedders import Embedder
-from linewise.agent.filters.focus import FocusConfig, FocusFilter, _Prompt
+from linewise.agent.filters.focus import FocusConfig, FocusFilter, _Prompt, within_budget
 from linewise.agent.filters.items import ITEM_ROLES, expand_items, line_roles, section_of
 from linewise.agent.filters.outline import OutlineEntry, by_priority, outline_entries
 from linewise.agent.filters.recall_guard import guard_lines
@@ -165,11 +165,8 @@ class OutlineFirstFilter(FocusFilter):
                 break
             chosen.append(index)
             used += cost
-        prompt = self._draw(observation, tree, chosen, labels=True)
-        while prompt.tokens > self.config.budget_tokens and chosen:
-            chosen = chosen[: len(chosen) * 3 // 4]
-            prompt = self._draw(observation, tree, chosen, labels=True)
-        return prompt
+        return within_budget(lambda kept: self._draw(observation, tree, kept, labels=True),
+                             chosen, self.config.budget_tokens)
 
     def _zoom_prompt(self, observation: FilterInput, tree: LineTree, entries: list[int],
                      parts: list[range]) -> _Prompt:
@@ -195,11 +192,8 @@ class OutlineFirstFilter(FocusFilter):
                 shown.append(index)
                 taken.add(index)
                 used += cost
-        prompt = self._draw(observation, tree, shown, labels=False)
-        while prompt.tokens > self.config.budget_tokens and shown:
-            shown = shown[: len(shown) * 3 // 4]
-            prompt = self._draw(observation, tree, shown, labels=False)
-        return prompt
+        return within_budget(lambda kept: self._draw(observation, tree, kept, labels=False),
+                             shown, self.config.budget_tokens)
 
     def _draw(self, observation: FilterInput, tree: LineTree, indices: list[int], *,
               labels: bool) -> _Prompt:

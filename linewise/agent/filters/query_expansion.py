@@ -102,18 +102,22 @@ class QueryExpander:
         self._schema_mode = json_schema
         self._cache: dict[tuple[str, ...], list[str]] = {}
 
-    def messages(self, observation: FilterInput) -> list[dict[str, Any]]:
+    def messages(self, observation: FilterInput, history: str | None = None
+                 ) -> list[dict[str, Any]]:
+        """The request; ``history`` is :meth:`_history`'s text when already made."""
         return [{"role": "user", "content": render_prompt(
             "retriever_expand.md", title=_title(observation.lines) or "(none)",
-            goal=observation.goal.strip(), history=self._history(observation),
+            goal=observation.goal.strip(),
+            history=history if history is not None else self._history(observation),
             max_terms=self.max_terms,
         )}]
 
     async def expand(self, observation: FilterInput) -> Expansion:
-        key = (observation.goal, self._history(observation))
+        history = self._history(observation)
+        key = (observation.goal, history)
         if key in self._cache:
             return Expansion(terms=self._cache[key], reused=True)
-        messages = self.messages(observation)
+        messages = self.messages(observation, history)
         result = Expansion()
         for attempt in range(2):
             params: dict[str, Any] = {"max_tokens": self.answer_tokens, "temperature": 0}
@@ -177,7 +181,8 @@ def expanded_groups(
 ) -> list[tuple[int, ...]]:
     """Line groups (0-based, ± ``context``) for the terms: the best line of each term,
     then the second best of each, and so on, each line once."""
-    ranked = [term_hits(tree, ranker, term, per_term) for term in terms]
+    lowered = [line.lower() for line in tree.lines] if terms else []
+    ranked = [term_hits(tree, ranker, term, per_term, lowered) for term in terms]
     seen: set[int] = set()
     groups: list[tuple[int, ...]] = []
     for rank in range(per_term):
@@ -188,18 +193,21 @@ def expanded_groups(
     return groups
 
 
-def term_hits(tree: LineTree, ranker: LineRanker, term: str, k: int) -> list[int]:
+def term_hits(tree: LineTree, ranker: LineRanker, term: str, k: int,
+              lowered: Sequence[str] | None = None) -> list[int]:
     """The ``k`` lines a term most likely names, best first. A name that starts with the
     term, then one that contains it, comes before word matches: BM25 scores a long
     entry ``json.dumps(obj, *, skipkeys=False, …)`` below the short links that mention
     it, though the entry is what a reader of the term is after. Among equal matches an
     element (a term, heading, field, button) comes before a link, and a link before
-    plain text, then page order."""
+    plain text, then page order. ``lowered``: the page's lines in lower case, when the
+    caller matches several terms."""
     needle = term.lower()
+    lowered = lowered if lowered is not None else [line.lower() for line in tree.lines]
     exact: list[tuple[int, int, int]] = []
     if len(needle) >= 3:
         for index in range(len(tree)):
-            if needle not in tree.lines[index].lower():
+            if needle not in lowered[index]:
                 continue
             line = tree.parsed(index)
             name = (line.name or "").lower()
