@@ -205,6 +205,9 @@ class SecretsEnvironment:
         except Exception as exc:  # the page may have navigated away: nothing to mask then
             log.debug("could not tag a secret field", bid=bid, error=str(exc))
 
+    async def page_changed(self) -> None:
+        await self.inner.page_changed()
+
     async def status(self) -> TaskStatus:
         return await self.inner.status()
 

@@ -180,6 +180,7 @@ class StepThroughHooks(StepHooks):
         before = PageState(url=obs.url, title=obs.title, axtree_lines=len(obs.lines))
         self._record(step, "manual", None)
         await self._until_stopped(self.operator.hand_back(pending))
+        await step.env.page_changed()
         after = await step.env.observe(screenshot=True)
         screenshot = None
         if after.screenshot_png and step.directory is not None:

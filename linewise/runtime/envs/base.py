@@ -41,6 +41,11 @@ class Environment(Protocol):
         reward; None when the task has no way to tell."""
         ...
 
+    async def page_changed(self) -> None:
+        """The page changed outside ``act`` (a person worked in it): the next ``observe``
+        must read it afresh, not reuse what an action read."""
+        ...
+
     def take_navigation_events(self) -> NavigationEvents:
         """Page loads the navigation policy refused, and downloads, since the last call."""
         ...

@@ -25,11 +25,12 @@ from typing import Any, TypeVar
 
 import structlog
 from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import Page
 
 from linewise.agent.action_parser import ParsedAction
 from linewise.agent.actions import refused_goto_message
 from linewise.errors import BrowserError, BrowserStalled
-from linewise.records import NavigationEvents, Tab
+from linewise.records import NavigationEvents, Tab, TargetBox
 from linewise.runtime.browser.chromium import BID_ATTRIBUTE, BrowserConfig
 from linewise.runtime.browser.executor import ActionOutcome
 from linewise.runtime.browser.navigation import NavigationPolicy
@@ -61,6 +62,9 @@ INVISIBLE_COUNTS = "linewise_invisible_text"
 
 STEP_MARGIN_S = 10.0
 """Beyond the action, navigation and settle deadlines, for ``step``: it also observes."""
+
+MEASURE_TIMEOUT_MS = 500
+"""For the target's box before an action: an element that is not there is not waited for."""
 
 
 class BrowserGymEnv:
@@ -125,23 +129,53 @@ class BrowserGymEnv:
         if refusal is not None:
             return ActionOutcome(error=refusal)
 
-        def step() -> tuple[dict[str, Any], float, bool]:
+        def step() -> tuple[dict[str, Any], float, bool, TargetBox | None]:
+            box = target_box(gym.unwrapped.page, action.bids[0]) if action.bids else None
             obs, reward, terminated, truncated, _ = gym.step(str(action))
             return (self._with_invisible_text(dict(obs)), float(reward),
-                    bool(terminated or truncated))
+                    bool(terminated or truncated), box)
 
         loop = asyncio.get_running_loop()
         started = loop.time()
         config = self.browser
         longest_ms = max(config.action_timeout_ms, config.navigation_timeout_ms)
         deadline_s = (longest_ms + config.settle_timeout_ms) / 1000 + STEP_MARGIN_S
-        self._obs, reward, done = await self._bounded("act", step, deadline_s)
+        self._obs, reward, done, box = await self._bounded("act", step, deadline_s)
         self._status = TaskStatus(reward=reward, done=done)
         error = self._obs.get("last_action_error") or ""
         if self.guard is not None:
             told = "".join(blocked_note(block) for block in self.guard.take_notes()).strip()
             error = f"{error}\n{told}" if error and told else error or told
-        return ActionOutcome(error=error or None, duration_ms=(loop.time() - started) * 1000)
+        return ActionOutcome(error=error or None, duration_ms=(loop.time() - started) * 1000,
+                             target_box=box)
+
+    async def on_page(self, stage: str, work: Callable[[Page], T], timeout_s: float) -> T:
+        """``work`` on the task's active page, on the worker thread, within ``timeout_s``:
+        for what draws or records in the page itself (the debugger's box, the Playwright
+        trace). The episode's actions queue behind it, so keep it short."""
+        gym = self._gym
+        if gym is None:
+            raise BrowserError("the environment is not reset")
+        return await self._bounded(stage, lambda: work(gym.unwrapped.page), timeout_s)
+
+    async def page_changed(self) -> None:
+        """Read the page again, as ``step`` would have: BrowserGym observes only inside
+        its own ``reset`` and ``step``, so what a person did would go unseen."""
+        gym = self._gym
+        if gym is None:
+            raise BrowserError("the environment is not reset")
+
+        def read() -> dict[str, Any]:
+            browser_env = gym.unwrapped
+            browser_env._wait_dom_loaded()
+            browser_env._active_page_check()
+            return self._with_invisible_text(dict(browser_env._get_obs()))
+
+        config = self.browser
+        self._obs = await self._bounded(
+            "observe", read, (config.observe_timeout_ms + config.settle_timeout_ms) / 1000
+            + STEP_MARGIN_S,
+        )
 
     def _with_invisible_text(self, obs: dict[str, Any]) -> dict[str, Any]:
         """``obs`` with the text a person cannot see dropped or marked in its AXTree, as
@@ -241,6 +275,19 @@ def _again_after_a_close(gym: Any, read: Callable[[], T]) -> Callable[[], T]:
             return read()
 
     return read_open_page
+
+
+def target_box(page: Page, bid: str) -> TargetBox | None:
+    """Where the element ``bid`` is on the page (frames included), or None when it is
+    not there or has no box; measured before the action, as linewise's own browser does."""
+    from browsergym.core.action.utils import get_elem_by_bid  # with the gym env, lazily
+
+    try:
+        box = get_elem_by_bid(page, bid).bounding_box(timeout=MEASURE_TIMEOUT_MS)
+    except (PlaywrightError, ValueError) as exc:
+        log.debug("target not measured", bid=bid, error=str(exc)[:200])
+        return None
+    return TargetBox(**box) if box is not None else None
 
 
 def observation_from_gym(obs: dict[str, Any], *, screenshot: bool) -> Observation:

@@ -168,6 +168,9 @@ class ChromiumEnv:
         error = f"{outcome.error}\n{told}" if outcome.error else told
         return outcome.model_copy(update={"error": error})
 
+    async def page_changed(self) -> None:
+        """Nothing to forget: every ``observe`` reads the page."""
+
     def take_navigation_events(self) -> NavigationEvents:
         events = self.guard.take_events()
         self._refused_urls += [block.url for block in events.blocked]

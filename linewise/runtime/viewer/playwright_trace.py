@@ -5,8 +5,9 @@ is one chunk titled with the action, saved as ``playwright-trace/step-NNN.zip`` 
 episode folder when the action has run. The chunk holds Playwright's own record of the
 action: DOM snapshots before and after, screenshots, network and console. Recording is
 best effort: a failure is noted in the step's ``hook_notes``, never fails the step.
-Only linewise's Chromium environment can be traced (BrowserGym's gym env drives its own
-browser).
+Both browsers are traced: linewise's Chromium from the asyncio loop, BrowserGym's on its
+environment's worker thread (sync Playwright), where a chunk also holds BrowserGym's own
+reading of the page after the action (``env.step`` does both).
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import weakref
 from pathlib import Path
 
 import structlog
-from playwright.async_api import BrowserContext
 from playwright.async_api import Error as PlaywrightError
+from playwright.sync_api import Page as SyncPage
 
+from linewise.errors import LinewiseError
+from linewise.runtime.envs.browsergym import BrowserGymEnv
 from linewise.runtime.envs.chromium import ChromiumEnv
 from linewise.runtime.episode import StepContext, StepHooks
 from linewise.settings import LinewiseSettings
@@ -26,6 +29,10 @@ log = structlog.get_logger(__name__)
 
 TRACE_DIR = "playwright-trace"
 NOTE = "playwright_trace"
+
+GYM_TRACE_TIMEOUT_S = 60.0
+"""For a chunk on BrowserGym's thread: saving one holds the page's DOM snapshots, which
+takes seconds on a large page."""
 
 
 def chunk_path(directory: Path, index: int) -> Path:
@@ -40,40 +47,60 @@ class PlaywrightTraceHooks(StepHooks):
     """Records one Playwright trace chunk per step of every episode it sees."""
 
     def __init__(self) -> None:
-        self._tracing: weakref.WeakSet[BrowserContext] = weakref.WeakSet()
-
-    @staticmethod
-    def _context(step: StepContext) -> BrowserContext | None:
-        if isinstance(step.env, ChromiumEnv):
-            return step.env.session.context
-        return None
+        self._tracing: weakref.WeakSet[object] = weakref.WeakSet()
+        """The environments whose browser context is tracing (started once per episode)."""
 
     async def before_act(self, step: StepContext) -> None:
-        context = self._context(step)
-        if context is None or step.directory is None:
-            step.notes[NOTE] = "not recorded: only linewise's Chromium environment is traced"
+        env, title = step.env, chunk_title(step)
+        if step.directory is None or not isinstance(env, ChromiumEnv | BrowserGymEnv):
+            step.notes[NOTE] = "not recorded: this environment has no browser to trace"
             return
+        first = env not in self._tracing
         try:
-            if context not in self._tracing:
-                await context.tracing.start(screenshots=True, snapshots=True)
-                self._tracing.add(context)
-            await context.tracing.start_chunk(title=chunk_title(step))
-        except PlaywrightError as exc:
-            step.notes[NOTE] = f"not recorded: {exc.message.splitlines()[0]}"
+            if isinstance(env, ChromiumEnv):
+                tracing = env.session.context.tracing
+                if first:
+                    await tracing.start(screenshots=True, snapshots=True)
+                await tracing.start_chunk(title=title)
+            else:
+                await env.on_page("playwright trace",
+                                  lambda page: _start_gym_chunk(page, title, first),
+                                  GYM_TRACE_TIMEOUT_S)
+        except (PlaywrightError, LinewiseError) as exc:
+            step.notes[NOTE] = f"not recorded: {_first_line(exc)}"
+            return
+        self._tracing.add(env)
 
     async def after_act(self, step: StepContext) -> None:
-        context = self._context(step)
-        if context is None or step.directory is None or NOTE in step.notes:
+        env = step.env
+        if step.directory is None or NOTE in step.notes or env not in self._tracing:
             return
         path = chunk_path(step.directory, step.index)
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            await context.tracing.stop_chunk(path=path)
-        except PlaywrightError as exc:
-            step.notes[NOTE] = f"not recorded: {exc.message.splitlines()[0]}"
+            if isinstance(env, ChromiumEnv):
+                await env.session.context.tracing.stop_chunk(path=path)
+            elif isinstance(env, BrowserGymEnv):
+                await env.on_page("playwright trace",
+                                  lambda page: page.context.tracing.stop_chunk(path=path),
+                                  GYM_TRACE_TIMEOUT_S)
+        except (PlaywrightError, LinewiseError) as exc:
+            step.notes[NOTE] = f"not recorded: {_first_line(exc)}"
             log.warning("playwright trace chunk lost", step=step.index, error=str(exc))
             return
         step.notes[NOTE] = path.relative_to(step.directory).as_posix()
+
+
+def _start_gym_chunk(page: SyncPage, title: str, first: bool) -> None:
+    tracing = page.context.tracing
+    if first:
+        tracing.start(screenshots=True, snapshots=True)
+    tracing.start_chunk(title=title)
+
+
+def _first_line(exc: Exception) -> str:
+    message = exc.message if isinstance(exc, PlaywrightError) else str(exc)
+    return message.splitlines()[0] if message else type(exc).__name__
 
 
 def trace_hooks(settings: LinewiseSettings) -> list[StepHooks]:
