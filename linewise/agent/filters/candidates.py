@@ -3,6 +3,8 @@
 Each stage proposes *groups* of lines (0-based indices), best first:
 
 - ``guard``: the focused element and the recall guard's elements (always taken);
+- ``named``: the lines whose names hold what the goal names verbatim, quoted or
+  code-like (:mod:`.term_match`);
 - ``lexical``: BM25 hits on goal + history + thoughts, with ± context lines;
 - ``outline``: search boxes, dialogs, headings, landmarks, form fields, tabs, table
   headers and terms (:mod:`.outline`);
@@ -33,6 +35,7 @@ from linewise.agent.filters.embedders import Embedder, normalised
 from linewise.agent.filters.outline import OutlineEntry, by_priority, outline_entries
 from linewise.agent.filters.page_diff import PageDiff, diff_pages
 from linewise.agent.filters.recall_guard import guard_lines
+from linewise.agent.filters.term_match import goal_terms, term_groups
 from linewise.agent.filters.tree import LineTree
 from linewise.tokens import count_tokens_each
 
@@ -44,6 +47,7 @@ __all__ = [
     "fill_budget",
     "guard_groups",
     "lexical_groups",
+    "named_groups",
     "numbered_sizes",
     "outline_groups",
 ]
@@ -52,11 +56,12 @@ MARKER_TOKENS = 10
 """What one ``… N lines omitted …`` marker between runs of lines costs, about."""
 
 STAGE_TURNS: dict[str, int] = {
-    "followed": 3, "lexical": 3, "expanded": 3, "outline": 2, "changed": 1, "embedding": 2,
+    "named": 2, "followed": 3, "lexical": 3, "expanded": 3, "outline": 2, "changed": 1,
+    "embedding": 2,
 }
 """Groups each stage may add per turn, in this order, after the guard's."""
 
-_TOP_STAGES = ("followed", "lexical", "expanded")
+_TOP_STAGES = ("named", "followed", "lexical", "expanded")
 """Stages whose best groups are kept in the view whatever the model chooses."""
 
 # Roles a matching line's context must bring along: what names the thing it describes.
@@ -88,6 +93,17 @@ class CandidateSet:
 def guard_groups(tree: LineTree, observation: FilterInput) -> list[Group]:
     lines = guard_lines(tree, observation)
     return [Group("guard", tuple(sorted(lines)))] if lines else []
+
+
+def named_groups(
+    tree: LineTree, ranker: LineRanker, observation: FilterInput, *, context: int = 2,
+    per_term: int = 2,
+) -> list[Group]:
+    """The lines whose names hold a term the goal names verbatim, best first, each with
+    ``context`` lines either side; none when the goal names nothing that way."""
+    terms = goal_terms(observation.goal)
+    return [Group("named", g) for g in term_groups(
+        tree, ranker, terms, per_term=per_term, context=context, lexical=False)]
 
 
 def lexical_groups(

@@ -45,6 +45,7 @@ from linewise.agent.filters.candidates import (
     fill_budget,
     guard_groups,
     lexical_groups,
+    named_groups,
     numbered_sizes,
     outline_groups,
 )
@@ -66,11 +67,12 @@ from linewise.agent.filters.line_retriever import RANGES_SCHEMA
 from linewise.agent.filters.outline import by_priority
 from linewise.agent.filters.page_diff import PageDiff, diff_pages
 from linewise.agent.filters.page_index import PageIndex
-from linewise.agent.filters.query_expansion import Expansion, QueryExpander, expanded_groups
+from linewise.agent.filters.query_expansion import Expansion, QueryExpander
 from linewise.agent.filters.ranges import Range, lines_of, merge_ranges, parse_ranges, raw_ranges
 from linewise.agent.filters.recall_guard import guard_lines, guarded_bids
 from linewise.agent.filters.render import line_ranges, render_with_markers
 from linewise.agent.filters.structure import rebuild_with_structure
+from linewise.agent.filters.term_match import term_groups
 from linewise.agent.filters.tree import LineTree
 from linewise.agent.models import ChatModel, call_model
 from linewise.axtree import bid_of
@@ -347,10 +349,12 @@ class FocusFilter:
         }
         groups["followed"] = [Group("followed", g) for g in history_groups(
             tree, page.ranker, observation, context=self.config.lexical_context)]
+        groups["named"] = named_groups(tree, page.ranker, observation,
+                                       context=self.config.lexical_context)
         if self.expander is not None:
             self._expansion = await self.expander.expand(observation)
             groups["expanded"] = [
-                Group("expanded", g) for g in expanded_groups(
+                Group("expanded", g) for g in term_groups(
                     tree, page.ranker, self._expansion.terms,
                     context=self.config.lexical_context)
             ]

@@ -10,7 +10,8 @@ chose, the focus filters instead show:
   are dropped from it);
 - the lines that changed, with ``context`` lines either side: what the action did is
   shown whatever it is;
-- the best lexical hits for the new query (the history gained an action);
+- the lines the goal names and the best lexical hits for the new query (the history
+  gained an action);
 - the first lines the last action led to (:mod:`.followed`: the section an in-page
   link opened; such a click often changes the tree by no more than a focus mark);
 
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 
 from linewise.agent.filters.base import FilterInput
 from linewise.agent.filters.bm25 import with_context
-from linewise.agent.filters.candidates import lexical_groups
+from linewise.agent.filters.candidates import lexical_groups, named_groups
 from linewise.agent.filters.items import expand_items
 from linewise.agent.filters.page_diff import PageDiff
 from linewise.agent.filters.page_index import PageIndex
@@ -125,8 +126,9 @@ def carried_selection(
     carried = diff.carried(previous_kept)
     changed = diff.changed_lines
     shown_changed = {j for i in changed for j in with_context(i, total, context)}
-    groups = lexical_groups(page.lines, observation, limit=top_lexical,
-                            context=lexical_context, ranker=page.ranker)
+    groups = [*named_groups(page.tree, page.ranker, observation, context=lexical_context),
+              *lexical_groups(page.lines, observation, limit=top_lexical,
+                              context=lexical_context, ranker=page.ranker)]
     lexical = [i for group in groups for i in group.lines]
     lines = carried | shown_changed | set(lexical) | set(followed)
     result = CarriedSelection(lines=lines, carried=len(carried), changed=changed,

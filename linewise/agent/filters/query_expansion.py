@@ -9,8 +9,8 @@ likely to use, and those are matched against every line like the goal's own word
 The call's input is a few hundred tokens whatever the page's size, and its answer is
 reused while the goal and the history are unchanged.
 
-:func:`expanded_groups` turns the terms into candidate groups: the best lines of each
-term in turn, so one strong term (``IBAN``) is not drowned by several weak ones.
+:func:`.term_match.term_groups` turns the terms into candidate groups: the best lines
+of each term in turn, so one strong term (``IBAN``) is not drowned by several weak ones.
 """
 
 from __future__ import annotations
@@ -25,15 +25,14 @@ from pydantic import BaseModel, Field, ValidationError
 
 from linewise.agent.action_parser import parse_action
 from linewise.agent.filters.base import FilterInput
-from linewise.agent.filters.bm25 import LineRanker, with_context, words
-from linewise.agent.filters.tree import LineTree
+from linewise.agent.filters.bm25 import words
 from linewise.agent.models import ChatModel, call_model
 from linewise.axtree import bid_of, parse_line
 from linewise.errors import ActionParseError, LLMError
 from linewise.prompts import render_prompt
 from linewise.records import LLMCall
 
-__all__ = ["Expansion", "QueryExpander", "expanded_groups", "parse_terms"]
+__all__ = ["Expansion", "QueryExpander", "parse_terms"]
 
 _MAX_TERM_CHARS = 60
 _JSON_DEBRIS = re.compile(r'[{}\[\]]|":')
@@ -173,60 +172,3 @@ def _title(lines: Sequence[str]) -> str:
         if parsed.role == "RootWebArea" and parsed.name:
             return parsed.name
     return ""
-
-
-def expanded_groups(
-    tree: LineTree, ranker: LineRanker, terms: Sequence[str], *, per_term: int = 3,
-    context: int = 2,
-) -> list[tuple[int, ...]]:
-    """Line groups (0-based, ± ``context``) for the terms: the best line of each term,
-    then the second best of each, and so on, each line once."""
-    lowered = [line.lower() for line in tree.lines] if terms else []
-    ranked = [term_hits(tree, ranker, term, per_term, lowered) for term in terms]
-    seen: set[int] = set()
-    groups: list[tuple[int, ...]] = []
-    for rank in range(per_term):
-        for hits in ranked:
-            if rank < len(hits) and hits[rank] not in seen:
-                seen.add(hits[rank])
-                groups.append(tuple(with_context(hits[rank], len(tree), context)))
-    return groups
-
-
-def term_hits(tree: LineTree, ranker: LineRanker, term: str, k: int,
-              lowered: Sequence[str] | None = None) -> list[int]:
-    """The ``k`` lines a term most likely names, best first. A name that starts with the
-    term, then one that contains it, comes before word matches: BM25 scores a long
-    entry ``json.dumps(obj, *, skipkeys=False, …)`` below the short links that mention
-    it, though the entry is what a reader of the term is after. Among equal matches an
-    element (a term, heading, field, button) comes before a link, and a link before
-    plain text, then page order. ``lowered``: the page's lines in lower case, when the
-    caller matches several terms."""
-    needle = term.lower()
-    lowered = lowered if lowered is not None else [line.lower() for line in tree.lines]
-    exact: list[tuple[int, int, int]] = []
-    if len(needle) >= 3:
-        for index in range(len(tree)):
-            if needle not in lowered[index]:
-                continue
-            line = tree.parsed(index)
-            name = (line.name or "").lower()
-            if needle in name:
-                exact.append((0 if name.startswith(needle) else 1, _role_rank(line.role),
-                              index))
-    hits = [index for *_, index in sorted(exact)[:k]]
-    for index, _ in ranker.top(term, k + len(hits)):
-        if len(hits) >= k:
-            break
-        if index not in hits:
-            hits.append(index)
-    return hits
-
-
-def _role_rank(role: str) -> int:
-    if role == "link":
-        return 1
-    return 2 if role in _TEXT_ROLES or not role else 0
-
-
-_TEXT_ROLES = frozenset({"StaticText", "generic", "paragraph", "LabelText", "none"})

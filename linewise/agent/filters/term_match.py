@@ -1,0 +1,116 @@
+"""Lines that a term names: what a goal or the retriever model's expansion points at.
+
+A term is matched against the accessible names of the page's lines before its words are
+scored (:func:`term_hits`), because the element a term stands for is usually the one
+whose name starts with it, not the short line that mentions it most densely.
+
+:func:`goal_terms` reads the terms a goal names verbatim: quoted text (``'Submit'``,
+"Add to cart") and code-like words (``json.loads``, ``--malloc-fill``, ``max_retries``,
+``innerText``, ``open()``). They become the ``named`` candidate stage, taken before
+the plain BM25 hits, whose length normalisation scores a long entry
+``json.loads(s, *, cls=None, …)`` below every short line that says ``loads``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from linewise.agent.filters.bm25 import LineRanker, with_context
+from linewise.agent.filters.tree import LineTree
+
+__all__ = ["goal_terms", "term_groups", "term_hits"]
+
+_QUOTED = re.compile(
+    r"""(?:^|(?<=[\s(\[:]))(?:'([^'\n]{2,60})'|"([^"\n]{2,60})"|`([^`\n]{2,60})`"""
+    r"""|\u201c([^\u201d\n]{2,60})\u201d|\u2018([^\u2019\n]{2,60})\u2019)(?=$|[\s.,;:!?)\]])"""
+)
+_CODE = re.compile(
+    r"(?<![\w.-])("
+    r"--?[A-Za-z][\w-]*"  # a command-line option
+    r"|[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(\))?"  # a dotted name, maybe called
+    r"|[A-Za-z_]\w*\(\)"  # a call
+    r"|[A-Za-z]\w*_\w+"  # snake_case
+    r"|[a-z]+[A-Z]\w*"  # camelCase
+    r")"
+)
+_NOT_CODE = frozenset({"e.g", "i.e", "etc", "vs"})
+_MIN_TERM_CHARS = 3
+
+
+def goal_terms(goal: str, max_terms: int = 6) -> list[str]:
+    """The quoted and code-like terms of ``goal``, in order, each once (a call's ``()``
+    dropped: a page names ``open(file, mode='r', …)``, not ``open()``)."""
+    found: list[str] = []
+    for match in _QUOTED.finditer(goal):
+        found.append(next(group for group in match.groups() if group))
+    found += [match.group(1) for match in _CODE.finditer(goal)]
+    terms: list[str] = []
+    for term in found:
+        term = term.strip().removesuffix("()")
+        if (len(term) >= _MIN_TERM_CHARS and term.lower() not in _NOT_CODE
+                and term.lower() not in (t.lower() for t in terms)):
+            terms.append(term)
+    return terms[:max_terms]
+
+
+def term_groups(
+    tree: LineTree, ranker: LineRanker, terms: Sequence[str], *, per_term: int = 3,
+    context: int = 2, lexical: bool = True,
+) -> list[tuple[int, ...]]:
+    """Line groups (0-based, ± ``context``) for the terms: the best line of each term,
+    then the second best of each, and so on, each line once (``lexical``: see
+    :func:`term_hits`)."""
+    lowered = [line.lower() for line in tree.lines] if terms else []
+    ranked = [term_hits(tree, ranker, term, per_term, lowered, lexical=lexical)
+              for term in terms]
+    seen: set[int] = set()
+    groups: list[tuple[int, ...]] = []
+    for rank in range(per_term):
+        for hits in ranked:
+            if rank < len(hits) and hits[rank] not in seen:
+                seen.add(hits[rank])
+                groups.append(tuple(with_context(hits[rank], len(tree), context)))
+    return groups
+
+
+def term_hits(tree: LineTree, ranker: LineRanker, term: str, k: int,
+              lowered: Sequence[str] | None = None, *, lexical: bool = True) -> list[int]:
+    """The ``k`` lines a term most likely names, best first. A name that starts with the
+    term, then one that contains it, comes before word matches: BM25 scores a long
+    entry ``json.dumps(obj, *, skipkeys=False, …)`` below the short links that mention
+    it, though the entry is what a reader of the term is after. Among equal matches an
+    element (a term, heading, field, button) comes before a link, and a link before
+    plain text, then page order. ``lowered``: the page's lines in lower case, when the
+    caller matches several terms. ``lexical``: fill up with BM25's hits for the term's
+    words when fewer than ``k`` names hold it."""
+    needle = term.lower()
+    lowered = lowered if lowered is not None else [line.lower() for line in tree.lines]
+    exact: list[tuple[int, int, int]] = []
+    if len(needle) >= 3:
+        for index in range(len(tree)):
+            if needle not in lowered[index]:
+                continue
+            line = tree.parsed(index)
+            name = (line.name or "").lower()
+            if needle in name:
+                exact.append((0 if name.startswith(needle) else 1, _role_rank(line.role),
+                              index))
+    hits = [index for *_, index in sorted(exact)[:k]]
+    if not lexical:
+        return hits
+    for index, _ in ranker.top(term, k + len(hits)):
+        if len(hits) >= k:
+            break
+        if index not in hits:
+            hits.append(index)
+    return hits
+
+
+def _role_rank(role: str) -> int:
+    if role == "link":
+        return 1
+    return 2 if role in _TEXT_ROLES or not role else 0
+
+
+_TEXT_ROLES = frozenset({"StaticText", "generic", "paragraph", "LabelText", "none"})
