@@ -48,11 +48,13 @@ STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 def _stem(word: str) -> str:
-    """A crude suffix strip, enough for 'searching' to meet 'search' and 'lists' 'list'."""
+    """A crude suffix strip, enough for 'searching' to meet 'search' and 'lists' 'list';
+    a final 'e' goes too, so that 'remove', 'removes' and 'removed' meet."""
     for suffix in ("ing", "ed", "es", "s"):
         if len(word) > len(suffix) + 3 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
+            word = word[: -len(suffix)]
+            break
+    return word[:-1] if len(word) > 4 and word.endswith("e") else word
 
 
 def words(text: str) -> list[str]:

@@ -14,7 +14,7 @@ from linewise.testing import CallInfo, FunctionModel
 from linewise.tokens import count_message_tokens
 from tests.support.paths import TREES
 
-GOAL = "Which routine turns a Python object into a serialized text string? Show its entry."
+GOAL = "Which routine turns a Python object into a string of text? Show its entry."
 GOLD = "[948] term 'json.dumps("
 
 
