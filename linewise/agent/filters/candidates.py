@@ -6,12 +6,15 @@ Each stage proposes *groups* of lines (0-based indices), best first:
 - ``named``: the lines whose names hold what the goal names verbatim, quoted or
   code-like (:mod:`.term_match`);
 - ``lexical``: BM25 hits on goal + history + thoughts, with ± context lines;
+- ``passages``: BM25 hits on the page's blocks, each read with the term, heading or row
+  it belongs to (:mod:`.passages`): a description met as a whole;
 - ``outline``: search boxes, dialogs, headings, landmarks, form fields, tabs, table
   headers and terms (:mod:`.outline`);
 - ``expanded``: BM25 hits on the terms the retriever model expects the needed element
   to show (:mod:`.query_expansion`; only when the filter expands its query);
-- ``followed``: the section an in-page link of the last action leads to, and the
-  neighbourhood of the element it named (:mod:`.followed`);
+- ``followed``: the section an in-page link of the last action leads to (its heading,
+  best passages, best lines and entries), and the neighbourhood of the element it named
+  (:mod:`.followed`);
 - ``changed``: runs of lines that changed since the last step;
 - ``embedding``: chunks most similar to the query, each with the term, heading or row
   it belongs to (only when an embedder is configured).
@@ -56,8 +59,8 @@ MARKER_TOKENS = 10
 """What one ``… N lines omitted …`` marker between runs of lines costs, about."""
 
 STAGE_TURNS: dict[str, int] = {
-    "named": 2, "followed": 3, "lexical": 3, "expanded": 3, "outline": 2, "changed": 1,
-    "embedding": 2,
+    "named": 2, "followed": 3, "lexical": 3, "passages": 2, "expanded": 3, "outline": 2,
+    "changed": 1, "embedding": 2,
 }
 """Groups each stage may add per turn, in this order, after the guard's."""
 

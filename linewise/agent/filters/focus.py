@@ -67,6 +67,7 @@ from linewise.agent.filters.line_retriever import RANGES_SCHEMA
 from linewise.agent.filters.outline import by_priority
 from linewise.agent.filters.page_diff import PageDiff, diff_pages
 from linewise.agent.filters.page_index import PageIndex
+from linewise.agent.filters.passages import passage_groups
 from linewise.agent.filters.query_expansion import Expansion, QueryExpander
 from linewise.agent.filters.ranges import Range, lines_of, merge_ranges, parse_ranges, raw_ranges
 from linewise.agent.filters.recall_guard import guard_lines, guarded_bids
@@ -348,9 +349,12 @@ class FocusFilter:
             "changed": changed_groups(previous, lines, diff=diff),
         }
         groups["followed"] = [Group("followed", g) for g in history_groups(
-            tree, page.ranker, observation, context=self.config.lexical_context)]
+            tree, page.ranker, observation, context=self.config.lexical_context,
+            passages=(page.units, page.passage_ranker))]
         groups["named"] = named_groups(tree, page.ranker, observation,
                                        context=self.config.lexical_context)
+        groups["passages"] = passage_groups(page.units, page.passage_ranker, observation,
+                                            len(lines))
         if self.expander is not None:
             self._expansion = await self.expander.expand(observation)
             groups["expanded"] = [

@@ -19,10 +19,12 @@ No model, no embedding: a few milliseconds on any page.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from linewise.agent.action_parser import parse_action
 from linewise.agent.filters.base import FilterInput
 from linewise.agent.filters.bm25 import LineRanker, query_text, with_context
+from linewise.agent.filters.context_embedding import Unit
 from linewise.agent.filters.items import section_of
 from linewise.agent.filters.tree import LineTree
 from linewise.axtree import bid_of
@@ -82,14 +84,24 @@ def followed_section(tree: LineTree, observation: FilterInput) -> range | None:
 def history_groups(
     tree: LineTree, ranker: LineRanker, observation: FilterInput, *, context: int = 2,
     hits: int = 8, entries: int = 40, neighbourhood_lines: int = 40,
+    passages: tuple[Sequence[Unit], LineRanker] | None = None, passage_hits: int = 4,
 ) -> list[tuple[int, ...]]:
     """Candidate groups (0-based lines), best first: the followed section's heading,
-    its best lexical hits and its entries, then the last element's neighbourhood."""
+    its best passages (``passages``: the page's units and their index), its best
+    lexical hits and its entries, then the last element's neighbourhood."""
     groups: list[tuple[int, ...]] = []
     section = followed_section(tree, observation)
     if section is not None:
         n = len(tree)
         groups.append(tuple(with_context(section.start, n, context)))
+        if passages is not None:
+            units, unit_ranker = passages
+            unit_scores = unit_ranker.scores(query_text(observation))
+            best = sorted((k for k, unit in enumerate(units)
+                           if unit.index in section and unit_scores[k] > 0),
+                          key=lambda k: (-unit_scores[k], k))
+            groups.extend(tuple(sorted({units[k].anchor, *with_context(units[k].index, n, 1)}))
+                          for k in best[:passage_hits])
         scores = ranker.scores(query_text(observation))
         inside = sorted((i for i in section if scores[i] > 0), key=lambda i: (-scores[i], i))
         groups.extend(tuple(with_context(i, n, context)) for i in inside[:hits])

@@ -15,7 +15,9 @@ from collections import Counter
 from functools import cached_property
 
 from linewise.agent.filters.bm25 import LineRanker, line_words
+from linewise.agent.filters.context_embedding import Unit, page_units
 from linewise.agent.filters.outline import OutlineEntry, outline_of
+from linewise.agent.filters.passages import passage_ranker
 from linewise.agent.filters.tree import LineTree
 
 __all__ = ["PageIndex"]
@@ -49,6 +51,16 @@ class PageIndex:
     def ranker(self) -> LineRanker:
         """BM25 over the page's lines."""
         return LineRanker(self.lines, word_counts=[self._counts(t) for t in self.lines])
+
+    @cached_property
+    def units(self) -> list[Unit]:
+        """The page's blocks with their context (:func:`.context_embedding.page_units`)."""
+        return page_units(self.tree)
+
+    @cached_property
+    def passage_ranker(self) -> LineRanker:
+        """BM25 over the page's blocks (:mod:`.passages`)."""
+        return passage_ranker(self.units)
 
     def _counts(self, text: str) -> Counter[str]:
         found = self._word_counts.get(text)
