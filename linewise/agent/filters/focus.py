@@ -77,7 +77,7 @@ from linewise.agent.filters.term_match import term_groups
 from linewise.agent.filters.tree import LineTree
 from linewise.agent.models import ChatModel, call_model
 from linewise.axtree import bid_of
-from linewise.errors import LLMError, RangeParseError
+from linewise.errors import LLMError, ModelError, RangeParseError
 from linewise.prompts import render_prompt
 from linewise.records import LLMCall
 from linewise.tokens import count_message_tokens, count_tokens
@@ -203,6 +203,9 @@ class FocusFilter:
         self._expansion: Expansion | None = None
         self._page: PageIndex | None = None
         self._carry = CarryOver()
+        self._embedding_error: str | None = None
+        """Why the embedding stage did not run this step (or, once the embedder cannot
+        load, for the rest of the episode)."""
 
     async def apply(self, observation: FilterInput) -> FilterResult:
         result = await self._apply(observation)
@@ -256,6 +259,10 @@ class FocusFilter:
                                   "reused": self._expansion.reused,
                                   "error": self._expansion.error}
             self._expansion = None
+        if self._embedding_error is not None:
+            notes["embedding_error"] = self._embedding_error
+            if self.embedder is not None:  # a failed call: the next step tries again
+                self._embedding_error = None
         guarded = guard_lines(tree, observation) - kept
         kept |= guarded
         notes["guard_added_lines"] = sorted(i + 1 for i in guarded)
@@ -374,6 +381,14 @@ class FocusFilter:
                     )
             except LLMError as exc:
                 log.warning("embedding stage failed; going on without it", error=str(exc))
+                self._embedding_error = str(exc)
+            except ModelError as exc:
+                # The offline embedder cannot load (no `embedding` extra, a damaged file):
+                # it will not load on a later step either.
+                log.warning("embedder unavailable; the filter goes on without its stage",
+                            error=str(exc))
+                self.embedder, self._units = None, None
+                self._embedding_error = f"unavailable for this episode: {exc}"
         sizes = numbered_sizes(lines, (i for gs in groups.values() for g in gs for i in g.lines))
         room = self._observation_room(observation, budget)
         return fill_budget(groups, sizes, int(room * (1 - self.config.outline_share)),

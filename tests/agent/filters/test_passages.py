@@ -4,10 +4,13 @@ entry it needs as a whole, where the description's fragments, line by line, do n
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from linewise.agent.filters.base import FilterInput
 from linewise.agent.filters.candidates import lexical_groups
+from linewise.agent.filters.embedders import MiniLMEmbedder
 from linewise.agent.filters.focus import FocusConfig, FocusFilter
 from linewise.agent.filters.followed import history_groups
 from linewise.agent.filters.page_index import PageIndex
@@ -64,3 +67,21 @@ async def test_a_paraphrased_entry_is_in_the_model_free_view() -> None:
     assert "term 'delattr(" in result.text
     assert result.notes["stages"]["passages"]
     assert result.tokens_shown < 0.3 * result.tokens_full
+
+
+async def test_a_units_filter_whose_embedder_cannot_load_goes_on_without_it(
+    tmp_path: Path,
+) -> None:
+    """As when the ``embedding`` extra is not installed: the stage is left out for the
+    episode, the reason is in every step's notes, and the other stages still find the
+    entry."""
+    broken = MiniLMEmbedder(onnx_path=tmp_path / "missing.onnx")
+    lines = tree_lines("docs-functions.txt")
+    flt = FocusFilter(None, FocusConfig(items=True, embedding_units=True), embedder=broken)
+    goal = "Which built-in removes a named attribute from an object?"
+    for _ in range(2):
+        result = await flt.apply(FilterInput(goal=goal, lines=lines))
+        assert "term 'delattr(" in result.text
+        assert "unavailable" in str(result.notes["embedding_error"])
+        assert "embedding" not in result.notes["stages"]
+        lines = [*lines[:-1], "\tStaticText 'a changed last line'"]
