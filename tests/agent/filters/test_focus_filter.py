@@ -298,7 +298,8 @@ def test_bm25_and_focus_are_registered() -> None:
 
 
 async def test_shipped_large_cases_cover_goal_kinds_and_page_kinds() -> None:
-    cases = [c for c in load_cases(CASES) if len(c.lines) > 300]
+    # the held-out cases stay out: no filter is run on them here
+    cases = [c for c in load_cases(CASES) if len(c.lines) > 300 and c.id.startswith("large.")]
     assert len(cases) >= 40
     assert len({c.source.split(":")[-1].split("/")[0] if c.source.startswith("built")
                 else c.source.split(":")[0] for c in cases}) >= 5
