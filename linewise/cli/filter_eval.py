@@ -30,7 +30,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     evaluate = sub.add_parser(
         "filter-eval", help="score observation filters on saved cases, without an agent"
     )
-    evaluate.add_argument("cases", type=Path, help="a case file (.json/.jsonl) or a folder")
+    evaluate.add_argument("cases", type=Path, nargs="+",
+                          help="case files (.json/.jsonl) or folders of them: "
+                          "tasks/filter-cases/heldout.*.json scores the held-out set alone")
     evaluate.add_argument("--filter", dest="filters", action="append", type=filter_name,
                           default=[], metavar="NAME",
                           help="filters to score, built-in or registered (repeatable; "
@@ -49,7 +51,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def cmd_filter_eval(args: argparse.Namespace) -> int:
-    cases = load_cases(args.cases)
+    cases = load_cases(*args.cases)
     names: list[str] = args.filters or filter_names()
     settings = settings_from_args(args)
     out = args.out.open("w", encoding="utf-8") if args.out else None

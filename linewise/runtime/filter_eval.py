@@ -83,8 +83,22 @@ class FilterSummary(BaseModel):
     fallbacks: int
 
 
-def load_cases(path: Path) -> list[FilterCase]:
-    """Cases from a .json file (one case or a list), a .jsonl file, or a folder of them."""
+def load_cases(*paths: Path) -> list[FilterCase]:
+    """Cases from .json files (one case or a list), .jsonl files, or folders of them;
+    a case id may appear once in all of them."""
+    cases: list[FilterCase] = []
+    for path in paths:
+        cases += _cases_in(path)
+    if not cases:
+        raise ConfigError(f"{', '.join(map(str, paths))}: no filter cases found")
+    ids = [c.id for c in cases]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise ConfigError(f"duplicate case ids {', '.join(duplicates)}")
+    return cases
+
+
+def _cases_in(path: Path) -> list[FilterCase]:
     if not path.exists():
         raise ConfigError(f"{path}: no such file or folder")
     files = sorted(p for p in path.iterdir() if p.suffix in (".json", ".jsonl")) if (
@@ -101,12 +115,6 @@ def load_cases(path: Path) -> list[FilterCase]:
             cases.extend(FilterCase.model_validate(item) for item in items)
         except (ValueError, ValidationError) as exc:
             raise ConfigError(f"{file}: not a valid filter case: {exc}") from exc
-    if not cases:
-        raise ConfigError(f"{path}: no filter cases found")
-    ids = [c.id for c in cases]
-    duplicates = sorted({i for i in ids if ids.count(i) > 1})
-    if duplicates:
-        raise ConfigError(f"{path}: duplicate case ids {', '.join(duplicates)}")
     return cases
 
 

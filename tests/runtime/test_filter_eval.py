@@ -42,6 +42,9 @@ def test_broken_case_file_is_named(tmp_path: Path) -> None:
         load_cases(bad)
     with pytest.raises(ConfigError, match="no such file"):
         load_cases(tmp_path / "missing")
+    one = CASES / "docs.glob.json"
+    with pytest.raises(ConfigError, match=r"duplicate case ids docs\.glob"):
+        load_cases(one, CASES)  # the same case twice, as a file and in its folder
 
 
 def keep_gold_words(messages: list[dict[str, Any]]) -> str:
@@ -56,14 +59,11 @@ def test_filter_eval_command(tmp_path: Path) -> None:
     out = tmp_path / "scores.jsonl"
     # the MiniWoB and docs cases: the large-page set is scored in test_focus_filter.py, and
     # the held-out set is scored by no test (see benchmarks/make_filter_cases.py)
-    cases = tmp_path / "cases"
-    cases.mkdir()
-    for case in CASES.glob("*.json"):
-        if not case.name.startswith(("large.", "heldout.")):
-            (cases / case.name).write_bytes(case.read_bytes())
+    cases = sorted(case for case in CASES.glob("*.json")
+                   if not case.name.startswith(("large.", "heldout.")))
     with ScriptedChatServer(keep_gold_words) as llm:
         result = linewise(
-            "filter-eval", str(cases), "--filter", "none", "--filter", "truncate",
+            "filter-eval", *map(str, cases), "--filter", "none", "--filter", "truncate",
             "--filter", "lines", "--filter", "lines+structure", "--max-obs-tokens", "2000",
             "--base-url", llm.base_url, "--model", "scripted", "--out", str(out), timeout=300,
         )
@@ -81,7 +81,7 @@ def test_filter_eval_command(tmp_path: Path) -> None:
     by_filter: dict[str, list[dict]] = {}
     for score in scores:
         by_filter.setdefault(score["filter"], []).append(score)
-    n_cases = len(load_cases(cases))
+    n_cases = len(load_cases(*cases))
     assert {name: len(s) for name, s in by_filter.items()} == dict.fromkeys(rows, n_cases)
     structure = by_filter["lines+structure"]
     assert all(s["retriever_tokens"] > 0 for s in structure)
