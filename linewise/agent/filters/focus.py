@@ -302,7 +302,8 @@ class FocusFilter:
             if config.items else None,
             item_max_lines=config.item_max_lines,
             followed=[i for group in history_groups(
-                page.tree, page.ranker, observation, context=config.lexical_context)[:4]
+                page.tree, page.ranker, observation, context=config.lexical_context,
+                passages=(page.units, page.passage_ranker))[:4]
                 for i in group],
         )
 
