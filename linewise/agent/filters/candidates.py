@@ -15,6 +15,9 @@ Each stage proposes *groups* of lines (0-based indices), best first:
 - ``followed``: the section an in-page link of the last action leads to (its heading,
   best passages, best lines and entries), and the neighbourhood of the element it named
   (:mod:`.followed`);
+- ``referred``: the entries (terms, headings) that the best lines of the stages above
+  mention by name — a summary table's link, an option named in prose
+  (:func:`.term_match.referred_entries`);
 - ``changed``: runs of lines that changed since the last step;
 - ``embedding``: chunks most similar to the query, each with the term, heading or row
   it belongs to (only when an embedder is configured).
@@ -38,7 +41,7 @@ from linewise.agent.filters.embedders import Embedder, normalised
 from linewise.agent.filters.outline import OutlineEntry, by_priority, outline_entries
 from linewise.agent.filters.page_diff import PageDiff, diff_pages
 from linewise.agent.filters.recall_guard import guard_lines
-from linewise.agent.filters.term_match import goal_terms, term_groups
+from linewise.agent.filters.term_match import goal_terms, referred_entries, term_groups
 from linewise.agent.filters.tree import LineTree
 from linewise.tokens import count_tokens_each
 
@@ -53,14 +56,15 @@ __all__ = [
     "named_groups",
     "numbered_sizes",
     "outline_groups",
+    "referred_groups",
 ]
 
 MARKER_TOKENS = 10
 """What one ``… N lines omitted …`` marker between runs of lines costs, about."""
 
 STAGE_TURNS: dict[str, int] = {
-    "named": 2, "followed": 3, "lexical": 3, "passages": 2, "expanded": 3, "outline": 2,
-    "changed": 1, "embedding": 2,
+    "named": 2, "followed": 3, "lexical": 3, "passages": 2, "expanded": 3, "referred": 2,
+    "outline": 2, "changed": 1, "embedding": 2,
 }
 """Groups each stage may add per turn, in this order, after the guard's."""
 
@@ -107,6 +111,21 @@ def named_groups(
     terms = goal_terms(observation.goal)
     return [Group("named", g) for g in term_groups(
         tree, ranker, terms, per_term=per_term, context=context, lexical=False)]
+
+
+_REFERRING_STAGES = ("named", "expanded", "lexical", "passages")
+
+
+def referred_groups(
+    tree: LineTree, entries: Sequence[tuple[int, str]], groups: Mapping[str, list[Group]],
+    *, context: int = 2, per_stage: int = 4,
+) -> list[Group]:
+    """The entries the best groups of the word-matching stages mention (a summary
+    table's ``stdev()`` link, an option named in prose), each with ``context`` lines."""
+    mentioning = [i for stage in _REFERRING_STAGES for group in groups.get(stage, ())[:per_stage]
+                  for i in group.lines]
+    return [Group("referred", tuple(with_context(entry, len(tree), context)))
+            for entry in referred_entries(entries, tree, mentioning)]
 
 
 def lexical_groups(

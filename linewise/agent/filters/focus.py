@@ -48,6 +48,7 @@ from linewise.agent.filters.candidates import (
     named_groups,
     numbered_sizes,
     outline_groups,
+    referred_groups,
 )
 from linewise.agent.filters.context_embedding import UnitIndex, unit_groups
 from linewise.agent.filters.defend import (
@@ -370,6 +371,8 @@ class FocusFilter:
                     tree, page.ranker, self._expansion.terms,
                     context=self.config.lexical_context)
             ]
+        groups["referred"] = referred_groups(tree, page.entries, groups,
+                                             context=self.config.lexical_context)
         if self.embedder is not None:
             try:
                 if self.config.embedding_units and self._units is not None:

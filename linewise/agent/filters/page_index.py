@@ -18,6 +18,7 @@ from linewise.agent.filters.bm25 import LineRanker, line_words
 from linewise.agent.filters.context_embedding import Unit, page_units
 from linewise.agent.filters.outline import OutlineEntry, outline_of
 from linewise.agent.filters.passages import passage_ranker
+from linewise.agent.filters.term_match import entry_names
 from linewise.agent.filters.tree import LineTree
 
 __all__ = ["PageIndex"]
@@ -61,6 +62,11 @@ class PageIndex:
     def passage_ranker(self) -> LineRanker:
         """BM25 over the page's blocks (:mod:`.passages`)."""
         return passage_ranker(self.units)
+
+    @cached_property
+    def entries(self) -> list[tuple[int, str]]:
+        """The page's terms and headings with their names (:func:`.term_match.entry_names`)."""
+        return entry_names(self.tree)
 
     def _counts(self, text: str) -> Counter[str]:
         found = self._word_counts.get(text)

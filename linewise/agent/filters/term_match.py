@@ -14,12 +14,14 @@ the plain BM25 hits, whose length normalisation scores a long entry
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from urllib.parse import unquote
 
 from linewise.agent.filters.bm25 import LineRanker, with_context
 from linewise.agent.filters.tree import LineTree
 
-__all__ = ["goal_terms", "term_groups", "term_hits"]
+__all__ = ["entry_names", "goal_terms", "mentions", "referred_entries", "term_groups",
+           "term_hits"]
 
 _QUOTED = re.compile(
     r"""(?:^|(?<=[\s(\[:]))(?:'([^'\n]{2,60})'|"([^"\n]{2,60})"|`([^`\n]{2,60})`"""
@@ -114,3 +116,49 @@ def _role_rank(role: str) -> int:
 
 
 _TEXT_ROLES = frozenset({"StaticText", "generic", "paragraph", "LabelText", "none"})
+
+
+_ENTRY_ROLES = frozenset({"term", "heading"})
+_FRAGMENT = re.compile(r"url='[^'#]*#([^']+)'")
+
+
+def entry_names(tree: LineTree) -> list[tuple[int, str]]:
+    """The page's entries — terms and headings — with their names in lower case."""
+    return [(i, (line.name or "").lower()) for i in range(len(tree))
+            if tree.roles[i] in _ENTRY_ROLES and (line := tree.parsed(i)).name]
+
+
+def mentions(tree: LineTree, index: int) -> list[str]:
+    """What line ``index`` refers to by name: the fragment of an in-page link
+    (``#statistics.stdev``), a link's own name (``stdev()``), and the code-like words
+    of its text (``--branch-sim=yes``: ``--branch-sim``)."""
+    line = tree.parsed(index)
+    found: list[str] = []
+    if fragment := _FRAGMENT.search(tree.lines[index]):
+        found.append(unquote(fragment.group(1)))
+    if line.role == "link" and line.name:
+        found.append(line.name)
+    found += [m.group(1) for m in _CODE.finditer(line.name or "")]
+    tokens = [t.strip().removesuffix("()").split("=")[0].lower() for t in found]
+    return list(dict.fromkeys(t for t in tokens if len(t) >= _MIN_TERM_CHARS))
+
+
+def referred_entries(entries: Sequence[tuple[int, str]], tree: LineTree,
+                     indices: Iterable[int], limit: int = 8) -> list[int]:
+    """The entries that lines ``indices`` mention, in their order: a term or heading
+    whose name starts with a mention (``--branch-sim=no|yes``), or names it as the
+    last part of a dotted name (``statistics.stdev(data, …)`` for ``stdev``). The
+    mentioning lines are the candidates a goal's words found, often a summary table
+    or a sentence of prose, while the element the goal needs is the entry itself."""
+    found: list[int] = []
+    for index in indices:
+        for token in mentions(tree, index):
+            dotted = f".{token.rsplit('.', 1)[-1]}("
+            for entry, name in entries:
+                if entry != index and entry not in found and (
+                        name.startswith(token) or dotted in name):
+                    found.append(entry)
+                    break
+            if len(found) >= limit:
+                return found
+    return found

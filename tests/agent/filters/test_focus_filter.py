@@ -6,8 +6,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import numpy as np
-
 from linewise.agent.filters.base import FilterInput, FilterResult
 from linewise.agent.filters.bm25 import BM25Filter, LineRanker, words
 from linewise.agent.filters.candidates import (
@@ -32,18 +30,10 @@ from linewise.runtime.filter_eval import (
 )
 from linewise.testing import CallInfo, FunctionModel
 from linewise.tokens import count_message_tokens
-from tests.support.paths import REPO, TREES
+from tests.support.paths import REPO
+from tests.support.trees import WordHashEmbedder, line_of, tree_lines
 
 CASES = REPO / "tasks" / "filter-cases"
-
-
-def tree_lines(name: str) -> list[str]:
-    return (TREES / name).read_text().split("\n")
-
-
-def line_of(lines: list[str], pattern: str) -> int:
-    """0-based index of the first line matching ``pattern``."""
-    return next(i for i, line in enumerate(lines) if re.search(pattern, line))
 
 
 def first_shown_line(messages: list[dict[str, Any]], info: CallInfo) -> str:
@@ -117,19 +107,6 @@ def test_changed_stage_proposes_what_changed_and_nothing_on_a_new_page() -> None
     assert group.lines == (30, 31) and group.stage == "changed"
     assert changed_groups(before, before) == [] and changed_groups(None, after) == []
     assert changed_groups(tree_lines("miniwob-social-media.txt"), after) == []
-
-
-class WordHashEmbedder:
-    """A deterministic bag-of-words embedder: texts sharing words are similar."""
-
-    name = "word-hash"
-
-    async def embed(self, texts: list[str]) -> np.ndarray:
-        vectors = np.zeros((len(texts), 256))
-        for row, text in enumerate(texts):
-            for word in words(text):
-                vectors[row, sum(map(ord, word)) % 256] += 1.0
-        return vectors + 1e-6
 
 
 async def test_embedding_stage_brings_the_term_a_description_belongs_to() -> None:

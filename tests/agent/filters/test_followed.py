@@ -8,7 +8,7 @@ from linewise.agent.filters.bm25 import LineRanker
 from linewise.agent.filters.focus import FocusConfig, FocusFilter
 from linewise.agent.filters.followed import followed_section, history_groups, same_title
 from linewise.agent.filters.tree import LineTree
-from tests.agent.filters.test_focus_filter import line_of, tree_lines
+from tests.support.trees import line_of, tree_lines
 
 GOAL = ("Open the part about errors from the contents, then read the entry of the class "
         "it documents.")

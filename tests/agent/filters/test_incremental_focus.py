@@ -16,7 +16,7 @@ from linewise.agent.filters.page_diff import diff_pages
 from linewise.agent.filters.page_index import PageIndex
 from linewise.agent.filters.registry import FilterContext, get_filter
 from linewise.testing import CallInfo, FunctionModel
-from tests.agent.filters.test_focus_filter import tree_lines
+from tests.support.trees import tree_lines
 
 GOAL = "Which built-in turns an iterable into pairs with their position?"
 NOTICE = ["\t[9001] alert 'Link copied'", "\t\tStaticText 'Link copied'"]

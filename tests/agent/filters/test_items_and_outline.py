@@ -19,8 +19,8 @@ from linewise.agent.filters.tree import LineTree
 from linewise.runtime.filter_eval import FilterCase, load_cases
 from linewise.testing import CallInfo, FunctionModel
 from linewise.tokens import count_message_tokens, count_tokens
-from tests.agent.filters.test_focus_filter import WordHashEmbedder, line_of, tree_lines
 from tests.support.paths import REPO
+from tests.support.trees import WordHashEmbedder, line_of, tree_lines
 
 CASES = REPO / "tasks" / "filter-cases"
 

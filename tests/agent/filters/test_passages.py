@@ -15,7 +15,7 @@ from linewise.agent.filters.focus import FocusConfig, FocusFilter
 from linewise.agent.filters.followed import history_groups
 from linewise.agent.filters.page_index import PageIndex
 from linewise.agent.filters.passages import passage_groups
-from tests.agent.filters.test_focus_filter import line_of, tree_lines
+from tests.support.trees import line_of, tree_lines
 
 PARAPHRASES = {
     "Which built-in removes a named attribute from an object?": "term 'delattr(",

@@ -8,9 +8,15 @@ from linewise.agent.filters.base import FilterInput
 from linewise.agent.filters.bm25 import LineRanker, words
 from linewise.agent.filters.candidates import lexical_groups, named_groups
 from linewise.agent.filters.focus import FocusConfig, FocusFilter
-from linewise.agent.filters.term_match import goal_terms
+from linewise.agent.filters.term_match import (
+    entry_names,
+    goal_terms,
+    mentions,
+    referred_entries,
+)
 from linewise.agent.filters.tree import LineTree
 from tests.support.paths import TREES
+from tests.support.trees import line_of, tree_lines
 
 ENTRY = "term 'json.loads(s, *"
 
@@ -59,3 +65,25 @@ def test_a_word_and_its_inflections_meet() -> None:
     assert len(set(words("serialize serialized serializes"))) == 1
     assert words("searching lists") == words("search list")
     assert words("json.dumps max_retries") == ["json", "dump", "max", "retri"]
+
+
+def test_a_mention_leads_to_the_entry_it_names() -> None:
+    functions = tree_lines("docs-functions.txt")
+    tree = LineTree(functions)
+    entries = entry_names(tree)
+    summary_link = line_of(functions, r"\[440\] link 'delattr\(\)'")  # the summary table
+    assert mentions(tree, summary_link) == ["delattr"]  # its fragment and its name
+    [entry] = referred_entries(entries, tree, [summary_link])
+    assert "term 'delattr(object, name)'" in functions[entry]
+
+    docs = json_tree()
+    tree = LineTree(docs)
+    entries = entry_names(tree)
+    link = line_of(docs, r"\[2236\] link 'json\.dumps\(\)'")  # in the command-line section
+    assert any("term 'json.dumps(" in docs[i] for i in referred_entries(entries, tree, [link]))
+    option = line_of(docs, r"StaticText '--sort-keys'")  # an option named in prose
+    [entry] = referred_entries(entries, tree, [option])
+    assert "term '--sort-keys" in docs[entry]
+    # Plain words refer to nothing.
+    prose = line_of(docs, r"StaticText '. The input encoding should be")
+    assert mentions(tree, prose) == [] and referred_entries(entries, tree, [prose]) == []
