@@ -20,8 +20,12 @@ looking at the ``large.*`` cases; these goals were written from the pages alone,
 running any filter on them, so that they measure whether the figures generalise. Keep it
 that way: never pick or reword a held-out goal by how a filter does on it.
 
+A second held-out set (``heldout2.<root>.<page stem>.<n>``, ``HELDOUT2_CASES``, 20 cases
+on 14 more unused pages) was built the same way once the first had been looked at; the
+same rule holds for it.
+
     python benchmarks/make_filter_cases.py [--out tasks/filter-cases]
-        [--only small|large|heldout]
+        [--only small|large|heldout|heldout2]
 """
 
 from __future__ import annotations
@@ -315,6 +319,70 @@ HELDOUT_CASES: list[LargeSpec] = [
 ]
 
 
+# A second held-out set, in the same format, built after the first had been looked at:
+# on pages that no other case uses, goals written from the pages' text only, no filter
+# run on them.
+HELDOUT2_CASES: list[LargeSpec] = [
+    ("python3-doc", "library/heapq.html", "named", "How does heapq.merge combine several "
+     "sorted inputs?", [], [r"term 'heapq\.merge\("]),
+    ("python3-doc", "library/heapq.html", "paraphrased", "I have a huge list of prices and "
+     "only want the handful of cheapest, lowest first. Which function does that?", [],
+     [r"term 'heapq\.nsmallest\("]),
+    ("python3-doc", "library/textwrap.html", "paraphrased", "My triple-quoted string is "
+     "indented along with the code around it; how do I strip the margin all its lines "
+     "share?", [], [r"term 'textwrap\.dedent\("]),
+    ("python3-doc", "library/tempfile.html", "paraphrased", "Which folder does Python use "
+     "for scratch files by default, and how do I ask for it?", [],
+     [r"term 'tempfile\.gettempdir\(\)"]),
+    ("python3-doc", "library/base64.html", "paraphrased", "Turn raw bytes into printable "
+     "characters that are safe to put in a web address or a filename (no + or /).", [],
+     [r"term 'base64\.urlsafe_b64encode\("]),
+    ("python3-doc", "library/uuid.html", "named", "Open the documentation for uuid.uuid4().",
+     [], [r"term 'uuid\.uuid4\(\)"]),
+    ("python3-doc", "library/zipfile.html", "named", "Where is ZipFile.extractall described?",
+     [], [r"term 'ZipFile\.extractall\("]),
+    ("python3-doc", "library/dataclasses.html", "named", "I need the docs for "
+     "dataclasses.replace.", [], [r"term 'dataclasses\.replace\("]),
+    ("python3-doc", "library/dataclasses.html", "multistep", "Open Module contents, then "
+     "find the helper that turns an instance into a plain dict.",
+     ["click('{bid:link 'Module contents'}')"], [r"term 'dataclasses\.asdict\("]),
+    ("python3-doc", "library/contextlib.html", "paraphrased", "How do I quietly ignore a "
+     "FileNotFoundError raised inside a with block, without a try statement?", [],
+     [r"term 'contextlib\.suppress\("]),
+    ("python3-doc", "library/contextlib.html", "multistep", "Go to Examples and Recipes in "
+     "the table of contents, then to the recipe on dealing with a failure inside __enter__.",
+     ["click('{bid:link 'Examples and Recipes'}')"],
+     [r"heading 'Catching exceptions from __enter__ methods'"]),
+    ("python3-doc", "library/calendar.html", "paraphrased", "Does 2028 have a 29th of "
+     "February? Which function answers that?", [], [r"term 'calendar\.isleap\("]),
+    ("python3-doc", "library/threading.html", "multistep", "Open the Timer Objects section, "
+     "then see how to stop a timer before it fires.",
+     ["click('{bid:link 'Timer Objects'}')"], [r"heading 'Timer Objects' >> term 'cancel\(\)'"]),
+    ("python3-doc", "library/struct.html", "multistep", "Look up memoryview in the docs "
+     "using the search box.",
+     ["click('{bid:textbox 'Quick search'}')",
+      "fill('{bid:textbox 'Quick search'}', 'memoryview')"], [r"button 'Go'"]),
+    ("valgrind", "dh-manual.html", "named", "What does DHAT's --mode option do?", [],
+     [r"term '--mode="]),
+    ("valgrind", "cl-manual.html", "paraphrased", "I also want to know how long my program "
+     "spends waiting in kernel calls; which Callgrind setting records that?", [],
+     [r"term '--collect-systime="]),
+    ("valgrind", "cl-manual.html", "multistep", "Open the callgrind_annotate options in the "
+     "contents, then find how to have callees' costs added into their callers.",
+     [r"click('{bid:link '6\.6\. callgrind_annotate Command-line Options'}')"],
+     [r"term '--inclusive="]),
+    ("valgrind", "manual-core-adv.html", "named", "Show me RUNNING_ON_VALGRIND.", [],
+     [r"term 'RUNNING_ON_VALGRIND:'"]),
+    ("valgrind", "manual-core-adv.html", "paraphrased", "From inside my test harness, how "
+     "can my program ask how many problems have been detected so far?", [],
+     [r"term 'VALGRIND_COUNT_ERRORS:'"]),
+    ("valgrind", "manual-core-adv.html", "multistep", "Go to the vgdb command line options "
+     "from the contents, then find how to tell vgdb which process to connect to when "
+     "several are being debugged.",
+     [r"click('{bid:link '3\.2\.9\. vgdb command line options'}')"], [r"term '--pid="]),
+]
+
+
 def gold_bid(lines: list[str], item: str) -> tuple[int, str]:
     """The line (0-based) and bid a gold item names (see LARGE_CASES)."""
     start = 0
@@ -425,9 +493,9 @@ async def build(out: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("tasks/filter-cases"))
-    parser.add_argument("--only", choices=["small", "large", "heldout"],
-                        help="build only the MiniWoB and docs cases, the large ones or the "
-                        "held-out large ones")
+    parser.add_argument("--only", choices=["small", "large", "heldout", "heldout2"],
+                        help="build only the MiniWoB and docs cases, the large ones, the "
+                        "held-out large ones or the second held-out set")
     args = parser.parse_args()
     if args.only in (None, "small"):
         asyncio.run(build(args.out))
@@ -435,6 +503,8 @@ def main() -> None:
         asyncio.run(build_large(args.out))
     if args.only in (None, "heldout"):
         asyncio.run(build_large(args.out, HELDOUT_CASES, "heldout"))
+    if args.only in (None, "heldout2"):
+        asyncio.run(build_large(args.out, HELDOUT2_CASES, "heldout2"))
 
 
 if __name__ == "__main__":
