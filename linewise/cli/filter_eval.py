@@ -32,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     evaluate.add_argument("cases", type=Path, nargs="+",
                           help="case files (.json/.jsonl) or folders of them: "
-                          "tasks/filter-cases/heldout.*.json scores the held-out set alone")
+                          "tasks/filter-cases/heldout2.*.json scores one held-out set alone")
     evaluate.add_argument("--filter", dest="filters", action="append", type=filter_name,
                           default=[], metavar="NAME",
                           help="filters to score, built-in or registered (repeatable; "
