@@ -63,10 +63,12 @@ MARKER_TOKENS = 10
 """What one ``… N lines omitted …`` marker between runs of lines costs, about."""
 
 STAGE_TURNS: dict[str, int] = {
-    "named": 2, "followed": 3, "lexical": 3, "passages": 2, "expanded": 3, "referred": 2,
-    "outline": 2, "changed": 1, "embedding": 2,
+    "named": 2, "followed": 3, "lexical": 3, "passages": 2, "expanded": 3, "outline": 2,
+    "referred": 1, "changed": 1, "embedding": 2,
 }
-"""Groups each stage may add per turn, in this order, after the guard's."""
+"""Groups each stage may add per turn, in this order, after the guard's. ``referred``
+comes late: an entry it brings is a whole term with its definition, whose item can
+crowd out the sections the goal's own words found."""
 
 _TOP_STAGES = ("named", "followed", "lexical", "expanded")
 """Stages whose best groups are kept in the view whatever the model chooses."""
