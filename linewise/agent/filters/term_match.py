@@ -9,6 +9,9 @@ whose name starts with it, not the short line that mentions it most densely.
 ``innerText``, ``open()``). They become the ``named`` candidate stage, taken before
 the plain BM25 hits, whose length normalisation scores a long entry
 ``json.loads(s, *, cls=None, …)`` below every short line that says ``loads``.
+
+:func:`referred_entries` goes the other way, from lines to the entries they mention by
+name (an in-page link, an option named in prose): the ``referred`` candidate stage.
 """
 
 from __future__ import annotations
