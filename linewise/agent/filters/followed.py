@@ -94,15 +94,16 @@ def history_groups(
     if section is not None:
         n = len(tree)
         groups.append(tuple(with_context(section.start, n, context)))
+        query = query_text(observation)
         if passages is not None:
             units, unit_ranker = passages
-            unit_scores = unit_ranker.scores(query_text(observation))
+            unit_scores = unit_ranker.scores(query)
             best = sorted((k for k, unit in enumerate(units)
                            if unit.index in section and unit_scores[k] > 0),
                           key=lambda k: (-unit_scores[k], k))
             groups.extend(tuple(sorted({units[k].anchor, *with_context(units[k].index, n, 1)}))
                           for k in best[:passage_hits])
-        scores = ranker.scores(query_text(observation))
+        scores = ranker.scores(query)
         inside = sorted((i for i in section if scores[i] > 0), key=lambda i: (-scores[i], i))
         groups.extend(tuple(with_context(i, n, context)) for i in inside[:hits])
         listed = [i for i in section if i != section.start
