@@ -16,6 +16,8 @@ The hierarchy (httpx style: catch the base class to catch them all)::
     ├── LLMError               the model endpoint failed
     │   ├── EndpointUnreachable  nothing answers at the configured base URL
     │   ├── EndpointRefused      401/403, or the model is unknown (404): stops the run
+    │   ├── ContextOverflow      the endpoint refused a prompt over its context: the
+    │   │                        configured context is wrong (the message names the fix)
     │   ├── InvalidResponse      the body is not a chat completion (bad JSON, no choices)
     │   └── ResponseFormatError  the answer is not in the asked-for format
     │       └── RangeParseError  a retriever answer holds no usable line ranges
@@ -194,6 +196,34 @@ class EndpointRefused(LLMError):
     def recorded(self, call: LLMCall) -> Self:
         assert self.status is not None
         return type(self)(self.base_url, self.model, self.status, self.detail, call=call)
+
+
+class ContextOverflow(LLMError):
+    """The endpoint refused a request as longer than its context. linewise fits every
+    action prompt to the context it was told (``context_tokens``), so this is a
+    configuration error, not a passing fault: the message names the context assumed and
+    the setting that fixes it."""
+
+    infra_kind: ClassVar[InfraKind | None] = "config"
+
+    def __init__(
+        self, base_url: str, context_tokens: int | None, detail: str, *,
+        call: LLMCall | None = None,
+    ) -> None:
+        assumed = (f"linewise fitted its prompts to {context_tokens} tokens"
+                   if context_tokens else "no context size is configured")
+        super().__init__(
+            f"LLM endpoint {base_url} refused a request as longer than its context "
+            f"({detail}); {assumed}. Set the endpoint's real context with --context-tokens "
+            "(LINEWISE_ACTION__CONTEXT_TOKENS; LINEWISE_FILTER__RETRIEVER_CONTEXT_TOKENS for "
+            "the retriever), or serve the model with a larger one (--ctx-size for the "
+            "embedded model).", status=400, call=call)
+        self.base_url = base_url
+        self.context_tokens = context_tokens
+        self.detail = detail
+
+    def recorded(self, call: LLMCall) -> Self:
+        return type(self)(self.base_url, self.context_tokens, self.detail, call=call)
 
 
 class InvalidResponse(LLMError):

@@ -341,12 +341,16 @@ person quit at the step-through prompt (``linewise run --step``)."""
 
 Outcome = Literal["agent", "infrastructure", "budget", "stopped"]
 
-InfraKind = Literal["model", "refused", "browser", "server", "timeout", "task", "crash"]
+InfraKind = Literal[
+    "model", "refused", "config", "browser", "server", "timeout", "task", "crash",
+]
 """What failed around the agent:
 
 - ``model``: the model endpoint (unreachable, 429/5xx after the retry budget, a call
   timeout, an invalid body or no choices, a 400);
 - ``refused``: the endpoint refused the key or does not know the model (the run stops);
+- ``config``: the run's configuration cannot work with the endpoint (a prompt over the
+  model's real context: ``--context-tokens`` says less than linewise assumed);
 - ``browser``: Chromium, a renderer or a page load (``BrowserError``, Playwright errors);
 - ``server``: a local server linewise runs (the embedded model, MiniWoB++);
 - ``timeout``: a deadline of the runtime itself (the episode's wall-clock limit);

@@ -32,6 +32,16 @@ DEFAULT_CONTEXT_TOKENS = 32768
 """The context window assumed for a model when nothing says otherwise (the embedded
 model is served with this context by default too)."""
 
+LOCAL_VIEW_BUDGET_TOKENS = 3000
+"""The page tokens the embedded 1.5B model reads comfortably in one step: it reads its
+prompt at about 50 tokens/s on two cores, and reads a small view better than a large one
+(benchmarks/NOTES.md, "Real pages out of the box")."""
+
+ENDPOINT_VIEW_BUDGET_TOKENS = 8000
+"""The page tokens shown whole to a model behind an endpoint before ``auto`` filters: a
+documentation page is 25k-80k tokens, which costs a cloud model dearly every step and
+overflows many contexts."""
+
 DEFAULT_EPISODE_TIMEOUT_S = 600.0
 """Every episode has a wall-clock limit unless one is set: a run must always end."""
 
@@ -48,6 +58,12 @@ class EndpointSettings(BaseModel):
     model: str | None = None
     temperature: float = 0.0
     max_tokens: int = Field(default=768, ge=1)
+    context_tokens: int | None = Field(
+        default=None, ge=1024,
+        description="The model's context window in tokens; the action prompt is fitted "
+        "into it. Default: the embedded model's ctx_size, else "
+        f"{DEFAULT_CONTEXT_TOKENS}.",
+    )
     timeout_s: float = Field(
         default=120.0, gt=0,
         description="Per attempt of a call: a remote endpoint that has not answered in two "
@@ -110,7 +126,7 @@ class FilterSettings(BaseModel):
 
     model_config = _FROZEN
 
-    name: str = Field(default="none", min_length=1, description="A registered filter name.")
+    name: str = Field(default="auto", min_length=1, description="A registered filter name.")
     max_obs_tokens: int = Field(default=40_000, ge=1, description="truncate: token budget.")
     json_schema: str = Field(default="auto", pattern="^(auto|on|off)$")
     incremental: bool = True
@@ -159,6 +175,13 @@ class AgentSettings(BaseModel):
     )
     reask_temperature: float = Field(
         default=0.7, ge=0, description="Sampling of every re-ask (parse retries, repeats)."
+    )
+    view_budget_tokens: int | None = Field(
+        default=None, ge=200,
+        description="The page tokens the action model is shown comfortably: ``auto`` shows "
+        "a smaller tree whole and filters a larger one down to it. Default: "
+        f"{LOCAL_VIEW_BUDGET_TOKENS} for the embedded model, {ENDPOINT_VIEW_BUDGET_TOKENS} "
+        "for an endpoint.",
     )
 
 
@@ -398,6 +421,20 @@ class LinewiseSettings(BaseSettings):
         return self.model_copy(
             update={"filter": self.filter.model_copy(update={"name": name, **knobs})}
         )
+
+    def action_context_tokens(self, *, local: bool) -> int:
+        """The action model's context: set for the endpoint, else the local server's
+        (when the action model is the embedded one), else the default."""
+        if self.action.context_tokens is not None:
+            return self.action.context_tokens
+        return self.local.ctx_size if local else DEFAULT_CONTEXT_TOKENS
+
+    def view_budget_tokens(self, *, local: bool) -> int:
+        """The page tokens the action model is shown comfortably (``AgentSettings``), at
+        most half its context."""
+        budget = self.agent.view_budget_tokens or (
+            LOCAL_VIEW_BUDGET_TOKENS if local else ENDPOINT_VIEW_BUDGET_TOKENS)
+        return min(budget, self.action_context_tokens(local=local) // 2)
 
     def retriever_context_tokens(self, *, local: bool) -> int:
         """The retriever's context: set explicitly, else the local server's (when the

@@ -18,9 +18,11 @@ from linewise.agent.prompt import (
     futile_repeat_message,
     retry_message,
 )
+from linewise.agent.prompt_fit import PromptLimits
 from linewise.agent.response import parse_answer
 from linewise.records import LLMCall, RepeatEscape
-from linewise.settings import AgentSettings
+from linewise.settings import DEFAULT_CONTEXT_TOKENS, AgentSettings
+from linewise.tokens import count_message_tokens
 
 log = structlog.get_logger(__name__)
 
@@ -67,6 +69,10 @@ class ActionAgent:
     ``repeat_escapes`` times; the first different valid action is taken. If every re-ask
     repeats the action, it runs as first answered: some repeats are right (a button that
     only reacts late, an element that was not visible yet).
+
+    A re-ask shows the model its latest answer and what was wrong with it, not every
+    earlier one: the conversation of a step stays within one answer and one re-ask of
+    the first prompt, which ``view_room`` leaves room for.
     """
 
     def __init__(
@@ -83,6 +89,18 @@ class ActionAgent:
         self.reask_temperature = self.settings.reask_temperature
         self.action_names = action_names
         self.history: list[StepMemory] = []
+        self.limits = PromptLimits(
+            context_tokens=getattr(model, "context_tokens", None) or DEFAULT_CONTEXT_TOKENS,
+            answer_tokens=getattr(model, "answer_tokens", None) or 768,
+        )
+
+    def view_room(self, goal: str, view: PageView) -> int:
+        """The tokens the page may take in this step's prompt (``prompt_fit``): the
+        model's context less the rest of the prompt, the answer and one re-ask."""
+        empty = view.model_copy(update={"text": ""})
+        others = count_message_tokens(
+            build_action_messages(goal, empty, self.history, self.action_names))
+        return self.limits.view_room(others)
 
     async def decide(self, goal: str, view: PageView) -> Decision:
         messages = build_action_messages(goal, view, self.history, self.action_names)
@@ -105,7 +123,7 @@ class ActionAgent:
             *messages,
             {"role": "assistant", "content": decision.calls[-1].response or ""},
             futile_repeat_message(repeated, self.history[-1].error),
-        ]
+        ]  # every re-ask repeats this one: the model's own re-answers are not added
         decision.repeat_escape = "kept"
         for attempt in range(self.repeat_escapes):
             call = await call_model(
@@ -126,6 +144,7 @@ class ActionAgent:
 
     async def _ask(self, decision: Decision, messages: list[dict[str, str]]) -> None:
         """Ask until the answer holds one valid action, or ``parse_retries`` run out."""
+        first = messages
         for attempt in range(self.parse_retries + 1):
             sampling = {"temperature": self.reask_temperature} if attempt else {}
             call = await call_model(
@@ -142,7 +161,7 @@ class ActionAgent:
             decision.error = answer.error
             log.info("malformed answer", attempt=attempt, error=answer.error)
             messages = [
-                *messages,
+                *first,
                 {"role": "assistant", "content": call.response or ""},
                 retry_message(answer.error or "unreadable answer"),
             ]

@@ -9,7 +9,13 @@ from pathlib import Path
 import structlog
 
 from linewise.agent.filters.registry import FilterMaker, filter_names, get_filter
-from linewise.cli.flags import add_log_flags, add_model_flags, filter_name, settings_from_args
+from linewise.cli.flags import (
+    add_log_flags,
+    add_model_flags,
+    add_view_budget_flag,
+    filter_name,
+    settings_from_args,
+)
 from linewise.runtime.filter_eval import (
     LARGE_PAGE_LINES,
     CaseScore,
@@ -46,6 +52,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     evaluate.add_argument("--out", type=Path,
                           help="append every case's scores to this JSON-lines file as they come")
     add_model_flags(evaluate)
+    add_view_budget_flag(evaluate)
     add_log_flags(evaluate, level="WARNING")
     evaluate.set_defaults(handler=cmd_filter_eval)
 
@@ -65,14 +72,18 @@ def cmd_filter_eval(args: argparse.Namespace) -> int:
             out.flush()
 
     async def run() -> dict[str, list[CaseScore]]:
-        needs_retriever = any(get_filter(name).needs_retriever for name in names)
+        # Filters that use a retriever when the run has one are scored with it, as
+        # they run beside the action model.
+        needs_retriever = any(get_filter(name).needs_retriever or get_filter(name).wants_retriever
+                              for name in names)
         async with open_endpoints(settings, action=False, retriever=needs_retriever) as (
             _, retriever
         ):
             local = needs_retriever and settings.retriever.base_url is None
             makers: dict[str, FilterMaker] = {
                 name: build_filter_maker(settings, name, retriever=retriever,
-                                         local_retriever=local)
+                                         local_retriever=local,
+                                         local_action=settings.action.base_url is None)
                 for name in names
             }
             log.info("evaluating filters", filters=names, cases=len(cases))

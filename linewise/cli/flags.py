@@ -41,6 +41,8 @@ SETTINGS_FLAGS: dict[str, tuple[SettingsPath, ...]] = {
     "max_outage": (("outage", "max_outage_s"),),
     "gguf": (("local", "gguf"),),
     "ctx_size": (("local", "ctx_size"),),
+    "context_tokens": (("action", "context_tokens"),),
+    "view_budget": (("agent", "view_budget_tokens"),),
     "filter": (("filter", "name"),),
     "max_obs_tokens": (("filter", "max_obs_tokens"),),
     "cost_gate": (("filter", "cost_gate"),),
@@ -184,6 +186,9 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--retriever-model", help="retriever model name")
     parser.add_argument("--gguf", type=Path, help="serve this GGUF instead of the embedded model")
     parser.add_argument("--ctx-size", type=int, help="context size of the local model server")
+    parser.add_argument("--context-tokens", type=int, metavar="N",
+                        help="the action endpoint's context window: every prompt is fitted "
+                        "into it (default: --ctx-size for the embedded model, else 32768)")
     parser.add_argument("--request-timeout", type=float, metavar="S",
                         help="per try of an LLM call, in seconds (default 120; the embedded "
                         "model gets at least 1800)")
@@ -205,7 +210,15 @@ def add_outage_flags(parser: argparse.ArgumentParser) -> None:
                         "down this long, in seconds (default 1800)")
 
 
+def add_view_budget_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--view-budget", type=int, metavar="N",
+                        help="page tokens the action model is shown comfortably: the auto "
+                        "filter shows a smaller tree whole and filters a larger one down to "
+                        "it (default 3000 for the embedded model, 8000 for an endpoint)")
+
+
 def add_agent_flags(parser: argparse.ArgumentParser) -> None:
+    add_view_budget_flag(parser)
     parser.add_argument("--parse-retries", type=int, help="re-asks after a malformed answer")
     parser.add_argument("--repeat-escapes", type=int, metavar="N",
                         help="re-asks when the answer repeats an action that changed nothing "

@@ -85,9 +85,14 @@ def print_summary_table(summaries: list[EpisodeSummary], out_dir: Path) -> None:
     solved = sum(1 for s in summaries if s.success)
     infra = [s for s in summaries if s.outcome == "infrastructure"]
     print(f"\n{solved}/{len(summaries)} succeeded. Traces in {out_dir}/")
+    config = [s for s in infra if s.infra_kind == "config"]
+    infra = [s for s in infra if s.infra_kind != "config"]
     if infra:
         kinds = ", ".join(sorted({s.infra_kind or "unknown" for s in infra}))
         print(f"{len(infra)} ended on an infrastructure fault ({kinds}), not the agent's doing.")
+    if config:
+        print(f"{len(config)} ended on a configuration error, not the agent's doing: "
+              f"{config[0].error}")
 
 
 def step_through(args: argparse.Namespace, settings: LinewiseSettings) -> StepThroughHooks | None:

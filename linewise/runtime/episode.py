@@ -31,6 +31,7 @@ from linewise.agent.filters.truncate import NoFilter
 from linewise.agent.models import ChatModel
 from linewise.agent.policy import ActionAgent, Decision, page_key
 from linewise.agent.prompt import PageView
+from linewise.agent.prompt_fit import fit_view
 from linewise.errors import (
     BrowserCrashed,
     BrowserStalled,
@@ -285,18 +286,20 @@ class _Episode:
         obs = await self.env.observe(screenshot=self.config.screenshots)
         step.observation = obs
         step.filter_input = self._filter_input(goal, obs, previous, last_error)
-        step.filtered = await self.filter.apply(step.filter_input)
-        for hook in self.hooks:
-            await hook.after_filter(step)
-        observed = time.perf_counter()
         view = PageView(
             url=obs.url,
             tabs=obs.tabs,
             focused_bid=obs.focused_bid,
-            text=step.filtered.text,
+            text="",
             last_action_error=last_error,
             page_key=page_key(obs.url, obs.lines),
         )
+        step.filtered = fit_view(step.filter_input, await self.filter.apply(step.filter_input),
+                                 self.agent.view_room(goal, view))
+        for hook in self.hooks:
+            await hook.after_filter(step)
+        observed = time.perf_counter()
+        view.text = step.filtered.text
         timings = StepTimings(observe_ms=(observed - started) * 1000)
         try:
             step.decision = await self.agent.decide(goal, view)

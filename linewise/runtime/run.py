@@ -67,6 +67,8 @@ class RunResources:
     miniwob: MiniWoBServer | None
     retriever_is_local: bool = False
     """The retriever is the embedded model (its context and windows apply)."""
+    action_is_local: bool = False
+    """The action model is the embedded model (its context and view budget apply)."""
     spend: RunSpend = field(default_factory=RunSpend)
     """What the run's episodes have spent, against ``settings.budget``'s run limits."""
 
@@ -76,7 +78,8 @@ class RunResources:
         """The per-episode maker of ``choice`` (default ``settings.filter.name``) on these
         resources' retriever."""
         return build_filter_maker(settings, choice, retriever=self.retriever_client,
-                                  local_retriever=self.retriever_is_local)
+                                  local_retriever=self.retriever_is_local,
+                                  local_action=self.action_is_local)
 
 
 FilterChoice = str | FilterRegistration | FilterFactory | ObservationFilter
@@ -140,7 +143,7 @@ async def open_endpoints(
             log.info("starting local model", model=str(model_path))
             await stack.enter_async_context(server)
             served = {"base_url": server.base_url, "model": server.model_name, "api_key": "local",
-                      "max_retries": 0}
+                      "max_retries": 0, "context_tokens": settings.local.ctx_size}
 
         def endpoint(settings_of: EndpointSettings) -> EndpointSettings:
             if settings_of.base_url is not None:
@@ -222,27 +225,34 @@ async def open_run_resources(
         yield RunResources(
             browser, action, retriever_model or retriever_client, miniwob,
             retriever_is_local=open_retriever and settings.retriever.base_url is None,
+            action_is_local=action_model is None and settings.action.base_url is None,
         )
 
 
-def filter_needs_retriever(choice: FilterChoice) -> bool:
-    """Whether the run must open a retriever for this filter (a registration says so)."""
-    if isinstance(choice, str):
-        return get_filter(choice).needs_retriever
-    return isinstance(choice, FilterRegistration) and choice.needs_retriever
+def filter_needs_retriever(choice: FilterChoice, *, endpoint_opened: bool = False) -> bool:
+    """Whether the run must open a retriever for this filter (a registration says so);
+    ``endpoint_opened``: the run opens the action endpoint anyway, so a filter that only
+    wants a retriever gets one (the same endpoint, by default)."""
+    registration = get_filter(choice) if isinstance(choice, str) else choice
+    if not isinstance(registration, FilterRegistration):
+        return False
+    return registration.needs_retriever or (endpoint_opened and registration.wants_retriever)
 
 
 def filter_context(
-    settings: LinewiseSettings, retriever: ChatModel | None, *, local_retriever: bool = False
+    settings: LinewiseSettings, retriever: ChatModel | None, *, local_retriever: bool = False,
+    local_action: bool = False,
 ) -> FilterContext:
     """What a filter factory gets for ``settings.filter``; ``local_retriever``: the
-    retriever is the embedded model (its context and window sizes apply)."""
+    retriever is the embedded model (its context and window sizes apply);
+    ``local_action``: so is the action model (its view budget applies)."""
     return FilterContext(
         settings=settings.filter,
         retriever=retriever,
         embedder=shared_embedder(settings.filter, api_key=settings.action.api_key),
         retriever_context_tokens=settings.retriever_context_tokens(local=local_retriever),
         retriever_window_tokens=settings.retriever_window_tokens(local=local_retriever),
+        view_budget_tokens=settings.view_budget_tokens(local=local_action),
     )
 
 
@@ -252,13 +262,15 @@ def build_filter_maker(
     *,
     retriever: ChatModel | None = None,
     local_retriever: bool = False,
+    local_action: bool = False,
 ) -> FilterMaker:
     """The per-episode filter maker for ``choice`` (default: ``settings.filter.name``)."""
+    if choice is not None and isinstance(choice, str):
+        settings = settings.with_filter(choice)
+    context = filter_context(settings, retriever, local_retriever=local_retriever,
+                             local_action=local_action)
     if choice is None or isinstance(choice, str):
-        if choice is not None:
-            settings = settings.with_filter(choice)
-        return filter_maker(filter_context(settings, retriever, local_retriever=local_retriever))
-    context = filter_context(settings, retriever, local_retriever=local_retriever)
+        return filter_maker(context)
     if isinstance(choice, FilterRegistration):
         return choice.bind(context)
     if _is_filter_object(choice):
@@ -363,7 +375,8 @@ async def run_tasks(
     summaries: list[EpisodeSummary] = []
     async with open_run_resources(
         settings, tasks, browser_config, action_model=action_model,
-        retriever_model=retriever_model, need_retriever=filter_needs_retriever(choice),
+        retriever_model=retriever_model,
+        need_retriever=filter_needs_retriever(choice, endpoint_opened=action_model is None),
     ) as resources:
         env = EpisodeResources(resources.browser, resources.action_client, resources.miniwob)
         retriever = resources.retriever_client

@@ -4,10 +4,13 @@ Tests and benchmarks use it where a model's answers must be known in advance: th
 runtime talks to it through the same ``openai.AsyncOpenAI`` client it uses for any
 endpoint.
 
-Two llama.cpp behaviours can be switched on: ``logprobs`` (a function giving each answer
-token its log-probability, sent when a request asks for ``logprobs``) and
+Three llama.cpp behaviours can be switched on: ``logprobs`` (a function giving each answer
+token its log-probability, sent when a request asks for ``logprobs``),
 ``follow_grammar`` (a request whose ``grammar`` is one literal, ``root ::= "..."``, is
-answered with exactly that literal, as llama.cpp's constrained decoding does).
+answered with exactly that literal, as llama.cpp's constrained decoding does) and
+``context_tokens`` (a request whose prompt and ``max_tokens`` exceed the context is
+refused with llama.cpp's 400; the prompt is counted with tiktoken times
+``tokenizer_ratio``, since the model's tokenizer counts more than tiktoken on pages).
 
 Faults of a real endpoint are played with ``inject``: the next chat requests are
 answered by ``Fault``s (an error status with or without Retry-After, an invalid body,
@@ -30,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from linewise.testing.json_server import JSONServer, RawReply, Reply
+from linewise.tokens import count_message_tokens
 
 Script = Callable[[list[dict[str, Any]]], str]
 LogprobScript = Callable[[list[dict[str, Any]], str], list[tuple[str, float]]]
@@ -116,8 +120,14 @@ class ScriptedChatServer(JSONServer):
         logprobs: LogprobScript | None = None,
         follow_grammar: bool = False,
         schedule: FaultSchedule | None = None,
+        context_tokens: int | None = None,
+        tokenizer_ratio: float = 1.11,
     ) -> None:
         super().__init__()
+        self.context_tokens = context_tokens
+        self.tokenizer_ratio = tokenizer_ratio
+        self.refused_for_context: list[int] = []
+        """The prompt sizes (the model's count) of the requests refused as too long."""
         self.script = script
         self.model = model
         self.delay_s = delay_s
@@ -166,6 +176,8 @@ class ScriptedChatServer(JSONServer):
             time.sleep(fault.stall_s)
             if not fault.answers_normally:
                 return self._fault_reply(fault)
+        if (refusal := self._over_context(body)) is not None:
+            return refusal
         forced = literal_of_grammar(str(body.get("grammar", ""))) if self.follow_grammar \
             else None
         try:
@@ -193,6 +205,20 @@ class ScriptedChatServer(JSONServer):
             "choices": [choice],
             "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
         }
+
+    def _over_context(self, body: dict[str, Any]) -> Reply | None:
+        """llama.cpp's refusal of a request longer than its context, or None."""
+        if self.context_tokens is None:
+            return None
+        prompt = int(count_message_tokens(body["messages"]) * self.tokenizer_ratio)
+        if prompt + int(body.get("max_tokens") or 0) <= self.context_tokens:
+            return None
+        self.refused_for_context.append(prompt)
+        return 400, {"error": {
+            "code": 400, "type": "exceed_context_size_error",
+            "message": f"request ({prompt} tokens) exceeds the available context size "
+                       f"({self.context_tokens} tokens), try increasing it",
+            "n_prompt_tokens": prompt, "n_ctx": self.context_tokens}}
 
     def _fault_reply(self, fault: Fault) -> RawReply:
         headers = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}

@@ -43,7 +43,7 @@ from linewise.agent.filters.query_expansion import QueryExpander
 from linewise.agent.filters.truncate import NoFilter, TruncateFilter
 from linewise.agent.models import ChatModel
 from linewise.errors import ConfigError
-from linewise.settings import DEFAULT_CONTEXT_TOKENS, FilterSettings
+from linewise.settings import DEFAULT_CONTEXT_TOKENS, ENDPOINT_VIEW_BUDGET_TOKENS, FilterSettings
 
 ENTRY_POINT_GROUP = "linewise.filters"
 
@@ -61,6 +61,8 @@ class FilterContext:
     """Gives the shared embedder (made on first use); None when none is configured."""
     retriever_context_tokens: int = DEFAULT_CONTEXT_TOKENS
     retriever_window_tokens: int | None = None
+    view_budget_tokens: int = ENDPOINT_VIEW_BUDGET_TOKENS
+    """The page tokens the action model is shown comfortably (``auto`` filters above it)."""
 
     def require_retriever(self, filter_name: str) -> ChatModel:
         if self.retriever is None:
@@ -87,6 +89,9 @@ class FilterRegistration:
     needs_retriever: bool = False
     """The runtime opens the retriever endpoint (or starts the embedded model) for it."""
     description: str = ""
+    wants_retriever: bool = False
+    """It uses a retriever when the run has a model endpoint anyway (the action model's,
+    by default) and works without one (given models only, as in library tests)."""
 
     def bind(self, context: FilterContext) -> FilterMaker:
         """The per-episode maker, after checking that the context has what it needs."""
@@ -105,14 +110,14 @@ _registry: dict[str, FilterRegistration] = {}
 @overload
 def register_filter(
     name: str, factory: FilterFactory, *, needs_retriever: bool = ...,
-    description: str = ..., replace: bool = ...,
+    description: str = ..., replace: bool = ..., wants_retriever: bool = ...,
 ) -> FilterFactory: ...
 
 
 @overload
 def register_filter(
     name: str, factory: None = ..., *, needs_retriever: bool = ...,
-    description: str = ..., replace: bool = ...,
+    description: str = ..., replace: bool = ..., wants_retriever: bool = ...,
 ) -> Callable[[FilterFactory], FilterFactory]: ...
 
 
@@ -123,6 +128,7 @@ def register_filter(
     needs_retriever: bool = False,
     description: str = "",
     replace: bool = False,
+    wants_retriever: bool = False,
 ) -> FilterFactory | Callable[[FilterFactory], FilterFactory]:
     """Register ``factory`` as the filter ``name``; without a factory, a decorator.
 
@@ -132,7 +138,8 @@ def register_filter(
     if factory is None:
         def decorator(function: FilterFactory) -> FilterFactory:
             register_filter(name, function, needs_retriever=needs_retriever,
-                            description=description, replace=replace)
+                            description=description, replace=replace,
+                            wants_retriever=wants_retriever)
             return function
 
         return decorator
@@ -142,7 +149,8 @@ def register_filter(
     if existing is not None and existing.factory is not factory and not replace:
         raise ValueError(f"a filter named {name!r} is already registered")
     if existing is None or existing.factory is not factory or replace:
-        _registry[name] = FilterRegistration(name, factory, needs_retriever, description)
+        _registry[name] = FilterRegistration(name, factory, needs_retriever, description,
+                                             wants_retriever)
     return factory
 
 
@@ -252,6 +260,30 @@ def _embedding(context: FilterContext) -> ObservationFilter:
     )
 
 
+def _auto(context: FilterContext) -> ObservationFilter:
+    """``auto``: the whole tree when it fits the action model's view budget; a larger one
+    through the focus stages (with query expansion when the run has a model, and the
+    embedding of the page's blocks), down to that budget. Escalation when the agent is
+    stuck is the focus filter's."""
+    settings = context.settings
+    budget = max(500, context.view_budget_tokens)
+    config = FocusConfig(
+        budget_tokens=settings.focus_budget_tokens, json_schema=settings.json_schema,
+        incremental=settings.incremental, embedding_top_k=settings.embedding_top_k,
+        defend=settings.defend, items=True, embedding_units=True,
+        min_page_tokens=budget, view_budget_tokens=budget,
+    )
+    expander = (QueryExpander(context.retriever, json_schema=settings.json_schema)
+                if context.retriever is not None else None)
+    embedder = context.embedder() if context.embedder is not None else None
+    return FocusFilter(None, config, embedder=embedder, name="auto", expander=expander)
+
+
+register_filter(
+    "auto", _auto, wants_retriever=True,
+    description="the whole tree when it fits the action model's view budget, else the "
+    "focus stages down to it; more when the agent is stuck",
+)
 register_filter("none", lambda context: NoFilter(), description="the full AXTree")
 register_filter(
     "truncate", lambda context: TruncateFilter(context.settings.max_obs_tokens),

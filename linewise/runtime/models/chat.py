@@ -19,6 +19,7 @@ import contextlib
 import email.utils
 import json
 import random
+import re
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -30,8 +31,14 @@ from openai.types.chat import ChatCompletion
 from pydantic import ValidationError
 
 from linewise.agent.models import Completion, TokenLogprob, Usage
-from linewise.errors import EndpointRefused, EndpointUnreachable, InvalidResponse, LLMError
-from linewise.settings import EndpointSettings
+from linewise.errors import (
+    ContextOverflow,
+    EndpointRefused,
+    EndpointUnreachable,
+    InvalidResponse,
+    LLMError,
+)
+from linewise.settings import DEFAULT_CONTEXT_TOKENS, EndpointSettings
 
 log = structlog.get_logger(__name__)
 
@@ -41,6 +48,12 @@ RETRIED_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 
 REFUSED_STATUSES = frozenset({401, 403})
 
 PROBE_TIMEOUT_S = 10.0
+
+_CONTEXT_OVERFLOW = re.compile(
+    r"context[ _](length|size|window)|maximum context|exceeds? the (available )?context"
+    r"|context_length_exceeded|prompt is too long|too many tokens", re.IGNORECASE)
+"""How llama.cpp ("exceeds the available context size"), vLLM and OpenAI ("maximum
+context length", ``context_length_exceeded``) and others refuse an oversized request."""
 
 
 class ChatClient:
@@ -52,6 +65,9 @@ class ChatClient:
         self.endpoint = endpoint
         self.base_url: str = endpoint.base_url
         self.model: str = endpoint.model
+        self.context_tokens: int = endpoint.context_tokens or DEFAULT_CONTEXT_TOKENS
+        """The context the action prompt is fitted into (``agent.prompt_fit``)."""
+        self.answer_tokens: int = endpoint.max_tokens
         self._client = openai.AsyncOpenAI(
             base_url=endpoint.base_url,
             api_key=endpoint.api_key or "not-needed",
@@ -131,6 +147,8 @@ class ChatClient:
         body = str(exc.body or exc.message)[:500]
         if status in REFUSED_STATUSES or (status == 404 and _names_model(body, self.model)):
             return EndpointRefused(self.base_url, self.model, status, body)
+        if status in (400, 413, 500) and _CONTEXT_OVERFLOW.search(body):
+            return ContextOverflow(self.base_url, self.context_tokens, body[:300])
         error = LLMError(
             f"LLM endpoint {self.base_url} answered {status} for model {self.model!r}: {body}",
             status=status,
