@@ -17,6 +17,8 @@ from tests.support.cli import linewise
 from tests.support.paths import REPO
 
 CASES = REPO / "tasks" / "filter-cases"
+HELD_OUT = ("heldout.", "heldout2.", "heldout3.")
+"""Id prefixes of the held-out sets: loaded and checked, never scored by a test."""
 
 
 async def test_shipped_cases_load_and_score() -> None:
@@ -27,7 +29,7 @@ async def test_shipped_cases_load_and_score() -> None:
         for bid in case.gold_bids:
             assert any(f"[{bid}] " in line for line in case.lines), (case.id, bid)
     # the held-out sets are loaded and checked above but scored by no test
-    scored = [case for case in cases if not case.id.startswith(("heldout.", "heldout2."))]
+    scored = [case for case in cases if not case.id.startswith(HELD_OUT)]
     none = summarize("none", await evaluate(scored, NoFilter))
     assert none.gold_recall == 1.0 and none.mean_reduction == 0.0
     truncated = summarize("truncate", await evaluate(scored, lambda: TruncateFilter(1000)))
@@ -60,7 +62,7 @@ def test_filter_eval_command(tmp_path: Path) -> None:
     # the MiniWoB and docs cases: the large-page set is scored in test_focus_filter.py, and
     # the held-out sets are scored by no test (see benchmarks/make_filter_cases.py)
     cases = sorted(case for case in CASES.glob("*.json")
-                   if not case.name.startswith(("large.", "heldout.", "heldout2.")))
+                   if not case.name.startswith(("large.", *HELD_OUT)))
     with ScriptedChatServer(keep_gold_words) as llm:
         result = linewise(
             "filter-eval", *map(str, cases), "--filter", "none", "--filter", "truncate",
