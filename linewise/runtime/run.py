@@ -51,7 +51,7 @@ from linewise.runtime.tasks.loader import load_task_file
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 from linewise.runtime.tasks.schema import AnyTask, BrowserGymTask, MiniWoBTask, WebTask
 from linewise.runtime.viewer.playwright_trace import trace_hooks
-from linewise.settings import EndpointSettings, LinewiseSettings
+from linewise.settings import EndpointSettings, FilterSettings, LinewiseSettings
 
 log = structlog.get_logger(__name__)
 
@@ -225,11 +225,15 @@ async def open_run_resources(
         )
 
 
-def filter_needs_retriever(choice: FilterChoice) -> bool:
-    """Whether the run must open a retriever for this filter (a registration says so)."""
+def filter_needs_retriever(choice: FilterChoice, settings: FilterSettings | None = None) -> bool:
+    """Whether the run must open a retriever for this filter (a registration says so,
+    for ``settings`` when given: ``focus``'s preset decides)."""
     if isinstance(choice, str):
-        return get_filter(choice).needs_retriever
-    return isinstance(choice, FilterRegistration) and choice.needs_retriever
+        choice = get_filter(choice)
+    if not isinstance(choice, FilterRegistration):
+        return False
+    return choice.needs_retriever_for(settings) if settings is not None else (
+        choice.needs_retriever)
 
 
 def filter_context(
@@ -363,7 +367,8 @@ async def run_tasks(
     summaries: list[EpisodeSummary] = []
     async with open_run_resources(
         settings, tasks, browser_config, action_model=action_model,
-        retriever_model=retriever_model, need_retriever=filter_needs_retriever(choice),
+        retriever_model=retriever_model,
+        need_retriever=filter_needs_retriever(choice, settings.filter),
     ) as resources:
         env = EpisodeResources(resources.browser, resources.action_client, resources.miniwob)
         retriever = resources.retriever_client

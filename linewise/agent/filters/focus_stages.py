@@ -60,7 +60,7 @@ STAGES: dict[str, str] = {
     "changed": "runs of lines that changed since the last step",
     "units": "the page's blocks, each with its term, heading or row, scored by the "
     "embedder (offline MiniLM unless one is configured; seconds per new large page)",
-    "embedding": "100-line chunks most similar to the query, with their anchor (only "
+    "embedding": "100-token chunks most similar to the query, with their anchor (only "
     "when an embedder is configured: LINEWISE_FILTER__EMBEDDING_*)",
 }
 """Every stage, in the order the candidates take their turns (:data:`.candidates.STAGE_TURNS`),

@@ -186,17 +186,21 @@ def _entry_points() -> dict[str, metadata.EntryPoint]:
     return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
 
-def filter_names(*, include_hidden: bool = False) -> list[str]:
+def filter_names(*, include_hidden: bool = False, entry_points: bool = True) -> list[str]:
     """The names a newcomer is shown (``include_hidden``: every name ``--filter``
     accepts): registered ones in registration order, then entry points (shown unless
     their registration is hidden, which is known once they are loaded)."""
     names = [n for n, r in _registry.items() if include_hidden or not r.hidden]
+    if not entry_points:
+        return names
     return names + sorted(n for n in _entry_points() if n not in _registry)
 
 
-def filter_registrations(*, include_hidden: bool = False) -> list[FilterRegistration]:
+def filter_registrations(*, include_hidden: bool = False,
+                         entry_points: bool = True) -> list[FilterRegistration]:
     """The registrations of ``filter_names()``, entry points loaded."""
-    return [get_filter(name) for name in filter_names(include_hidden=include_hidden)]
+    return [get_filter(name) for name in filter_names(include_hidden=include_hidden,
+                                                      entry_points=entry_points)]
 
 
 def unknown_filter(name: str) -> ConfigError:
@@ -323,6 +327,18 @@ def _asks_the_retriever(config: FocusConfig) -> bool:
     return config.chooser == "model" or config.runs("expansion")
 
 
+def _check_focus(settings: FilterSettings) -> bool:
+    """``focus``'s settings are valid (ConfigError else); whether they need the retriever."""
+    config = focus_config(settings)
+    if config.defend and config.chooser != "model":
+        raise ConfigError(
+            "--defend needs the retriever to read the page: use a focus preset whose "
+            "retriever chooses (" + ", ".join(
+                n for n, p in PRESETS.items() if p.chooser == "model") + ")"
+        )
+    return _asks_the_retriever(config)
+
+
 def _focus(context: FilterContext, preset: FocusPreset | None = None,
            name: str = "focus") -> ObservationFilter:
     settings = context.settings
@@ -353,11 +369,11 @@ register_filter(
 register_filter(
     "focus", _focus,
     needs_retriever=_asks_the_retriever(focus_config(FilterSettings())),
-    check_settings=lambda settings: _asks_the_retriever(focus_config(settings)),
-    description="candidates, then (by preset) choose: cheap stages propose lines until a "
-    "fixed token budget is full; the view is those lines (or the retriever's choice "
-    "among them), each with its enclosing item, as a valid smaller tree. Configured by "
-    "`--focus-preset` and `--focus-stages` (below)",
+    check_settings=lambda settings: _check_focus(settings),
+    description="candidates, then (by preset) a choice: the configured stages propose "
+    "lines until a fixed token budget is full; the view is those lines or the retriever's "
+    "choice among them (by preset with their enclosing items) and the guarded elements, "
+    "as a valid smaller tree. Configured by `--focus-preset` and `--focus-stages`",
 )
 register_filter(
     "lines", lambda context: _line_retriever(context, structure=False), needs_retriever=True,
