@@ -9,7 +9,14 @@ from pathlib import Path
 import structlog
 
 from linewise.agent.filters.registry import FilterMaker, filter_names, get_filter
-from linewise.cli.flags import add_log_flags, add_model_flags, filter_name, settings_from_args
+from linewise.cli.flags import (
+    add_focus_flags,
+    add_log_flags,
+    add_model_flags,
+    filter_choices,
+    filter_name,
+    settings_from_args,
+)
 from linewise.runtime.filter_eval import (
     LARGE_PAGE_LINES,
     CaseScore,
@@ -35,8 +42,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                           "tasks/filter-cases/heldout2.*.json scores one held-out set alone")
     evaluate.add_argument("--filter", dest="filters", action="append", type=filter_name,
                           default=[], metavar="NAME",
-                          help="filters to score, built-in or registered (repeatable; "
-                          "default: every registered filter)")
+                          help="filters to score (repeatable; default: every public one): "
+                          f"{filter_choices()}")
     evaluate.add_argument("--max-obs-tokens", type=int, help="token budget of truncate")
     # Off unless asked (False is a given value): the score is the filter's, not the gate's.
     evaluate.add_argument("--cost-gate", action="store_true",
@@ -45,6 +52,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                           help="also print one row per case and filter (gold found, latency)")
     evaluate.add_argument("--out", type=Path,
                           help="append every case's scores to this JSON-lines file as they come")
+    add_focus_flags(evaluate)
     add_model_flags(evaluate)
     add_log_flags(evaluate, level="WARNING")
     evaluate.set_defaults(handler=cmd_filter_eval)
@@ -65,7 +73,8 @@ def cmd_filter_eval(args: argparse.Namespace) -> int:
             out.flush()
 
     async def run() -> dict[str, list[CaseScore]]:
-        needs_retriever = any(get_filter(name).needs_retriever for name in names)
+        needs_retriever = any(get_filter(name).needs_retriever_for(settings.filter)
+                              for name in names)
         async with open_endpoints(settings, action=False, retriever=needs_retriever) as (
             _, retriever
         ):
