@@ -118,8 +118,9 @@ class FilterSettings(BaseModel):
     cost_gate: bool = True
     defend: bool = Field(
         default=False,
-        description="lines, lines+structure, focus: the retriever also drops page text "
-        "that addresses or instructs the agent (prompts/retriever_defend.md).",
+        description="lines, lines+structure, focus (a preset whose retriever chooses): the "
+        "retriever also drops page text that addresses or instructs the agent "
+        "(prompts/retriever_defend.md).",
     )
     price_action_input: float = Field(default=2.0, ge=0, description="$ per 1M tokens.")
     price_action_output: float = Field(
