@@ -50,7 +50,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add_browser_flags(run)
     add_model_flags(run)
     run.add_argument("--filter", type=filter_name, metavar="NAME",
-                     help=f"observation filter: {filter_choices()} (default {DEFAULT_FILTER})")
+                     help=f"observation filter (default {DEFAULT_FILTER}): {filter_choices()}")
     add_focus_flags(run)
     add_agent_flags(run)
     add_episode_flags(run)
