@@ -16,12 +16,13 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
 )
@@ -133,8 +134,9 @@ class FilterSettings(BaseModel):
     cost_gate: bool = True
     defend: bool = Field(
         default=False,
-        description="lines, lines+structure, focus: the retriever also drops page text "
-        "that addresses or instructs the agent (prompts/retriever_defend.md).",
+        description="lines, lines+structure, focus (a preset whose retriever chooses): the "
+        "retriever also drops page text that addresses or instructs the agent "
+        "(prompts/retriever_defend.md).",
     )
     price_action_input: float = Field(default=2.0, ge=0, description="$ per 1M tokens.")
     price_action_output: float = Field(
@@ -160,6 +162,24 @@ class FilterSettings(BaseModel):
         default=4000, ge=500, description="focus: the retriever's whole input per step, "
         "whatever the page's size.",
     )
+    focus_preset: str = Field(
+        default="expand-units", min_length=1,
+        description="focus: the named configuration it runs (agent/filters/focus_stages.py; "
+        "`linewise filters` lists them). Checked when the filter is built.",
+    )
+    focus_stages: Annotated[tuple[str, ...] | None, NoDecode] = Field(
+        default=None,
+        description="focus: the candidate stages to run instead of the preset's (its "
+        "chooser and items stay); comma-separated in the environment.",
+    )
+
+    @field_validator("focus_stages", mode="before")
+    @classmethod
+    def _split_stages(cls, value: Any) -> Any:
+        """``"lexical,named"`` (an environment variable) as a tuple of names."""
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
 
 
 class AgentSettings(BaseModel):

@@ -17,14 +17,17 @@ from pathlib import Path
 from linewise.agent.filters.cost_gate import Prices
 from linewise.cli.exit_codes import exit_code_for
 from linewise.cli.flags import (
+    DEFAULT_FILTER,
     add_agent_flags,
     add_browser_flags,
     add_episode_flags,
+    add_focus_flags,
     add_log_flags,
     add_model_flags,
     add_outage_flags,
     add_request_limit_flags,
     add_safety_flags,
+    filter_choices,
     filter_name,
     settings_from_args,
 )
@@ -50,8 +53,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     bench.add_argument("tasks", type=Path, help="a YAML task file (browsergym: entries allowed)")
     bench.add_argument("--filter", dest="filters", action="append", type=filter_name,
-                       default=[], metavar="NAME", help="observation filter to compare, "
-                       "built-in or registered (repeatable; default none)")
+                       default=[], metavar="NAME", help="observation filter to compare "
+                       f"(repeatable; default {DEFAULT_FILTER}): {filter_choices()}")
+    add_focus_flags(bench)
     bench.add_argument("--seeds", type=int, default=1, metavar="K",
                        help="seeds per task: MiniWoB seeds s..s+K-1, web tasks K runs")
     bench.add_argument("--concurrency", type=int, default=4, metavar="N",

@@ -8,11 +8,13 @@ from pathlib import Path
 
 import structlog
 
-from linewise.agent.filters.registry import FilterMaker, filter_names, get_filter
+from linewise.agent.filters.registry import FilterMaker, filter_names
 from linewise.cli.flags import (
+    add_focus_flags,
     add_log_flags,
     add_model_flags,
     add_view_budget_flag,
+    filter_choices,
     filter_name,
     settings_from_args,
 )
@@ -27,7 +29,7 @@ from linewise.runtime.filter_eval import (
     summarize,
     summarize_kinds,
 )
-from linewise.runtime.run import build_filter_maker, open_endpoints
+from linewise.runtime.run import build_filter_maker, filter_needs_retriever, open_endpoints
 
 log = structlog.get_logger(__name__)
 
@@ -41,8 +43,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                           "tasks/filter-cases/heldout2.*.json scores one held-out set alone")
     evaluate.add_argument("--filter", dest="filters", action="append", type=filter_name,
                           default=[], metavar="NAME",
-                          help="filters to score, built-in or registered (repeatable; "
-                          "default: every registered filter)")
+                          help="filters to score (repeatable; default: every public one): "
+                          f"{filter_choices()}")
     evaluate.add_argument("--max-obs-tokens", type=int, help="token budget of truncate")
     # Off unless asked (False is a given value): the score is the filter's, not the gate's.
     evaluate.add_argument("--cost-gate", action="store_true",
@@ -51,6 +53,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                           help="also print one row per case and filter (gold found, latency)")
     evaluate.add_argument("--out", type=Path,
                           help="append every case's scores to this JSON-lines file as they come")
+    add_focus_flags(evaluate)
     add_model_flags(evaluate)
     add_view_budget_flag(evaluate)
     add_log_flags(evaluate, level="WARNING")
@@ -74,7 +77,7 @@ def cmd_filter_eval(args: argparse.Namespace) -> int:
     async def run() -> dict[str, list[CaseScore]]:
         # Filters that use a retriever when the run has one are scored with it, as
         # they run beside the action model.
-        needs_retriever = any(get_filter(name).needs_retriever or get_filter(name).wants_retriever
+        needs_retriever = any(filter_needs_retriever(name, settings.filter, endpoint_opened=True)
                               for name in names)
         async with open_endpoints(settings, action=False, retriever=needs_retriever) as (
             _, retriever

@@ -16,12 +16,20 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from linewise.agent.filters.registry import check_filter_name
+from linewise.agent.filters.focus_stages import (
+    DEFAULT_PRESET,
+    PRESETS,
+    STAGES,
+    get_preset,
+    parse_stages,
+)
+from linewise.agent.filters.registry import check_filter_name, filter_names
 from linewise.errors import ConfigError
 from linewise.runtime.browser.navigation import DomainPattern, PatternError
 from linewise.settings import (
     DEFAULT_EPISODE_TIMEOUT_S,
     SECRET_NAME_PATTERN,
+    FilterSettings,
     LinewiseSettings,
     SecretSpec,
 )
@@ -44,6 +52,8 @@ SETTINGS_FLAGS: dict[str, tuple[SettingsPath, ...]] = {
     "context_tokens": (("action", "context_tokens"),),
     "view_budget": (("agent", "view_budget_tokens"),),
     "filter": (("filter", "name"),),
+    "focus_preset": (("filter", "focus_preset"),),
+    "focus_stages": (("filter", "focus_stages"),),
     "max_obs_tokens": (("filter", "max_obs_tokens"),),
     "cost_gate": (("filter", "cost_gate"),),
     "parse_retries": (("agent", "parse_retries"),),
@@ -124,6 +134,40 @@ def filter_name(text: str) -> str:
         return check_filter_name(text)
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+DEFAULT_FILTER: str = FilterSettings.model_fields["name"].default
+
+
+def filter_choices() -> str:
+    """The public filter names for a ``--filter`` help, from the registry."""
+    return (f"{', '.join(filter_names())}; research variants: linewise filters --all")
+
+
+def focus_preset_name(text: str) -> str:
+    """argparse ``type`` of ``--focus-preset``."""
+    try:
+        return get_preset(text).name
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def focus_stage_list(text: str) -> tuple[str, ...]:
+    """argparse ``type`` of ``--focus-stages a,b,c``."""
+    try:
+        return parse_stages(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_focus_flags(parser: argparse.ArgumentParser) -> None:
+    """How the ``focus`` filter is configured (agent/filters/focus_stages.py)."""
+    group = parser.add_argument_group("the focus filter (linewise filters describes it)")
+    group.add_argument("--focus-preset", type=focus_preset_name, metavar="NAME",
+                       help=f"one of {', '.join(PRESETS)} (default {DEFAULT_PRESET})")
+    group.add_argument("--focus-stages", type=focus_stage_list, metavar="A,B,…",
+                       help="the candidate stages to run instead of the preset's, from "
+                       f"{', '.join(STAGES)} (guard always runs)")
 
 
 def domain_pattern(text: str) -> str:
@@ -230,8 +274,9 @@ def add_episode_flags(
 ) -> None:
     parser.add_argument("--max-obs-tokens", type=int, help="token budget of the truncate filter")
     parser.add_argument("--defend", action="store_const", const=True,
-                        help="lines, lines+structure, focus: the retriever also drops page "
-                        "text that addresses or instructs the agent (prompt injection)")
+                        help="lines, lines+structure, focus (presets choose, items): the "
+                        "retriever also drops page text that addresses or instructs the "
+                        "agent (prompt injection)")
     parser.add_argument("--episode-timeout", type=float, metavar="S",
                         help="wall-clock limit per episode, in seconds "
                         f"(default {timeout_default})")

@@ -6,6 +6,7 @@
     linewise report BENCH_DIR
     linewise view PATH [--serve]
     linewise filter-eval CASES [--filter NAME]...
+    linewise filters [--all]
     linewise snapshot URL
     linewise prune RUN_DIR... --out DATASET_DIR
     linewise mine GRAPH.json
@@ -22,7 +23,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from linewise.cli import bench, filter_eval, prune, run, setup, snapshot, view
+from linewise.cli import bench, filter_eval, filters, prune, run, setup, snapshot, view
 from linewise.cli.exit_codes import EXIT_INTERRUPTED, EXIT_SETUP, EXIT_USAGE
 from linewise.errors import ConfigError, LinewiseError, TaskFileError
 from linewise.runtime.log import configure_logging
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run.add_parser(sub)
     filter_eval.add_parser(sub)
+    filters.add_parser(sub)
     snapshot.add_parser(sub)
     setup.add_parsers(sub)
     bench.add_parsers(sub)

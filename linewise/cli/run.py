@@ -9,12 +9,15 @@ from pathlib import Path
 
 from linewise.cli.exit_codes import exit_code_for
 from linewise.cli.flags import (
+    DEFAULT_FILTER,
     add_agent_flags,
     add_browser_flags,
     add_episode_flags,
+    add_focus_flags,
     add_log_flags,
     add_model_flags,
     add_safety_flags,
+    filter_choices,
     filter_name,
     settings_from_args,
 )
@@ -47,8 +50,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add_browser_flags(run)
     add_model_flags(run)
     run.add_argument("--filter", type=filter_name, metavar="NAME",
-                     help="observation filter: a built-in one (none, truncate, embedding, "
-                     "lines, lines+structure) or a registered one (default none)")
+                     help=f"observation filter (default {DEFAULT_FILTER}): {filter_choices()}")
+    add_focus_flags(run)
     add_agent_flags(run)
     add_episode_flags(run)
     add_safety_flags(run)

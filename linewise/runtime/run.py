@@ -51,7 +51,7 @@ from linewise.runtime.tasks.loader import load_task_file
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 from linewise.runtime.tasks.schema import AnyTask, BrowserGymTask, MiniWoBTask, WebTask
 from linewise.runtime.viewer.playwright_trace import trace_hooks
-from linewise.settings import EndpointSettings, LinewiseSettings
+from linewise.settings import EndpointSettings, FilterSettings, LinewiseSettings
 
 log = structlog.get_logger(__name__)
 
@@ -229,14 +229,20 @@ async def open_run_resources(
         )
 
 
-def filter_needs_retriever(choice: FilterChoice, *, endpoint_opened: bool = False) -> bool:
-    """Whether the run must open a retriever for this filter (a registration says so);
-    ``endpoint_opened``: the run opens the action endpoint anyway, so a filter that only
-    wants a retriever gets one (the same endpoint, by default)."""
-    registration = get_filter(choice) if isinstance(choice, str) else choice
-    if not isinstance(registration, FilterRegistration):
+def filter_needs_retriever(
+    choice: FilterChoice, settings: FilterSettings | None = None, *, endpoint_opened: bool = False
+) -> bool:
+    """Whether the run must open a retriever for this filter (a registration says so,
+    for ``settings`` when given: ``focus``'s preset decides); ``endpoint_opened``: the
+    run opens the action endpoint anyway, so a filter that only wants a retriever gets
+    one (the same endpoint, by default)."""
+    if isinstance(choice, str):
+        choice = get_filter(choice)
+    if not isinstance(choice, FilterRegistration):
         return False
-    return registration.needs_retriever or (endpoint_opened and registration.wants_retriever)
+    needs = choice.needs_retriever_for(settings) if settings is not None else (
+        choice.needs_retriever)
+    return needs or (endpoint_opened and choice.wants_retriever)
 
 
 def filter_context(
@@ -376,7 +382,8 @@ async def run_tasks(
     async with open_run_resources(
         settings, tasks, browser_config, action_model=action_model,
         retriever_model=retriever_model,
-        need_retriever=filter_needs_retriever(choice, endpoint_opened=action_model is None),
+        need_retriever=filter_needs_retriever(choice, settings.filter,
+                                              endpoint_opened=action_model is None),
     ) as resources:
         env = EpisodeResources(resources.browser, resources.action_client, resources.miniwob)
         retriever = resources.retriever_client

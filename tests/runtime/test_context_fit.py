@@ -21,8 +21,8 @@ from linewise.settings import EndpointSettings, LinewiseSettings
 from linewise.testing import ScriptedChatServer, StaticServer
 from linewise.tokens import count_tokens
 
-WORDS = ("the option rewrites history when a file was renamed, following its content "
-         "across commits and showing each change with its author and date").split()
+WORDS = ["the", "option", "rewrites", "history", "when", "a", "file", "was", "renamed",
+         "following", "its", "content", "across", "commits", "showing", "each", "change"]
 
 
 def write_manual(folder: Path, sections: int = 420) -> Path:

@@ -10,8 +10,8 @@ Each stage proposes *groups* of lines (0-based indices), best first:
   it belongs to (:mod:`.passages`): a description met as a whole;
 - ``outline``: search boxes, dialogs, headings, landmarks, form fields, tabs, table
   headers and terms (:mod:`.outline`);
-- ``expanded``: BM25 hits on the terms the retriever model expects the needed element
-  to show (:mod:`.query_expansion`; only when the filter expands its query);
+- ``expansion``: BM25 hits on the terms the retriever model expects the needed element
+  to show (:mod:`.query_expansion`);
 - ``followed``: the section an in-page link of the last action leads to (its heading,
   best passages, best lines and entries), and the neighbourhood of the element it named
   (:mod:`.followed`);
@@ -19,8 +19,13 @@ Each stage proposes *groups* of lines (0-based indices), best first:
   mention by name — a summary table's link, an option named in prose
   (:func:`.term_match.referred_entries`);
 - ``changed``: runs of lines that changed since the last step;
+- ``units``: the page's blocks most similar to the query, each read with its term,
+  heading or row (:mod:`.context_embedding`);
 - ``embedding``: chunks most similar to the query, each with the term, heading or row
   it belongs to (only when an embedder is configured).
+
+Which stages run is the filter's configuration (:mod:`.focus_stages`, where each is
+described for the documentation); this module makes their groups.
 
 :func:`fill_budget` takes the groups stage by stage in turns until the numbered lines
 reach the budget, so the candidates of a 20,000-line page cost what those of a
@@ -63,14 +68,14 @@ MARKER_TOKENS = 10
 """What one ``… N lines omitted …`` marker between runs of lines costs, about."""
 
 STAGE_TURNS: dict[str, int] = {
-    "named": 2, "followed": 3, "lexical": 3, "passages": 2, "expanded": 3, "outline": 2,
-    "referred": 1, "changed": 1, "embedding": 2,
+    "named": 2, "followed": 3, "lexical": 3, "passages": 2, "expansion": 3, "outline": 2,
+    "referred": 1, "changed": 1, "units": 2, "embedding": 2,
 }
 """Groups each stage may add per turn, in this order, after the guard's. ``referred``
 comes late: an entry it brings is a whole term with its definition, whose item can
 crowd out the sections the goal's own words found."""
 
-_TOP_STAGES = ("named", "followed", "lexical", "expanded")
+_TOP_STAGES = ("named", "followed", "lexical", "expansion")
 """Stages whose best groups are kept in the view whatever the model chooses."""
 
 # Roles a matching line's context must bring along: what names the thing it describes.
@@ -97,6 +102,9 @@ class CandidateSet:
     whatever the model says)."""
     order: list[int] = field(default_factory=list)
     """0-based lines in the order they were taken (the guard's, then the stages' turns)."""
+    ran: list[str] = field(default_factory=list)
+    """The stages that proposed groups this step (set by the filter; those that ran but
+    brought no new line are here and not in ``by_stage``)."""
 
 
 def guard_groups(tree: LineTree, observation: FilterInput) -> list[Group]:
@@ -115,7 +123,7 @@ def named_groups(
         tree, ranker, terms, per_term=per_term, context=context, lexical=False)]
 
 
-_REFERRING_STAGES = ("named", "expanded", "lexical", "passages")
+_REFERRING_STAGES = ("named", "expansion", "lexical", "passages")
 
 
 def referred_groups(

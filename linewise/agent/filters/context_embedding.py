@@ -165,5 +165,5 @@ async def unit_groups(
         lines = {unit.anchor}
         lines.update(range(max(0, unit.index - context),
                            min(len(tree), unit.index + context + 1)))
-        groups.append(Group("embedding", tuple(sorted(lines))))
+        groups.append(Group("units", tuple(sorted(lines))))
     return groups

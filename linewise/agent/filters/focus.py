@@ -1,17 +1,23 @@
-"""``focus``: candidates first, then the retriever model chooses among them.
+"""``focus``: candidates first, then (optionally) the retriever model chooses among them.
 
 Per step:
 
-1. cheap stages propose candidate lines (:mod:`.candidates`: the recall guard's
-   elements, BM25 hits, the page outline, the lines that changed, embedding hits when
-   an embedder is configured) until a fixed token budget is full;
-2. the retriever model reads ONLY those lines, in page order with their original
-   numbers, plus a compact outline of the rest (role and shortened name), and answers
-   line ranges as the ``lines`` retriever does. Its input never exceeds
-   ``budget_tokens``, whatever the page's size, so a step's time is bounded;
-3. the view is the chosen lines, the best lexical hits and the guarded elements in the
-   structure-preserving tree. An unusable answer (after retries) leaves the candidates
-   themselves as the selection, recorded in ``notes["candidates_fallback"]``.
+1. the configured stages (``FocusConfig.stages``, described in :mod:`.focus_stages`)
+   propose candidate lines (:mod:`.candidates`: the recall guard's elements, BM25 hits,
+   the page outline, the lines that changed, expanded-query and embedding hits…) until
+   a fixed token budget is full;
+2. with ``chooser="model"``, the retriever model reads ONLY those lines, in page order
+   with their original numbers, plus a compact outline of the rest (role and shortened
+   name), and answers line ranges as the ``lines`` retriever does. Its input never
+   exceeds ``budget_tokens``, whatever the page's size, so a step's time is bounded.
+   With ``chooser="none"`` the candidates themselves are the selection;
+3. the view is the selection, the best lexical hits and the guarded elements in the
+   structure-preserving tree (with ``items``, each kept line with its enclosing item).
+   An unusable answer (after retries) leaves the candidates themselves as the
+   selection, recorded in ``notes["candidates_fallback"]``.
+
+Named configurations (presets) are in :mod:`.focus_stages`; ``FocusConfig.from_preset``
+builds one.
 
 When the agent got stuck on last step's view (:mod:`.escalation`), the next step shows
 more: level 1 shows every candidate of a budget ``escalation_factor`` times larger
@@ -22,8 +28,9 @@ hits, also without a model call (:mod:`.incremental`). The page's structures (tr
 roles, outline, BM25 index) are built once per page and taken over line by line by the
 next step's page (:mod:`.page_index`).
 
-``notes`` records which stage proposed which lines (``stages``), the retriever's input
-tokens (``retriever_input_tokens``) and the escalation decision.
+``notes`` records which stage proposed which lines (``stages``), the stages that ran
+(``stages_run``), the retriever's input tokens (``retriever_input_tokens``) and the
+escalation decision.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import structlog
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from linewise.agent.filters.base import FilterInput, FilterResult
 from linewise.agent.filters.candidates import (
@@ -61,6 +68,12 @@ from linewise.agent.filters.defend import (
 )
 from linewise.agent.filters.embedders import Embedder
 from linewise.agent.filters.escalation import Escalation, EscalationState
+from linewise.agent.filters.focus_stages import (
+    DEFAULT_STAGES,
+    Chooser,
+    check_stages,
+    get_preset,
+)
 from linewise.agent.filters.followed import history_groups
 from linewise.agent.filters.incremental import CarryOver
 from linewise.agent.filters.items import expand_items
@@ -78,7 +91,7 @@ from linewise.agent.filters.term_match import term_groups
 from linewise.agent.filters.tree import LineTree
 from linewise.agent.models import ChatModel, call_model
 from linewise.axtree import bid_of
-from linewise.errors import LLMError, ModelError, RangeParseError
+from linewise.errors import ConfigError, LLMError, ModelError, RangeParseError
 from linewise.prompts import render_prompt
 from linewise.records import LLMCall
 from linewise.tokens import count_message_tokens, count_tokens
@@ -89,6 +102,15 @@ __all__ = ["FocusConfig", "FocusFilter"]
 
 
 class FocusConfig(BaseModel):
+    stages: tuple[str, ...] = Field(
+        default=DEFAULT_STAGES, description="The candidate stages that run "
+        "(:data:`.focus_stages.STAGES`); ``guard`` always does. ``expansion`` needs the "
+        "filter's expander, ``units`` its embedder; ``embedding`` runs when it has one."
+    )
+    chooser: Chooser = Field(
+        default="model", description="``model``: the retriever chooses among the "
+        "candidates; ``none``: the candidates are the view (no model call)."
+    )
     budget_tokens: int = Field(
         default=4000, ge=500, description="The retriever's whole input (prompt, candidates "
         "and outline), whatever the page's size."
@@ -149,10 +171,23 @@ class FocusConfig(BaseModel):
         default=0.3, gt=0, le=1, description="With ``items``: the view holds at most this "
         "share of the page's tokens, so item expansion never undoes the filter's cut."
     )
-    embedding_units: bool = Field(
-        default=False, description="The embedding stage scores the page's blocks with "
-        "their context (term, heading, row) instead of fixed chunks (:mod:`.context_embedding`)."
-    )
+
+    @field_validator("stages", mode="before")
+    @classmethod
+    def _known_stages(cls, value: Any) -> Any:
+        """Canonical order, ``guard`` added; an unknown name is a ConfigError."""
+        return check_stages([value] if isinstance(value, str) else value)
+
+    @classmethod
+    def from_preset(cls, name: str, **knobs: Any) -> FocusConfig:
+        """The configuration of the preset ``name`` (:data:`.focus_stages.PRESETS`), with
+        ``knobs`` (``stages`` among them) on top."""
+        preset = get_preset(name)
+        return cls(**{"stages": preset.stages, "chooser": preset.chooser,
+                      "items": preset.items, **knobs})
+
+    def runs(self, stage: str) -> bool:
+        return stage in self.stages
 
 
 class _Prompt(BaseModel):
@@ -188,11 +223,23 @@ class FocusFilter:
         embedder: Embedder | None = None, *, name: str = "focus",
         expander: QueryExpander | None = None,
     ) -> None:
-        """Without a ``model`` the view is the candidates themselves (``focus-candidates``).
-        With an ``expander``, the terms it asks its model for are a candidate stage."""
+        """The configuration decides what runs: ``model`` is the chooser of
+        ``chooser="model"`` (required then, unused otherwise), ``expander`` asks for the
+        terms of the ``expansion`` stage (required with it), ``embedder`` serves the
+        ``units`` stage (required with it) and the ``embedding`` stage (which runs only
+        when there is one)."""
         self.name = name
-        self.model = model
-        self.config = config or FocusConfig()
+        self.config = config = config or FocusConfig()
+        missing = [what for what, needed, given in (
+            ("a retriever model (chooser 'model')", config.chooser == "model", model),
+            ("an expander (stage 'expansion')", config.runs("expansion"), expander),
+            ("an embedder (stage 'units')", config.runs("units"), embedder),
+        ) if needed and given is None]
+        if missing:
+            raise ConfigError(f"the {name} filter needs {' and '.join(missing)}")
+        self.model = model if config.chooser == "model" else None
+        if not (config.runs("units") or config.runs("embedding")):
+            embedder = None
         self.embedder = embedder
         self.escalation = Escalation()
         self._schema_ok = self.config.json_schema != "off"
@@ -200,7 +247,7 @@ class FocusFilter:
         self.defense = InjectionMemory() if self.config.defend else None
         self._named: list[Range] = []
         self._units = UnitIndex(embedder) if embedder is not None else None
-        self.expander = expander
+        self.expander = expander if config.runs("expansion") else None
         self._expansion: Expansion | None = None
         self._page: PageIndex | None = None
         self._carry = CarryOver()
@@ -244,6 +291,7 @@ class FocusFilter:
                 budget = int(budget * self.config.escalation_factor)
             candidates = await self._candidates(observation, tree, previous_lines, budget, diff)
             notes["stages"] = candidates.by_stage
+            notes["stages_run"] = candidates.ran
             notes["candidate_lines"] = len(candidates.lines)
             self._carry.chosen()
             if state.level:
@@ -305,7 +353,7 @@ class FocusFilter:
             followed=[i for group in history_groups(
                 page.tree, page.ranker, observation, context=config.lexical_context,
                 passages=(page.units, page.passage_ranker))[:4]
-                for i in group],
+                for i in group] if config.runs("followed") else [],
         )
 
     def _whole(self, observation: FilterInput, started: float,
@@ -350,53 +398,65 @@ class FocusFilter:
     ) -> CandidateSet:
         lines = observation.lines
         page = self._page_of(lines)
-        groups: dict[str, list[Group]] = {
-            "guard": guard_groups(tree, observation),
-            "lexical": lexical_groups(lines, observation, context=self.config.lexical_context,
-                                      ranker=page.ranker),
-            "outline": outline_groups(lines, page.outline),
-            "changed": changed_groups(previous, lines, diff=diff),
-        }
-        groups["followed"] = [Group("followed", g) for g in history_groups(
-            tree, page.ranker, observation, context=self.config.lexical_context,
-            passages=(page.units, page.passage_ranker))]
-        groups["named"] = named_groups(tree, page.ranker, observation,
-                                       context=self.config.lexical_context)
-        groups["passages"] = passage_groups(page.units, page.passage_ranker, observation,
-                                            len(lines))
+        runs = self.config.runs
+        context = self.config.lexical_context
+        groups: dict[str, list[Group]] = {"guard": guard_groups(tree, observation)}
+        if runs("lexical"):
+            groups["lexical"] = lexical_groups(lines, observation, context=context,
+                                               ranker=page.ranker)
+        if runs("outline"):
+            groups["outline"] = outline_groups(lines, page.outline)
+        if runs("changed"):
+            groups["changed"] = changed_groups(previous, lines, diff=diff)
+        if runs("followed"):
+            groups["followed"] = [Group("followed", g) for g in history_groups(
+                tree, page.ranker, observation, context=context,
+                passages=(page.units, page.passage_ranker))]
+        if runs("named"):
+            groups["named"] = named_groups(tree, page.ranker, observation, context=context)
+        if runs("passages"):
+            groups["passages"] = passage_groups(page.units, page.passage_ranker, observation,
+                                                len(lines))
         if self.expander is not None:
             self._expansion = await self.expander.expand(observation)
-            groups["expanded"] = [
-                Group("expanded", g) for g in term_groups(
-                    tree, page.ranker, self._expansion.terms,
-                    context=self.config.lexical_context)
+            groups["expansion"] = [
+                Group("expansion", g) for g in term_groups(
+                    tree, page.ranker, self._expansion.terms, context=context)
             ]
-        groups["referred"] = referred_groups(tree, page.entries, groups,
-                                             context=self.config.lexical_context)
+        if runs("referred"):
+            groups["referred"] = referred_groups(tree, page.entries, groups, context=context)
         if self.embedder is not None:
-            try:
-                if self.config.embedding_units and self._units is not None:
-                    groups["embedding"] = await unit_groups(
-                        self._units, tree, observation, top_k=self.config.embedding_top_k
-                    )
-                else:
-                    groups["embedding"] = await embedding_groups(
-                        self.embedder, tree, observation, top_k=self.config.embedding_top_k
-                    )
-            except LLMError as exc:
-                log.warning("embedding stage failed; going on without it", error=str(exc))
-                self._embedding_error = str(exc)
-            except ModelError as exc:
-                # The offline embedder cannot load (no `embedding` extra, a damaged file):
-                # it will not load on a later step either.
-                log.warning("embedder unavailable; the filter goes on without its stage",
-                            error=str(exc))
-                self.embedder, self._units = None, None
-                self._embedding_error = f"unavailable for this episode: {exc}"
+            await self._embedding_stages(observation, tree, groups)
         sizes = numbered_sizes(lines, (i for gs in groups.values() for g in gs for i in g.lines))
         room = self._observation_room(observation, budget)
-        return fill_budget(groups, sizes, int(room * (1 - self.config.outline_share)),
-                           top_lexical=self.config.keep_top_lexical)
+        taken = fill_budget(groups, sizes, int(room * (1 - self.config.outline_share)),
+                            top_lexical=self.config.keep_top_lexical)
+        taken.ran = [stage for stage in self.config.stages if stage in groups]
+        return taken
+
+    async def _embedding_stages(self, observation: FilterInput, tree: LineTree,
+                                groups: dict[str, list[Group]]) -> None:
+        """The ``units`` and ``embedding`` stages, as configured, into ``groups``; a
+        failing embedder is recorded and the filter goes on without them."""
+        assert self.embedder is not None
+        top_k = self.config.embedding_top_k
+        try:
+            if self.config.runs("units") and self._units is not None:
+                groups["units"] = await unit_groups(self._units, tree, observation,
+                                                    top_k=top_k)
+            if self.config.runs("embedding"):
+                groups["embedding"] = await embedding_groups(self.embedder, tree, observation,
+                                                             top_k=top_k)
+        except LLMError as exc:
+            log.warning("embedding stage failed; going on without it", error=str(exc))
+            self._embedding_error = str(exc)
+        except ModelError as exc:
+            # The offline embedder cannot load (no `embedding` extra, a damaged file):
+            # it will not load on a later step either.
+            log.warning("embedder unavailable; the filter goes on without its stage",
+                        error=str(exc))
+            self.embedder, self._units = None, None
+            self._embedding_error = f"unavailable for this episode: {exc}"
 
     def _page_of(self, lines: list[str]) -> PageIndex:
         """The index of this step's page: the last one if the page is the same."""

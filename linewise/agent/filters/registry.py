@@ -21,6 +21,11 @@ a ``FilterRegistration``, to declare ``needs_retriever``)::
 
 Entry points are listed once, the first time a name is looked up, and one is imported
 only when its filter is asked for.
+
+A registration may be ``hidden``: a research variant that ``--filter`` accepts but the
+lists a newcomer reads (``--help``, the unknown-name error, ``linewise filters``, the
+README's table) leave out; ``filter_names(include_hidden=True)`` has them all. Its
+``description`` is the one line those lists show.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from linewise.agent.filters.embedders import Embedder, make_embedder
 from linewise.agent.filters.embedding import EmbeddingFilter
 from linewise.agent.filters.focus import FocusConfig, FocusFilter
 from linewise.agent.filters.focus_outline import OutlineFirstFilter, ZoomMode
+from linewise.agent.filters.focus_stages import PRESETS, FocusPreset, check_stages, get_preset
 from linewise.agent.filters.line_retriever import LineRetrieverConfig, LineRetrieverFilter
 from linewise.agent.filters.query_expansion import QueryExpander
 from linewise.agent.filters.truncate import NoFilter, TruncateFilter
@@ -82,20 +88,38 @@ FilterMaker = Callable[[], ObservationFilter]
 """A factory bound to its context: what an episode calls for its own filter."""
 
 
+SettingsCheck = Callable[[FilterSettings], bool]
+"""Checks a filter's settings (a ConfigError when they are wrong) and says whether they
+need the retriever."""
+
+
 @dataclass(frozen=True)
 class FilterRegistration:
     name: str
     factory: FilterFactory
     needs_retriever: bool = False
-    """The runtime opens the retriever endpoint (or starts the embedded model) for it."""
+    """The runtime opens the retriever endpoint (or starts the embedded model) for it.
+    With ``check_settings``: whether the default settings need it."""
     description: str = ""
+    """One line: what the action model sees (``linewise filters``, README's table)."""
+    hidden: bool = False
+    """A research variant: accepted by ``--filter``, left out of the newcomer's lists."""
+    check_settings: SettingsCheck | None = None
+    """For a filter whose settings decide what it needs (``focus``): called when it is
+    bound, before any episode."""
+
+    def needs_retriever_for(self, settings: FilterSettings) -> bool:
+        """Whether the filter, with these settings, needs the retriever."""
+        if self.check_settings is not None:
+            return self.check_settings(settings)
+        return self.needs_retriever
     wants_retriever: bool = False
     """It uses a retriever when the run has a model endpoint anyway (the action model's,
     by default) and works without one (given models only, as in library tests)."""
 
     def bind(self, context: FilterContext) -> FilterMaker:
         """The per-episode maker, after checking that the context has what it needs."""
-        if self.needs_retriever:
+        if self.needs_retriever_for(context.settings):
             context.require_retriever(self.name)
 
         def make() -> ObservationFilter:
@@ -110,14 +134,16 @@ _registry: dict[str, FilterRegistration] = {}
 @overload
 def register_filter(
     name: str, factory: FilterFactory, *, needs_retriever: bool = ...,
-    description: str = ..., replace: bool = ..., wants_retriever: bool = ...,
+    description: str = ..., hidden: bool = ..., check_settings: SettingsCheck | None = ...,
+    replace: bool = ..., wants_retriever: bool = ...,
 ) -> FilterFactory: ...
 
 
 @overload
 def register_filter(
     name: str, factory: None = ..., *, needs_retriever: bool = ...,
-    description: str = ..., replace: bool = ..., wants_retriever: bool = ...,
+    description: str = ..., hidden: bool = ..., check_settings: SettingsCheck | None = ...,
+    replace: bool = ..., wants_retriever: bool = ...,
 ) -> Callable[[FilterFactory], FilterFactory]: ...
 
 
@@ -127,18 +153,22 @@ def register_filter(
     *,
     needs_retriever: bool = False,
     description: str = "",
+    hidden: bool = False,
+    check_settings: SettingsCheck | None = None,
     replace: bool = False,
     wants_retriever: bool = False,
 ) -> FilterFactory | Callable[[FilterFactory], FilterFactory]:
     """Register ``factory`` as the filter ``name``; without a factory, a decorator.
 
-    Registering the same factory again is harmless; another factory under a taken name
-    needs ``replace=True``.
+    ``description`` is the one line the filter lists show; ``hidden`` keeps a research
+    variant out of them. Registering the same factory again is harmless; another
+    factory under a taken name needs ``replace=True``.
     """
     if factory is None:
         def decorator(function: FilterFactory) -> FilterFactory:
             register_filter(name, function, needs_retriever=needs_retriever,
-                            description=description, replace=replace,
+                            description=description, hidden=hidden,
+                            check_settings=check_settings, replace=replace,
                             wants_retriever=wants_retriever)
             return function
 
@@ -150,7 +180,7 @@ def register_filter(
         raise ValueError(f"a filter named {name!r} is already registered")
     if existing is None or existing.factory is not factory or replace:
         _registry[name] = FilterRegistration(name, factory, needs_retriever, description,
-                                             wants_retriever)
+                                             hidden, check_settings, wants_retriever)
     return factory
 
 
@@ -163,10 +193,31 @@ def _entry_points() -> dict[str, metadata.EntryPoint]:
     return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
 
-def filter_names() -> list[str]:
-    """Every name ``--filter`` accepts: registered ones first, then entry points."""
-    names = list(_registry)
+def filter_names(*, include_hidden: bool = False, entry_points: bool = True) -> list[str]:
+    """The names a newcomer is shown (``include_hidden``: every name ``--filter``
+    accepts): registered ones in registration order, then entry points (shown unless
+    their registration is hidden, which is known once they are loaded)."""
+    names = [n for n, r in _registry.items() if include_hidden or not r.hidden]
+    if not entry_points:
+        return names
     return names + sorted(n for n in _entry_points() if n not in _registry)
+
+
+def filter_registrations(*, include_hidden: bool = False,
+                         entry_points: bool = True) -> list[FilterRegistration]:
+    """The registrations of ``filter_names()``, entry points loaded."""
+    return [get_filter(name) for name in filter_names(include_hidden=include_hidden,
+                                                      entry_points=entry_points)]
+
+
+def unknown_filter(name: str) -> ConfigError:
+    """The error for a name no filter has: the public names, and where the rest are."""
+    hidden = len(filter_names(include_hidden=True)) - len(filter_names())
+    research = (f" (and {hidden} research variants: linewise filters --all)"
+                if hidden else "")
+    return ConfigError(
+        f"unknown filter {name!r}; available: {', '.join(filter_names())}{research}"
+    )
 
 
 def get_filter(name: str) -> FilterRegistration:
@@ -176,15 +227,13 @@ def get_filter(name: str) -> FilterRegistration:
     try:
         return _registry[name]
     except KeyError:
-        raise ConfigError(
-            f"unknown filter {name!r}; available: {', '.join(filter_names())}"
-        ) from None
+        raise unknown_filter(name) from None
 
 
 def check_filter_name(name: str) -> str:
     """``name`` if some filter has it, else a ConfigError listing the available ones."""
     if name not in _registry and name not in _entry_points():
-        raise ConfigError(f"unknown filter {name!r}; available: {', '.join(filter_names())}")
+        raise unknown_filter(name)
     return name
 
 
@@ -198,7 +247,8 @@ def _load_entry_point(entry: metadata.EntryPoint) -> None:
         ) from exc
     if isinstance(loaded, FilterRegistration):
         _registry[entry.name] = FilterRegistration(
-            entry.name, loaded.factory, loaded.needs_retriever, loaded.description
+            entry.name, loaded.factory, loaded.needs_retriever, loaded.description,
+            loaded.hidden, loaded.check_settings,
         )
     elif callable(loaded):
         # Importing the module may already have registered it with the decorator (and its
@@ -231,7 +281,7 @@ def shared_embedder(settings: FilterSettings, api_key: str | None = None) -> Emb
     return provide
 
 
-# The built-in filters.
+# The built-in filters, public ones first in the order a newcomer reads them.
 
 
 def _line_retriever(context: FilterContext, *, structure: bool) -> ObservationFilter:
@@ -260,122 +310,142 @@ def _embedding(context: FilterContext) -> ObservationFilter:
     )
 
 
-def _auto(context: FilterContext) -> ObservationFilter:
-    """``auto``: the whole tree when it fits the action model's view budget; a larger one
-    through the focus stages (with query expansion when the run has a model, and the
-    embedding of the page's blocks), down to that budget. Escalation when the agent is
-    stuck is the focus filter's."""
-    settings = context.settings
-    budget = max(500, context.view_budget_tokens)
-    config = FocusConfig(
+def _embedder_configured(settings: FilterSettings) -> bool:
+    return settings.embedding_base_url is not None or settings.embedding_model is not None
+
+
+def focus_config(settings: FilterSettings, preset: FocusPreset | None = None) -> FocusConfig:
+    """The ``focus`` filter's configuration: ``preset`` (a research alias's), else the
+    settings' ``focus_preset`` with their ``focus_stages`` instead of its stages when
+    set; an unknown preset or stage is a ConfigError listing the valid ones."""
+    chosen = preset if preset is not None else get_preset(settings.focus_preset)
+    stages = chosen.stages
+    if preset is None and settings.focus_stages is not None:
+        stages = check_stages(settings.focus_stages)
+    return FocusConfig(
+        stages=stages, chooser=chosen.chooser, items=chosen.items,
         budget_tokens=settings.focus_budget_tokens, json_schema=settings.json_schema,
         incremental=settings.incremental, embedding_top_k=settings.embedding_top_k,
-        defend=settings.defend, items=True, embedding_units=True,
-        min_page_tokens=budget, view_budget_tokens=budget,
+        defend=settings.defend,
     )
+
+
+def _asks_the_retriever(config: FocusConfig) -> bool:
+    return config.chooser == "model" or config.runs("expansion")
+
+
+def _check_focus(settings: FilterSettings) -> bool:
+    """``focus``'s settings are valid (ConfigError else); whether they need the retriever."""
+    config = focus_config(settings)
+    if config.defend and config.chooser != "model":
+        raise ConfigError(
+            "--defend needs the retriever to read the page: use a focus preset whose "
+            "retriever chooses (" + ", ".join(
+                n for n, p in PRESETS.items() if p.chooser == "model") + ")"
+        )
+    return _asks_the_retriever(config)
+
+
+def _focus(context: FilterContext, preset: FocusPreset | None = None,
+           name: str = "focus") -> ObservationFilter:
+    settings = context.settings
+    config = focus_config(settings, preset)
+    # The chunk embedding stage runs only where an embedder was chosen: the offline one
+    # costs seconds per large page on a small machine. The units stage asks for one
+    # (the offline one by default).
+    wants_embedder = config.runs("units") or (
+        config.runs("embedding") and _embedder_configured(settings))
+    embedder = context.require_embedder(name) if wants_embedder else None
+    expander = QueryExpander(context.require_retriever(name), json_schema=settings.json_schema
+                             ) if config.runs("expansion") else None
+    model = context.require_retriever(name) if config.chooser == "model" else None
+    return FocusFilter(model, config, embedder=embedder, name=name, expander=expander)
+
+
+def _focus_alias(preset: FocusPreset) -> FilterFactory:
+    name = f"focus-{preset.name}"
+    return lambda context: _focus(context, preset, name)
+
+
+def _auto(context: FilterContext) -> ObservationFilter:
+    """``auto``: the whole tree when it fits the action model's view budget; a larger one
+    through ``focus`` (its preset and stages) down to that budget. The retriever's stages
+    run when the run has one; escalation when the agent is stuck is the focus filter's."""
+    settings = context.settings
+    budget = max(500, context.view_budget_tokens)
+    config = focus_config(settings).model_copy(
+        update={"min_page_tokens": budget, "view_budget_tokens": budget})
+    if context.retriever is None:
+        config = config.model_copy(update={
+            "stages": tuple(s for s in config.stages if s != "expansion"), "chooser": "none"})
+    wants_embedder = config.runs("units") or (
+        config.runs("embedding") and _embedder_configured(settings))
+    embedder = context.require_embedder("auto") if wants_embedder else None
     expander = (QueryExpander(context.retriever, json_schema=settings.json_schema)
-                if context.retriever is not None else None)
-    embedder = context.embedder() if context.embedder is not None else None
-    return FocusFilter(None, config, embedder=embedder, name="auto", expander=expander)
+                if context.retriever is not None and config.runs("expansion") else None)
+    model = context.retriever if config.chooser == "model" else None
+    return FocusFilter(model, config, embedder=embedder, name="auto", expander=expander)
+
+
+def _check_auto(settings: FilterSettings) -> bool:
+    """``focus``'s settings are valid; ``auto`` never needs a retriever (it wants one)."""
+    _check_focus(settings)
+    return False
 
 
 register_filter(
-    "auto", _auto, wants_retriever=True,
-    description="the whole tree when it fits the action model's view budget, else the "
-    "focus stages down to it; more when the agent is stuck",
+    "auto", _auto, wants_retriever=True, check_settings=_check_auto,
+    description="the default: the whole tree when it fits the action model's view budget "
+    "(`--view-budget`), else `focus` down to that budget; more when the agent is stuck",
 )
 register_filter("none", lambda context: NoFilter(), description="the full AXTree")
 register_filter(
     "truncate", lambda context: TruncateFilter(context.settings.max_obs_tokens),
-    description="GenericAgent's bottom truncation to max_obs_tokens",
+    description="GenericAgent's bottom truncation to `--max-obs-tokens` (default 40,000), "
+    "with a marker saying how many lines were cut",
 )
-register_filter("embedding", _embedding, description="top-k chunks by embedding similarity")
+register_filter(
+    "focus", _focus,
+    needs_retriever=_asks_the_retriever(focus_config(FilterSettings())),
+    check_settings=lambda settings: _check_focus(settings),
+    description="candidates, then (by preset) a choice: the configured stages propose "
+    "lines until a fixed token budget is full; the view is those lines or the retriever's "
+    "choice among them (by preset with their enclosing items) and the guarded elements, "
+    "as a valid smaller tree. Configured by `--focus-preset` and `--focus-stages`",
+)
 register_filter(
     "lines", lambda context: _line_retriever(context, structure=False), needs_retriever=True,
-    description="LineRetriever: kept lines with counted markers",
+    description="LineRetriever: a small LLM picks line ranges of the numbered tree; kept "
+    "lines are copied, each run of dropped lines becomes one counted marker",
 )
 register_filter(
     "lines+structure", lambda context: _line_retriever(context, structure=True),
-    needs_retriever=True, description="LineRetriever: a valid smaller tree",
+    needs_retriever=True, description="the same selection rebuilt as a valid smaller "
+    "tree: kept lines, their ancestors (bid, role, short name) at their indentation, one "
+    "counted marker per run of dropped siblings",
+)
+register_filter(
+    "bm25", lambda context: BM25Filter(), description="BM25 line hits on goal, recent "
+    "actions and thoughts (pure Python, milliseconds): the 20 best ± 2 lines, as a valid "
+    "smaller tree. Strong when the goal names the element, weak on paraphrases",
+)
+register_filter(
+    "embedding", _embedding, description="the paper's embedding baseline: 100-token chunks "
+    "ranked by cosine similarity to goal + history, the 10 best in page order",
 )
 
-
-def _focus(context: FilterContext, *, model: bool = True, items: bool = False,
-           units: bool = False, expand: bool = False, name: str = "") -> ObservationFilter:
-    settings = context.settings
-    # The embedding stage runs only where an embedder was chosen (or the filter is the
-    # one that embeds units): the offline one costs seconds per large page on a small
-    # machine.
-    configured = settings.embedding_base_url is not None or settings.embedding_model is not None
-    embedder = context.require_embedder(name or "focus") if configured or units else None
-    config = FocusConfig(
-        budget_tokens=settings.focus_budget_tokens, json_schema=settings.json_schema,
-        incremental=settings.incremental, embedding_top_k=settings.embedding_top_k,
-        defend=settings.defend,
-        items=items, embedding_units=units,
+# Research variants: each focus preset under its measured name (benchmarks/NOTES.md).
+for _preset in PRESETS.values():
+    register_filter(
+        f"focus-{_preset.name}", _focus_alias(_preset),
+        needs_retriever=_preset.chooser == "model" or "expansion" in _preset.stages,
+        hidden=True, description=f"`focus --focus-preset {_preset.name}`: {_preset.description}",
     )
-    expander = QueryExpander(context.require_retriever(name), json_schema=settings.json_schema
-                             ) if expand else None
-    if not model:
-        return FocusFilter(None, config, embedder=embedder, name=name or "focus-candidates",
-                           expander=expander)
-    return FocusFilter(context.require_retriever("focus"), config, embedder=embedder,
-                       name=name or "focus", expander=expander)
-
-
-register_filter(
-    "bm25", lambda context: BM25Filter(), description="BM25 line hits on goal, history and "
-    "thoughts, with context, as a valid smaller tree",
-)
-register_filter(
-    "focus", _focus, needs_retriever=True, description="cheap stages propose candidate "
-    "lines; the retriever chooses among them within a fixed token budget",
-)
-register_filter(
-    "focus-candidates", lambda context: _focus(context, model=False),
-    description="focus without the retriever: the candidate lines themselves",
-)
-register_filter(
-    "focus-items", lambda context: _focus(context, items=True, name="focus-items"),
-    needs_retriever=True, description="focus, each chosen line with its enclosing item "
-    "(article, row, list item, term and definition, form group, section)",
-)
-register_filter(
-    "focus-candidates-items",
-    lambda context: _focus(context, model=False, items=True, name="focus-candidates-items"),
-    description="focus-candidates, each candidate with its enclosing item, in the order "
-    "the stages proposed them, within the view budget",
-)
-
-register_filter(
-    "focus-candidates-units",
-    lambda context: _focus(context, model=False, items=True, units=True,
-                           name="focus-candidates-units"),
-    description="focus-candidates-items with an embedding stage that scores the page's "
-    "blocks with their context (term, heading, row); uses the embedder",
-)
-
-register_filter(
-    "focus-expand-items",
-    lambda context: _focus(context, model=False, items=True, expand=True,
-                           name="focus-expand-items"),
-    needs_retriever=True, description="focus-candidates-items with one more stage: the "
-    "retriever reads only the goal and history and names the words the needed element "
-    "is likely to show, which are matched against every line",
-)
-register_filter(
-    "focus-expand-units",
-    lambda context: _focus(context, model=False, items=True, units=True, expand=True,
-                           name="focus-expand-units"),
-    needs_retriever=True, description="focus-expand-items with focus-candidates-units' "
-    "embedding stage",
-)
 
 
 def _focus_outline(context: FilterContext, *, zoom: ZoomMode, name: str) -> ObservationFilter:
     settings = context.settings
-    configured = settings.embedding_base_url is not None or settings.embedding_model is not None
-    embedder = context.require_embedder(name) if configured else None
+    embedder = context.require_embedder(name) if _embedder_configured(settings) else None
     config = FocusConfig(
         budget_tokens=settings.focus_budget_tokens, json_schema=settings.json_schema,
         incremental=settings.incremental, embedding_top_k=settings.embedding_top_k,
@@ -387,12 +457,12 @@ def _focus_outline(context: FilterContext, *, zoom: ZoomMode, name: str) -> Obse
 register_filter(
     "focus-outline", lambda context: _focus_outline(context, zoom="candidates",
                                                     name="focus-outline"),
-    needs_retriever=True, description="the retriever picks sections and items from a "
-    "compact outline; the candidates inside them are kept, with their items",
+    needs_retriever=True, hidden=True, description="the retriever picks sections and items "
+    "from a compact outline; the candidates inside them are kept, with their items",
 )
 register_filter(
     "focus-outline-zoom", lambda context: _focus_outline(context, zoom="model",
                                                          name="focus-outline-zoom"),
-    needs_retriever=True, description="focus-outline with a second call that picks the "
-    "lines inside the chosen sections",
+    needs_retriever=True, hidden=True, description="focus-outline with a second call that "
+    "picks the lines inside the chosen sections",
 )

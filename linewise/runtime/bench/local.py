@@ -155,7 +155,8 @@ async def open_runner(
     filters = sorted({s.filter for s in specs})
     async with open_run_resources(
         settings, [s.task for s in specs], browser_config,
-        need_retriever=any(filter_needs_retriever(name, endpoint_opened=True) for name in filters),
+        need_retriever=any(filter_needs_retriever(name, settings.filter, endpoint_opened=True)
+                           for name in filters),
     ) as resources:
         yield EpisodeRunner(settings, resources, out_dir, options, filters, backend=backend)
 

@@ -298,8 +298,41 @@ def test_an_unknown_filter_lists_the_available_names() -> None:
         get_filter("no-such-filter")
     message = str(caught.value)
     assert "no-such-filter" in message
-    for name in ("none", "truncate", "embedding", "lines", "lines+structure"):
+    for name in filter_names():
         assert name in message
+    assert "focus-outline" not in message and "linewise filters --all" in message
+
+
+def test_research_variants_are_accepted_but_not_listed() -> None:
+    public = filter_names()
+    assert public[:7] == ["none", "truncate", "focus", "lines", "lines+structure", "bm25",
+                          "embedding"]
+    every = filter_names(include_hidden=True)
+    hidden = [name for name in every if name not in public]
+    assert {"focus-outline", "focus-outline-zoom", "focus-candidates", "focus-choose",
+            "focus-expand-units"} <= set(hidden)
+    assert all(get_filter(name).hidden and get_filter(name).description for name in hidden)
+    assert all(not get_filter(name).hidden and get_filter(name).description
+               for name in public)
+    assert check_filter_name("focus-outline") == "focus-outline"
+    made = filter_maker(FilterContext(FilterSettings(name="focus-candidates")))()
+    assert made.name == "focus-candidates"
+
+
+def test_a_filter_registers_hidden_or_public_with_its_description() -> None:
+    register_filter("keep-first-research", lambda context: _KeepFirst(), hidden=True,
+                    description="research only")
+    register_filter("keep-first-public", lambda context: _KeepFirst(),
+                    description="the first line")
+    try:
+        assert "keep-first-research" not in filter_names()
+        assert "keep-first-research" in filter_names(include_hidden=True)
+        assert filter_names()[-1] == "keep-first-public"
+        assert get_filter("keep-first-public").description == "the first line"
+        assert filter_maker(FilterContext(FilterSettings(name="keep-first-research")))()
+    finally:
+        unregister_filter("keep-first-research")
+        unregister_filter("keep-first-public")
 
 
 def test_the_built_in_filters_declare_what_they_need() -> None:

@@ -28,6 +28,7 @@ from linewise.runtime.filter_eval import (
     load_cases,
     summarize_kinds,
 )
+from linewise.settings import FilterSettings
 from linewise.testing import CallInfo, FunctionModel
 from linewise.tokens import count_message_tokens
 from tests.support.paths import REPO
@@ -267,8 +268,10 @@ def test_stuck_reasons() -> None:
 def test_bm25_and_focus_are_registered() -> None:
     assert not get_filter("bm25").needs_retriever
     assert get_filter("focus").needs_retriever
-    made = get_filter("focus").bind(FilterContext(retriever=FunctionModel(first_shown_line)))()
-    assert isinstance(made, FocusFilter) and made.embedder is None
+    choose = FilterSettings(name="focus", focus_preset="choose")
+    made = get_filter("focus").bind(
+        FilterContext(choose, retriever=FunctionModel(first_shown_line)))()
+    assert isinstance(made, FocusFilter) and made.embedder is None and made.model is not None
     candidates = get_filter("focus-candidates").bind(FilterContext())()
     assert isinstance(candidates, FocusFilter) and candidates.model is None
     assert candidates.name == "focus-candidates"

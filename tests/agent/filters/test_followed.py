@@ -53,7 +53,7 @@ def test_the_controls_beside_the_last_one_used_are_candidates() -> None:
 
 async def test_the_view_after_following_a_link_holds_the_section_entry() -> None:
     lines = tree_lines("docs-json.txt")
-    flt = FocusFilter(None, FocusConfig(items=True))
+    flt = FocusFilter(None, FocusConfig.from_preset("candidates-items"))
     result = await flt.apply(FilterInput(goal=GOAL, lines=lines, history=["click('2377')"]))
     assert "[1884] term 'exception json.JSONDecodeError" in result.text
     stages = result.notes["stages"]
@@ -72,7 +72,8 @@ async def test_a_carried_step_after_following_a_link_shows_where_it_led() -> Non
 
     lines = tree_lines("docs-json.txt")
     model = FunctionModel(lambda messages, info: json.dumps({"terms": ["JSON"]}))
-    flt = FocusFilter(None, FocusConfig(items=True), expander=QueryExpander(model))
+    flt = FocusFilter(None, FocusConfig.from_preset("expand-items"),
+                      expander=QueryExpander(model))
     first = await flt.apply(FilterInput(goal=GOAL, lines=lines, must_keep_bids=["2377"]))
     assert "2377" in first.shown_bids  # the agent clicks a link it was shown
     link = line_of(lines, r"\[2377\] link 'Exceptions'")

@@ -62,7 +62,7 @@ def test_the_followed_section_proposes_its_best_passages() -> None:
 
 async def test_a_paraphrased_entry_is_in_the_model_free_view() -> None:
     lines = tree_lines("docs-functions.txt")
-    result = await FocusFilter(None, FocusConfig(items=True)).apply(FilterInput(
+    result = await FocusFilter(None, FocusConfig.from_preset("candidates-items")).apply(FilterInput(
         goal="Which built-in removes a named attribute from an object?", lines=lines))
     assert "term 'delattr(" in result.text
     assert result.notes["stages"]["passages"]
@@ -77,11 +77,12 @@ async def test_a_units_filter_whose_embedder_cannot_load_goes_on_without_it(
     entry."""
     broken = MiniLMEmbedder(onnx_path=tmp_path / "missing.onnx")
     lines = tree_lines("docs-functions.txt")
-    flt = FocusFilter(None, FocusConfig(items=True, embedding_units=True), embedder=broken)
+    flt = FocusFilter(None, FocusConfig.from_preset("candidates-units"), embedder=broken)
     goal = "Which built-in removes a named attribute from an object?"
     for _ in range(2):
         result = await flt.apply(FilterInput(goal=goal, lines=lines))
         assert "term 'delattr(" in result.text
         assert "unavailable" in str(result.notes["embedding_error"])
-        assert "embedding" not in result.notes["stages"]
+        assert "units" not in result.notes["stages"]
+        assert "units" not in result.notes["stages_run"]
         lines = [*lines[:-1], "\tStaticText 'a changed last line'"]

@@ -43,11 +43,13 @@ def test_parse_terms_reads_the_object_a_list_or_loose_lines() -> None:
 async def test_expanded_terms_bring_a_paraphrased_entry_into_the_view() -> None:
     lines = json_tree()
     observation = FilterInput(goal=GOAL, lines=lines)
-    plain = await FocusFilter(None, FocusConfig(items=True)).apply(observation)
+    plain = await FocusFilter(None, FocusConfig.from_preset("candidates-items")).apply(
+        observation)
     assert not shown(plain.text), "the goal's own words should not find json.dumps"
 
     model = terms_model(["json.dumps", "serialize", "encode"])
-    expanding = FocusFilter(None, FocusConfig(items=True), expander=QueryExpander(model))
+    expanding = FocusFilter(None, FocusConfig.from_preset("expand-items"),
+                            expander=QueryExpander(model))
     result = await expanding.apply(FilterInput(goal=GOAL, lines=lines))
     assert shown(result.text)
     assert result.tokens_shown < 0.3 * result.tokens_full
@@ -81,7 +83,8 @@ async def test_a_failing_expansion_leaves_the_other_stages_working() -> None:
         raise LLMError("endpoint down")
 
     lines = json_tree()
-    flt = FocusFilter(None, FocusConfig(items=True), expander=QueryExpander(FunctionModel(broken)))
+    flt = FocusFilter(None, FocusConfig.from_preset("expand-items"),
+                      expander=QueryExpander(FunctionModel(broken)))
     result = await flt.apply(FilterInput(goal="Find json.loads.", lines=lines))
     assert "json.loads(" in result.text
     assert "endpoint down" in result.notes["expansion"]["error"]

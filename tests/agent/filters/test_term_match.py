@@ -53,7 +53,7 @@ def test_the_named_entry_comes_before_the_lines_that_mention_it() -> None:
 
 async def test_the_named_entry_is_kept_in_the_view() -> None:
     lines = json_tree()
-    result = await FocusFilter(None, FocusConfig(items=True)).apply(
+    result = await FocusFilter(None, FocusConfig.from_preset("candidates-items")).apply(
         FilterInput(goal="Open the documentation of json.loads.", lines=lines))
     assert ENTRY in result.text
     assert result.notes["stages"]["named"]
