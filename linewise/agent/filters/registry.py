@@ -395,7 +395,7 @@ def _check_auto(settings: FilterSettings) -> bool:
 
 register_filter(
     "auto", _auto, wants_retriever=True, check_settings=_check_auto,
-    description="the default: the whole tree when it fits the action model's view budget "
+    description="the whole tree when it fits the action model's view budget "
     "(`--view-budget`), else `focus` down to that budget; more when the agent is stuck",
 )
 register_filter("none", lambda context: NoFilter(), description="the full AXTree")
