@@ -108,7 +108,7 @@ def test_every_decision_at_the_prompt_is_recorded(
         assert re.search(r"action:  click\('\d+'\)", text)
         assert re.search(r"target:  \[\d+\] button 'Apply' \(line \d+ of the tree, shown to "
                          r"the model, boxed in the browser\)", text), text
-        assert re.search(r"filter:  none kept \d+ of \d+ lines", text)
+        assert re.search(r"filter:  auto kept \d+ of \d+ lines", text)
         # While the prompt waits, the box is on the page, in the overlay's colour; the
         # page's own tree (read over DevTools as a person's tools would) does not have it.
         with sync_playwright() as playwright:

@@ -305,7 +305,7 @@ def test_an_unknown_filter_lists_the_available_names() -> None:
 
 def test_research_variants_are_accepted_but_not_listed() -> None:
     public = filter_names()
-    assert public[:7] == ["none", "truncate", "focus", "lines", "lines+structure", "bm25",
+    assert public[:8] == ["auto", "none", "truncate", "focus", "lines", "lines+structure", "bm25",
                           "embedding"]
     every = filter_names(include_hidden=True)
     hidden = [name for name in every if name not in public]
