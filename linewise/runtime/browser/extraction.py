@@ -210,6 +210,9 @@ async def _mark_frames(
 ) -> None:
     if not frames.usable(frame):
         return
+    await frames.run(frame, frame.evaluate(own_js("render_skipped_content.js")))
+    if frame in frames.skipped:
+        return
     marked = await frames.run(frame, frame.evaluate(
         browsergym_js("frame_mark_elements.js"), [frame_bid, BID_ATTRIBUTE, "standard_html"]
     ))

@@ -64,3 +64,18 @@ async def test_page_state_fields(session: BrowserSession, pages: StaticServer) -
 
 def test_number_lines_starts_at_one() -> None:
     assert number_lines(["a", "\tb"]) == "1|a\n2|\tb"
+
+
+async def test_content_skipped_by_content_visibility_auto_is_observed(
+    session: BrowserSession, pages: StaticServer
+) -> None:
+    """Chromium leaves off-screen `content-visibility: auto` boxes out of the AXTree until
+    they are scrolled near; a person sees them by scrolling, so the agent reads them too.
+    `content-visibility: hidden` stays hidden, as it is from people."""
+    await session.page.goto(pages.url("skipped_content.html"))
+    text = "\n".join((await observe(session, screenshot=False)).lines)
+    assert "heading 'Method number 40'" in text and "Entry 40 describes" in text
+    assert "Inline styled appendix text" in text
+    assert "Closed panel text" not in text
+    again = "\n".join((await observe(session, screenshot=False)).lines)
+    assert again == text
