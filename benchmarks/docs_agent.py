@@ -10,7 +10,9 @@ real Chromium, and prints a table per filter:
 - episodes that ended on an infrastructure fault, counted beside the rate, and among
   all episodes those whose errors say the prompt overflowed the model's context;
 - mean steps, median and mean seconds per step, the action model's prompt tokens per
-  step (re-asks included), the retriever's tokens per step;
+  step with its calls per step (re-asks included: a ``noop()`` repeated on an unchanged
+  page is asked again twice, as the runtime does for any futile repeat), the
+  retriever's tokens per step;
 - the share of steps on which the filter escalated (``notes["escalation"]["level"] > 0``
   in ``steps.jsonl``: the agent got stuck on the previous view and is shown more);
 - the observation cut, ``1 - tokens shown / tokens of the full trees`` over all steps.
@@ -343,8 +345,8 @@ def summarize(name: str, episodes: Sequence[Episode], wall_s: float) -> dict[str
     rate, se = success_rate(e.summary.success is True for e in agent)
     steps = [s for e in episodes for s in e.steps]
     seconds = [s.timings.total_ms / 1000 for s in steps]
-    action_prompt = sum(c.prompt_tokens for s in steps for c in s.llm_calls
-                        if c.purpose == "action")
+    action_calls = [c for s in steps for c in s.llm_calls if c.purpose == "action"]
+    action_prompt = sum(c.prompt_tokens for c in action_calls)
     retriever = sum(c.prompt_tokens + c.completion_tokens for s in steps for c in s.llm_calls
                     if c.purpose == "retriever")
     shown = sum(s.obs_tokens_shown for s in steps)
@@ -370,6 +372,7 @@ def summarize(name: str, episodes: Sequence[Episode], wall_s: float) -> dict[str
         "median_s_per_step": statistics.median(seconds) if seconds else None,
         "mean_s_per_step": _mean(seconds),
         "action_prompt_tokens_per_step": action_prompt / len(steps) if steps else None,
+        "action_calls_per_step": len(action_calls) / len(steps) if steps else None,
         "retriever_tokens": retriever,
         "retriever_tokens_per_step": retriever / len(steps) if steps else None,
         "escalated_share": (sum(escalation_level(s.filter_result.notes) > 0 for s in steps)
@@ -396,8 +399,8 @@ def _fmt(value: float | None, spec: str) -> str:
 def table(rows: Sequence[dict[str, Any]]) -> str:
     lines = [
         "| filter | success (agent outcomes) | answer | navigate | infra (context overflow) "
-        "| mean steps | s/step median / mean | action prompt tok/step | retriever tok/step "
-        "| escalated steps | obs cut | wall |",
+        "| mean steps | s/step median / mean | action prompt tok/step (calls) "
+        "| retriever tok/step | escalated steps | obs cut | wall |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
@@ -414,6 +417,7 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
             f"| {_fmt(row['mean_steps'], '.2f')} "
             f"| {_fmt(row['median_s_per_step'], '.1f')} / {_fmt(row['mean_s_per_step'], '.1f')} "
             f"| {_fmt(row['action_prompt_tokens_per_step'], ',.0f')} "
+            f"({_fmt(row['action_calls_per_step'], '.1f')}) "
             f"| {_fmt(row['retriever_tokens_per_step'], ',.0f')} "
             f"| {_fmt(row['escalated_share'], '.0%')} | {_fmt(row['obs_cut'], '.0%')} "
             f"| {row['wall_s']:.0f} s |")
