@@ -1,7 +1,7 @@
 """What an observation filter costs an agent on large documentation pages, end to end.
 
 Runs the tasks of ``tasks/docs-agent.yaml`` (30 tasks on pages of Debian's python3-doc,
-apache2-doc and valgrind documentation, 1,600 to 8,700 AXTree lines, 30k to 135k tokens,
+apache2-doc and valgrind documentation, 1,600 to 8,700 AXTree lines, 30k to 136k tokens,
 none of them a page the filters were tuned or held out on) once per ``--filter`` in
 real Chromium, and prints a table per filter:
 
