@@ -15,9 +15,14 @@ class _QuietHandler(SimpleHTTPRequestHandler):
 
 
 class StaticServer:
-    def __init__(self, root: Path) -> None:
+    """Serves ``root`` on 127.0.0.1: on ``port``, or on a free port if 0 (the default).
+
+    A taken ``port`` raises ``OSError`` here, so a caller can fall back to another one.
+    """
+
+    def __init__(self, root: Path, port: int = 0) -> None:
         handler = functools.partial(_QuietHandler, directory=str(root))
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
