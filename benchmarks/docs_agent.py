@@ -455,16 +455,10 @@ def endpoint_settings(args: argparse.Namespace) -> LinewiseSettings:
         retriever = action
     embedded = action.base_url is None and not args.scripted
     timeout = args.episode_timeout or (EMBEDDED_EPISODE_TIMEOUT_S if embedded else None)
-    settings = LinewiseSettings(action=action, retriever=retriever, screenshots=False)
+    settings = LinewiseSettings(action=action, retriever=retriever, screenshots=False,
+                                agent={"view_budget_tokens": args.view_budget})
     if timeout is not None:
         settings = settings.model_copy(update={"episode_timeout_s": timeout})
-    if retriever.base_url is None:
-        # The retriever is the embedded model: its context and window sizes apply
-        # (run_tasks knows that only for a retriever it opens itself).
-        settings = settings.model_copy(update={"filter": settings.filter.model_copy(update={
-            "retriever_context_tokens": settings.local.ctx_size,
-            "retriever_window_tokens": settings.local.retriever_window_tokens,
-        })})
     return settings
 
 
@@ -477,7 +471,9 @@ async def run_benchmark(args: argparse.Namespace, out: Path) -> list[dict[str, A
     async with contextlib.AsyncExitStack() as stack:
         base_url = stack.enter_context(serve_docs(args.port))
         tasks = select_tasks(load_tasks(base_url), args.only, args.limit)
-        need_retriever = any(filter_needs_retriever(name) for name in filters)
+        # the action endpoint is opened here, so filters that want a retriever get one
+        need_retriever = any(filter_needs_retriever(name, settings.filter, endpoint_opened=True)
+                             for name in filters)
         if args.scripted:
             oracle = stack.enter_context(ScriptedChatServer(DocsOracle(tasks), model="oracle"))
             settings = settings.model_copy(update={"action": EndpointSettings(
@@ -549,6 +545,8 @@ def main() -> None:
     parser.add_argument("--retriever-endpoint", help="an OpenAI-compatible retriever "
                         "endpoint (default: the action endpoint, else the embedded model)")
     parser.add_argument("--retriever-model", help="the retriever endpoint's model")
+    parser.add_argument("--view-budget", type=int, metavar="N", help="the action model's "
+                        "view budget (default: 3000 for the embedded model, 8000 otherwise)")
     parser.add_argument("--out", type=Path, help="keep the traces here (DIR/<filter>/<task>)")
     parser.add_argument("--only", action="append", metavar="ID", help="run this task "
                         "(repeatable)")

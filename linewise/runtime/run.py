@@ -155,12 +155,14 @@ async def open_endpoints(
         checked = {e.base_url: e for e in (action_endpoint, retriever_endpoint) if e is not None}
         for one in checked.values():
             await check_endpoint(one)
-        action_client = ChatClient(action_endpoint) if action_endpoint is not None else None
+        action_client = (ChatClient(action_endpoint, embedded=settings.action.base_url is None)
+                         if action_endpoint is not None else None)
         if action_client is not None:
             stack.push_async_callback(action_client.close)
         retriever_client = action_client if retriever_endpoint == action_endpoint else None
         if retriever_endpoint is not None and retriever_client is None:
-            retriever_client = ChatClient(retriever_endpoint)
+            retriever_client = ChatClient(retriever_endpoint,
+                                          embedded=settings.retriever.base_url is None)
             stack.push_async_callback(retriever_client.close)
         yield action_client, retriever_client
 
@@ -215,6 +217,7 @@ async def open_run_resources(
         ))
         action = action_model or action_client
         assert action is not None
+        retriever = retriever_model or retriever_client
         browser = await stack.enter_async_context(
             Browser(browser_config or BrowserConfig.from_settings(settings.browser))
         )
@@ -223,9 +226,9 @@ async def open_run_resources(
         if any(isinstance(t, MiniWoBTask) for t in tasks) or "miniwob" in gym_families:
             miniwob = await stack.enter_async_context(MiniWoBServer())
         yield RunResources(
-            browser, action, retriever_model or retriever_client, miniwob,
-            retriever_is_local=open_retriever and settings.retriever.base_url is None,
-            action_is_local=action_model is None and settings.action.base_url is None,
+            browser, action, retriever, miniwob,
+            retriever_is_local=getattr(retriever, "embedded", False),
+            action_is_local=getattr(action, "embedded", False),
         )
 
 

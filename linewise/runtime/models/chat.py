@@ -59,12 +59,15 @@ context length", ``context_length_exceeded``) and others refuse an oversized req
 class ChatClient:
     """One endpoint and model. Safe to share between concurrent episodes."""
 
-    def __init__(self, endpoint: EndpointSettings) -> None:
+    def __init__(self, endpoint: EndpointSettings, *, embedded: bool = False) -> None:
+        """``embedded``: the endpoint is linewise's own llama.cpp server (its context,
+        windows and view budget apply wherever this client is used)."""
         if not endpoint.base_url or not endpoint.model:
             raise LLMError("ChatClient needs a base URL and a model")
         self.endpoint = endpoint
         self.base_url: str = endpoint.base_url
         self.model: str = endpoint.model
+        self.embedded = embedded
         self.context_tokens: int = endpoint.context_tokens or DEFAULT_CONTEXT_TOKENS
         """The context the action prompt is fitted into (``agent.prompt_fit``)."""
         self.answer_tokens: int = endpoint.max_tokens
