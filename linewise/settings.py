@@ -163,7 +163,7 @@ class FilterSettings(BaseModel):
         "whatever the page's size.",
     )
     focus_preset: str = Field(
-        default="expand-units", min_length=1,
+        default="expand-shared-units", min_length=1,
         description="focus: the named configuration it runs (agent/filters/focus_stages.py; "
         "`linewise filters` lists them). Checked when the filter is built.",
     )

@@ -81,11 +81,11 @@ def test_focus_flags_set_the_preset_and_the_stages() -> None:
     assert settings.focus_stages == ("guard", "named", "lexical")
     unset = settings_from_args(build_parser().parse_args(["run", "--filter", "focus"]),
                                resolve=False).filter
-    assert unset.focus_preset == "expand-units" and unset.focus_stages is None
+    assert unset.focus_preset == "expand-shared-units" and unset.focus_stages is None
 
 
 @pytest.mark.parametrize(("flag", "value", "expected"), [
-    ("--focus-preset", "fast", "unknown focus preset 'fast'; available: expand-units"),
+    ("--focus-preset", "fast", "unknown focus preset 'fast'; available: expand-shared-units"),
     ("--focus-stages", "lexical,nope", "unknown focus stage 'nope'; valid: guard"),
     ("--filter", "nope", "research variants: linewise filters --all"),
 ])

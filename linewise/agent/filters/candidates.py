@@ -105,6 +105,8 @@ class CandidateSet:
     ran: list[str] = field(default_factory=list)
     """The stages that proposed groups this step (set by the filter; those that ran but
     brought no new line are here and not in ``by_stage``)."""
+    groups: list[Group] = field(default_factory=list)
+    """The groups taken, in the order they were taken (each stage's best first)."""
 
 
 def guard_groups(tree: LineTree, observation: FilterInput) -> list[Group]:
@@ -219,6 +221,7 @@ def fill_budget(
             return False
         taken.lines.update(new)
         taken.order.extend(new)
+        taken.groups.append(group)
         taken.tokens += cost
         if new:
             taken.by_stage.setdefault(group.stage, []).extend(i + 1 for i in new)

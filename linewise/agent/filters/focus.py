@@ -86,6 +86,7 @@ from linewise.agent.filters.query_expansion import Expansion, QueryExpander
 from linewise.agent.filters.ranges import Range, lines_of, merge_ranges, parse_ranges, raw_ranges
 from linewise.agent.filters.recall_guard import guard_lines, guarded_bids
 from linewise.agent.filters.render import line_ranges, render_with_markers
+from linewise.agent.filters.shares import reserved_lines
 from linewise.agent.filters.structure import rebuild_with_structure
 from linewise.agent.filters.term_match import term_groups
 from linewise.agent.filters.tree import LineTree
@@ -171,6 +172,12 @@ class FocusConfig(BaseModel):
         default=0.3, gt=0, le=1, description="With ``items``: the view holds at most this "
         "share of the page's tokens, so item expansion never undoes the filter's cut."
     )
+    reserve_share: float = Field(
+        default=0.0, ge=0, le=1, description="With ``items`` and no model choice: this "
+        "share of the view budget holds the candidates' own lines, round-robin across the "
+        "stages, before any item is added (:mod:`.shares`), so one stage's long items "
+        "cannot push out another stage's best hits."
+    )
 
     @field_validator("stages", mode="before")
     @classmethod
@@ -184,7 +191,7 @@ class FocusConfig(BaseModel):
         ``knobs`` (``stages`` among them) on top."""
         preset = get_preset(name)
         return cls(**{"stages": preset.stages, "chooser": preset.chooser,
-                      "items": preset.items, **knobs})
+                      "items": preset.items, "reserve_share": preset.reserve_share, **knobs})
 
     def runs(self, stage: str) -> bool:
         return stage in self.stages
@@ -383,6 +390,11 @@ class FocusFilter:
         else:
             base = guard_lines(tree, observation) | set(candidates.top_lexical)
             seeds = [*candidates.top_lexical, *candidates.order]
+            if self.config.reserve_share > 0:
+                reserved = reserved_lines(tree, candidates.groups,
+                                          int(budget * self.config.reserve_share))
+                notes["reserved_lines"] = len(reserved - base)
+                base |= reserved
         expansion = expand_items(tree, base, seeds, budget,
                                  max_lines=self.config.item_max_lines)
         notes["items"] = {"view_budget_tokens": budget, "added": expansion.items_added,

@@ -88,6 +88,9 @@ class FocusPreset:
     chooser: Chooser
     items: bool
     description: str
+    reserve_share: float = 0.0
+    """Of the view budget, the share kept for every stage's best candidate lines before
+    items fill the rest (``FocusConfig.reserve_share``)."""
 
 
 def _with(*extra: str, without: Iterable[str] = ()) -> tuple[str, ...]:
@@ -114,11 +117,25 @@ def parse_stages(text: str) -> tuple[str, ...]:
     return check_stages(text.split(","))
 
 
+SHARED = 0.4
+"""The reserved share of the shared presets, chosen before any share was scored."""
+
 _PRESETS: tuple[FocusPreset, ...] = (
+    FocusPreset(
+        "expand-shared-units", _with("expansion", "units", without=["embedding"]), "none",
+        True, "expand-units with a share of the view kept for every stage's best lines, so "
+        "no stage's items push out another's best hit. The best recall measured "
+        "(benchmarks/NOTES.md)", reserve_share=SHARED,
+    ),
+    FocusPreset(
+        "shared-items", DEFAULT_STAGES, "none", True,
+        "model-free, under a second: candidates-items with the shared view",
+        reserve_share=SHARED,
+    ),
     FocusPreset(
         "expand-units", _with("expansion", "units", without=["embedding"]), "none", True,
         "every word stage, query expansion and embedded units; each candidate with its "
-        "item, no choosing call. The best recall measured (benchmarks/NOTES.md)",
+        "item, no choosing call",
     ),
     FocusPreset(
         "expand-items", _with("expansion"), "none", True,

@@ -324,6 +324,7 @@ def focus_config(settings: FilterSettings, preset: FocusPreset | None = None) ->
         stages = check_stages(settings.focus_stages)
     return FocusConfig(
         stages=stages, chooser=chosen.chooser, items=chosen.items,
+        reserve_share=chosen.reserve_share,
         budget_tokens=settings.focus_budget_tokens, json_schema=settings.json_schema,
         incremental=settings.incremental, embedding_top_k=settings.embedding_top_k,
         defend=settings.defend,

@@ -128,9 +128,9 @@ async def test_settings_choose_the_stages_that_run() -> None:
     model = FunctionModel(scripted_retriever)
     full = filter_maker(FilterContext(FilterSettings(name="focus"), model,
                                       embedder=WordHashEmbedder))()
-    assert isinstance(full, FocusFilter) and DEFAULT_PRESET == "expand-units"
+    assert isinstance(full, FocusFilter) and DEFAULT_PRESET == "expand-shared-units"
     result = await full.apply(observation)
-    assert result.notes["stages_run"] == list(PRESETS["expand-units"].stages)
+    assert result.notes["stages_run"] == list(PRESETS["expand-shared-units"].stages)
     assert {"expansion", "units"} <= set(result.notes["stages"])
     assert [c.purpose for c in result.calls] == ["retriever"]  # the expansion call only
 
