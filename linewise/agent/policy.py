@@ -21,7 +21,7 @@ from linewise.agent.prompt import (
 from linewise.agent.prompt_fit import PromptLimits
 from linewise.agent.response import parse_answer
 from linewise.records import LLMCall, RepeatEscape
-from linewise.settings import DEFAULT_CONTEXT_TOKENS, AgentSettings
+from linewise.settings import DEFAULT_CONTEXT_TOKENS, AgentSettings, EndpointSettings
 from linewise.tokens import count_message_tokens
 
 log = structlog.get_logger(__name__)
@@ -91,7 +91,8 @@ class ActionAgent:
         self.history: list[StepMemory] = []
         self.limits = PromptLimits(
             context_tokens=getattr(model, "context_tokens", None) or DEFAULT_CONTEXT_TOKENS,
-            answer_tokens=getattr(model, "answer_tokens", None) or 768,
+            answer_tokens=getattr(model, "answer_tokens", None)
+            or EndpointSettings.model_fields["max_tokens"].default,
         )
 
     def view_room(self, goal: str, view: PageView) -> int:
