@@ -349,8 +349,13 @@ def _check_focus(settings: FilterSettings) -> bool:
 
 def _focus(context: FilterContext, preset: FocusPreset | None = None,
            name: str = "focus") -> ObservationFilter:
+    return _focus_filter(context, focus_config(context.settings, preset), name)
+
+
+def _focus_filter(context: FilterContext, config: FocusConfig, name: str) -> ObservationFilter:
+    """A focus filter of ``config``, with the embedder, expander and retriever its stages
+    and chooser ask for."""
     settings = context.settings
-    config = focus_config(settings, preset)
     # The chunk embedding stage runs only where an embedder was chosen: the offline one
     # costs seconds per large page on a small machine. The units stage asks for one
     # (the offline one by default).
@@ -372,20 +377,13 @@ def _auto(context: FilterContext) -> ObservationFilter:
     """``auto``: the whole tree when it fits the action model's view budget; a larger one
     through ``focus`` (its preset and stages) down to that budget. The retriever's stages
     run when the run has one; escalation when the agent is stuck is the focus filter's."""
-    settings = context.settings
     budget = max(500, context.view_budget_tokens)
-    config = focus_config(settings).model_copy(
+    config = focus_config(context.settings).model_copy(
         update={"min_page_tokens": budget, "view_budget_tokens": budget})
     if context.retriever is None:
         config = config.model_copy(update={
             "stages": tuple(s for s in config.stages if s != "expansion"), "chooser": "none"})
-    wants_embedder = config.runs("units") or (
-        config.runs("embedding") and _embedder_configured(settings))
-    embedder = context.require_embedder("auto") if wants_embedder else None
-    expander = (QueryExpander(context.retriever, json_schema=settings.json_schema)
-                if context.retriever is not None and config.runs("expansion") else None)
-    model = context.retriever if config.chooser == "model" else None
-    return FocusFilter(model, config, embedder=embedder, name="auto", expander=expander)
+    return _focus_filter(context, config, "auto")
 
 
 def _check_auto(settings: FilterSettings) -> bool:
