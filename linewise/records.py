@@ -196,6 +196,11 @@ class NavigationEvents(BaseModel):
 RepeatEscape = Literal["escaped", "kept"]
 """What became of an answer that repeated an action which had changed nothing."""
 
+ActionDecoding = Literal["free", "grammar", "refused"]
+"""How the action answer was decoded: ``grammar``: under the action grammar
+(agent/action_grammar.py); ``free``: without one; ``refused``: the endpoint refused the
+grammar (HTTP 400) and was asked again without it."""
+
 
 class StepRecord(BaseModel):
     """Everything about one step: what was seen, asked, answered and done."""
@@ -230,6 +235,10 @@ class StepRecord(BaseModel):
         default=None,
         description="The first answer repeated an action that had changed nothing; "
         "'escaped': a re-ask chose another action, 'kept': every re-ask repeated it.",
+    )
+    action_decoding: ActionDecoding = "free"
+    reasks_stopped: str | None = Field(
+        default=None, description="A re-ask was not made: the spending limit it met."
     )
     action_error: str | None = None
     target_box: TargetBox | None = Field(

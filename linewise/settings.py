@@ -196,6 +196,13 @@ class AgentSettings(BaseModel):
     reask_temperature: float = Field(
         default=0.7, ge=0, description="Sampling of every re-ask (parse retries, repeats)."
     )
+    action_grammar: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="Decode the action answer under a GBNF grammar (agent/action_grammar.py): "
+        "one call of the action space, with ids from the view. auto: on for the embedded "
+        "model and --gguf (llama.cpp), off for other endpoints; on: also for an endpoint "
+        "(it must accept llama.cpp's `grammar` field; one that refuses it is asked without).",
+    )
     view_budget_tokens: int | None = Field(
         default=None, ge=200,
         description="The page tokens the action model is shown comfortably: ``auto`` shows "

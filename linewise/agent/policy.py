@@ -4,11 +4,13 @@ or when it would repeat an action that just changed nothing."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any, Literal
 
 import structlog
 from pydantic import BaseModel, Field
 
+from linewise.agent.action_grammar import action_grammar
 from linewise.agent.action_parser import ParsedAction
 from linewise.agent.models import ChatModel, call_model
 from linewise.agent.prompt import (
@@ -20,11 +22,16 @@ from linewise.agent.prompt import (
 )
 from linewise.agent.prompt_fit import PromptLimits
 from linewise.agent.response import parse_answer
-from linewise.records import LLMCall, RepeatEscape
+from linewise.errors import LLMError
+from linewise.records import ActionDecoding, LLMCall, RepeatEscape
 from linewise.settings import DEFAULT_CONTEXT_TOKENS, AgentSettings, EndpointSettings
 from linewise.tokens import count_message_tokens
 
 log = structlog.get_logger(__name__)
+
+SpendCheck = Callable[[list[LLMCall]], "str | None"]
+"""Given the calls a step has made so far, why it may make no more (a spending limit),
+or None."""
 
 
 def page_key(url: str, lines: Iterable[str]) -> str:
@@ -51,6 +58,12 @@ class Decision(BaseModel):
         description="Set when the first answer repeated an action that had changed nothing: "
         "'escaped' if a re-ask gave another action, 'kept' if every re-ask repeated it.",
     )
+    decoding: ActionDecoding = Field(
+        default="free", description="How the answer was decoded (``records.ActionDecoding``)."
+    )
+    reasks_stopped: str | None = Field(
+        default=None, description="Why a re-ask was not made: the spending limit it met."
+    )
 
 
 class ActionAgent:
@@ -72,7 +85,14 @@ class ActionAgent:
 
     A re-ask shows the model its latest answer and what was wrong with it, not every
     earlier one: the conversation of a step stays within one answer and one re-ask of
-    the first prompt, which ``view_room`` leaves room for.
+    the first prompt, which ``view_room`` leaves room for. Re-asks spend tokens like any
+    call: ``decide``'s ``spend_check`` is asked before each, so a spending limit holds
+    within a step too.
+
+    Where the model decodes under a grammar (``settings.action_grammar``), every call
+    carries ``action_grammar``'s GBNF over the view's bids: the answer is one valid call
+    by construction, and re-asks for form are not needed. An endpoint that refuses the
+    grammar (HTTP 400) is asked again without it, for the rest of the run.
     """
 
     def __init__(
@@ -88,6 +108,7 @@ class ActionAgent:
         self.repeat_escapes = self.settings.repeat_escapes
         self.reask_temperature = self.settings.reask_temperature
         self.action_names = action_names
+        self.grammar_on = _grammar_on(self.settings.action_grammar, model)
         self.history: list[StepMemory] = []
         self.limits = PromptLimits(
             context_tokens=getattr(model, "context_tokens", None) or DEFAULT_CONTEXT_TOKENS,
@@ -103,13 +124,49 @@ class ActionAgent:
             build_action_messages(goal, empty, self.history, self.action_names))
         return self.limits.view_room(others)
 
-    async def decide(self, goal: str, view: PageView) -> Decision:
+    async def decide(
+        self, goal: str, view: PageView, spend_check: SpendCheck | None = None
+    ) -> Decision:
+        """One step's action. ``spend_check`` is asked before every re-ask."""
         messages = build_action_messages(goal, view, self.history, self.action_names)
         decision = Decision(page_key=view.page_key)
-        await self._ask(decision, messages)
+        grammar = (action_grammar(view.bids, self.action_names) if self.grammar_on else None)
+        asking = _Asking(decision, grammar, spend_check)
+        await self._ask(asking, messages)
         if decision.action is not None and self._repeats_futile_action(decision):
-            await self._escape_repeat(decision, messages)
+            await self._escape_repeat(asking, messages)
         return decision
+
+    async def _call(
+        self, asking: _Asking, messages: list[dict[str, str]], **sampling: Any
+    ) -> LLMCall | None:
+        """One model call of this step, under the grammar while the endpoint takes it;
+        None when the step's spending limit forbids it (a re-ask only)."""
+        decision = asking.decision
+        check = asking.spend_check
+        if decision.calls and check is not None and (reason := check(decision.calls)):
+            log.info("re-ask not made", reason=reason)
+            decision.reasks_stopped = reason
+            return None
+        attempt = len(decision.calls)
+        if asking.grammar is not None and self.grammar_on:
+            try:
+                call = await call_model(
+                    self.model, messages, purpose="action", attempt=attempt,
+                    extra_body={"grammar": asking.grammar}, **sampling)
+                decision.decoding = "grammar"
+                return call
+            except LLMError as exc:
+                if exc.status != 400:
+                    raise
+                log.warning("the endpoint refuses the action grammar; asking without it",
+                            error=str(exc))
+                self.grammar_on = False
+                decision.decoding = "refused"
+                if exc.call is not None:
+                    decision.calls.append(exc.call)
+        return await call_model(
+            self.model, messages, purpose="action", attempt=len(decision.calls), **sampling)
 
     def _repeats_futile_action(self, decision: Decision) -> bool:
         if not self.repeat_escapes or not self.history or not decision.page_key:
@@ -117,7 +174,8 @@ class ActionAgent:
         last = self.history[-1]
         return last.parsed == decision.action and last.page_key == decision.page_key
 
-    async def _escape_repeat(self, decision: Decision, messages: list[dict[str, str]]) -> None:
+    async def _escape_repeat(self, asking: _Asking, messages: list[dict[str, str]]) -> None:
+        decision = asking.decision
         repeated = str(decision.action)
         log.info("futile repeat", action=repeated)
         messages = [
@@ -127,13 +185,9 @@ class ActionAgent:
         ]  # every re-ask repeats this one: the model's own re-answers are not added
         decision.repeat_escape = "kept"
         for attempt in range(self.repeat_escapes):
-            call = await call_model(
-                self.model,
-                messages,
-                purpose="action",
-                attempt=len(decision.calls),
-                temperature=self.reask_temperature,
-            )
+            call = await self._call(asking, messages, temperature=self.reask_temperature)
+            if call is None:
+                return
             decision.calls.append(call)
             answer = parse_answer(call.response or "", self.action_names)
             if answer.action is not None and str(answer.action) != repeated:
@@ -143,14 +197,15 @@ class ActionAgent:
                 return
             log.info("repeat not escaped", attempt=attempt, answer=answer.action_text)
 
-    async def _ask(self, decision: Decision, messages: list[dict[str, str]]) -> None:
+    async def _ask(self, asking: _Asking, messages: list[dict[str, str]]) -> None:
         """Ask until the answer holds one valid action, or ``parse_retries`` run out."""
+        decision = asking.decision
         first = messages
         for attempt in range(self.parse_retries + 1):
             sampling = {"temperature": self.reask_temperature} if attempt else {}
-            call = await call_model(
-                self.model, messages, purpose="action", attempt=attempt, **sampling
-            )
+            call = await self._call(asking, messages, **sampling)
+            if call is None:
+                return
             decision.calls.append(call)
             answer = parse_answer(call.response or "", self.action_names)
             decision.think = answer.think
@@ -178,3 +233,22 @@ class ActionAgent:
                 page_key=decision.page_key,
             )
         )
+
+
+class _Asking:
+    """One step's asking: its decision so far, its grammar and its spending check."""
+
+    def __init__(
+        self, decision: Decision, grammar: str | None, spend_check: SpendCheck | None
+    ) -> None:
+        self.decision = decision
+        self.grammar = grammar
+        self.spend_check = spend_check
+
+
+def _grammar_on(mode: Literal["auto", "on", "off"], model: ChatModel) -> bool:
+    """Whether action answers are decoded under the grammar: ``auto`` trusts only
+    linewise's own llama.cpp server, which always takes one."""
+    if mode == "auto":
+        return bool(getattr(model, "embedded", False))
+    return mode == "on"

@@ -25,6 +25,11 @@ class PageView(BaseModel):
     page_key: str = Field(
         default="", description="Digest of the whole page (``policy.page_key``), not shown."
     )
+    bids: list[str] | None = Field(
+        default=None, description="The element ids the view shows (the filter's "
+        "``shown_bids``), not shown as such: the action grammar allows only these. None: "
+        "not known, any id is allowed.",
+    )
 
 
 class StepMemory(BaseModel):

@@ -26,22 +26,37 @@ class AgentAnswer(BaseModel):
 def parse_answer(text: str, action_names: Collection[str] | None = None) -> AgentAnswer:
     """Split an answer into its thought and its validated action.
 
-    The last ``<action>`` block wins (models sometimes quote an example first). An
+    An answer must hold one action. Several ``<action>`` blocks are accepted only when
+    exactly one distinct call among them is valid (a model sometimes quotes the format's
+    placeholder first); two different valid calls are an error, never a guess. An
     unclosed tag at the end of the answer is accepted, as a truncated answer often is.
     ``action_names`` are the actions the prompt offered (default: all); a call of any
     other is an error, as for ``parse_action``.
     """
     think_match = _THINK.search(text)
     think = think_match.group(1).strip() if think_match else None
-    actions = _ACTION.findall(text)
-    if not actions:
+    blocks = [block.strip() for block in _ACTION.findall(text)]
+    if not blocks:
         return AgentAnswer(
             think=think,
             error="The answer has no <action>…</action> block.",
         )
-    action_text = actions[-1].strip()
-    try:
-        action = parse_action(action_text, action_names)
-    except ActionParseError as exc:
-        return AgentAnswer(think=think, action_text=action_text, error=str(exc))
+    valid: dict[str, tuple[str, ParsedAction]] = {}
+    last_error: ActionParseError | None = None
+    for block in blocks:
+        try:
+            action = parse_action(block, action_names)
+        except ActionParseError as exc:
+            last_error = exc
+            continue
+        valid.setdefault(str(action), (block, action))
+    if len(valid) > 1:
+        return AgentAnswer(
+            think=think, action_text=blocks[-1],
+            error=f"The answer has {len(blocks)} <action> blocks with different actions "
+            f"({', '.join(valid)}); give exactly one.",
+        )
+    if not valid:
+        return AgentAnswer(think=think, action_text=blocks[-1], error=str(last_error))
+    ((action_text, action),) = valid.values()
     return AgentAnswer(think=think, action_text=action_text, action=action)

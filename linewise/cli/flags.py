@@ -58,6 +58,7 @@ SETTINGS_FLAGS: dict[str, tuple[SettingsPath, ...]] = {
     "cost_gate": (("filter", "cost_gate"),),
     "parse_retries": (("agent", "parse_retries"),),
     "repeat_escapes": (("agent", "repeat_escapes"),),
+    "action_grammar": (("agent", "action_grammar"),),
     "headless": (("browser", "headless"),),
     "chromium": (("browser", "chromium"),),
     "slow_mo": (("browser", "slow_mo_ms"),),
@@ -267,6 +268,11 @@ def add_agent_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat-escapes", type=int, metavar="N",
                         help="re-asks when the answer repeats an action that changed nothing "
                         "on the page (default 2; 0 turns off)")
+    parser.add_argument("--action-grammar", choices=["auto", "on", "off"],
+                        help="decode the action answer under a grammar: one call of the "
+                        "action space, naming only ids in the view (auto, the default: on "
+                        "for the embedded model and --gguf; on: also for an endpoint that "
+                        "takes llama.cpp's `grammar` field)")
 
 
 def add_episode_flags(

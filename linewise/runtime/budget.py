@@ -3,8 +3,9 @@
 The loop asks ``Budget.exceeded`` before every step, that is after the previous step's
 model calls and before the next call; an episode over its limit, or in a run over its
 limit, ends cleanly with termination ``budget`` (neither the agent's failure nor an
-infrastructure fault). A step's calls are not interrupted, so an episode may overshoot
-by one step's calls, and a run by one step per episode running at once.
+infrastructure fault). Within a step, the policy asks ``exceeded`` with the step's calls
+so far before every re-ask, and makes none past a limit. A call is not interrupted, so
+an episode may overshoot by one call, and a run by one call per episode running at once.
 
 Costs use ``Prices`` from the filter settings (``prices_of``): the numbers the cost gate
 and the bench report use. Tokens are the records' tiktoken counts, as in the report.
@@ -13,6 +14,7 @@ and the bench report use. Tokens are the records' tiktoken counts, as in the rep
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from linewise.agent.filters.cost_gate import Prices
@@ -76,23 +78,32 @@ class Budget:
         tokens = sum(c.prompt_tokens + c.completion_tokens for c in record.llm_calls)
         self.run.add(tokens, sum(call_cost(self.prices, c) for c in record.llm_calls))
 
-    def run_exceeded(self) -> str | None:
-        """Why the run may start no more model calls, or None."""
+    def run_exceeded(self, pending: Iterable[LLMCall] = ()) -> str | None:
+        """Why the run may start no more model calls, or None (``pending``: as for
+        ``exceeded``)."""
         limits = self.limits
-        if limits.max_run_cost_usd is not None and self.run.cost_usd >= limits.max_run_cost_usd:
-            return (f"run cost ${self.run.cost_usd:.4f} reached --max-run-cost "
+        pending = list(pending)
+        cost_usd = self.run.cost_usd + sum(call_cost(self.prices, c) for c in pending)
+        tokens = self.run.tokens + sum(c.prompt_tokens + c.completion_tokens for c in pending)
+        if limits.max_run_cost_usd is not None and cost_usd >= limits.max_run_cost_usd:
+            return (f"run cost ${cost_usd:.4f} reached --max-run-cost "
                     f"${limits.max_run_cost_usd:g}")
-        if limits.max_run_tokens is not None and self.run.tokens >= limits.max_run_tokens:
-            return f"run tokens {self.run.tokens} reached --max-run-tokens {limits.max_run_tokens}"
+        if limits.max_run_tokens is not None and tokens >= limits.max_run_tokens:
+            return f"run tokens {tokens} reached --max-run-tokens {limits.max_run_tokens}"
         return None
 
-    def exceeded(self, summary: EpisodeSummary) -> str | None:
-        """Why this episode may make no more model calls, or None."""
+    def exceeded(self, summary: EpisodeSummary, pending: Iterable[LLMCall] = ()) -> str | None:
+        """Why this episode may make no more model calls, or None. ``pending``: calls of
+        the running step, not yet in the summary (its re-asks ask before each call)."""
         limits = self.limits
-        cost = totals_cost(self.prices, summary.tokens)
+        pending = list(pending)
+        tokens = summary.tokens.model_copy()
+        for call in pending:
+            tokens.add(call)
+        cost = totals_cost(self.prices, tokens)
         if limits.max_cost_usd is not None and cost >= limits.max_cost_usd:
             return f"episode cost ${cost:.4f} reached --max-cost ${limits.max_cost_usd:g}"
-        if limits.max_tokens is not None and summary.tokens.total >= limits.max_tokens:
-            return (f"episode tokens {summary.tokens.total} reached --max-tokens "
+        if limits.max_tokens is not None and tokens.total >= limits.max_tokens:
+            return (f"episode tokens {tokens.total} reached --max-tokens "
                     f"{limits.max_tokens}")
-        return self.run_exceeded()
+        return self.run_exceeded(pending)

@@ -43,6 +43,7 @@ from linewise.errors import (
 from linewise.records import (
     EpisodeSummary,
     InfraKind,
+    LLMCall,
     ManualStep,
     Operator,
     StepFailure,
@@ -299,10 +300,10 @@ class _Episode:
         for hook in self.hooks:
             await hook.after_filter(step)
         observed = time.perf_counter()
-        view.text = step.filtered.text
+        view.text, view.bids = step.filtered.text, step.filtered.shown_bids
         timings = StepTimings(observe_ms=(observed - started) * 1000)
         try:
-            step.decision = await self.agent.decide(goal, view)
+            step.decision = await self.agent.decide(goal, view, self._spend_check)
         except LLMError as exc:
             step.decision = Decision(error=str(exc), calls=[exc.call] if exc.call else [])
             self.writer.write_step(self._record(step, view, timings, started))
@@ -342,6 +343,10 @@ class _Episode:
         self.summary.time.act_s += (timings.act_ms + timings.settle_ms) / 1000
         next_error = error or (step.decision.error if step.decision.action is None else None)
         return record, step.outcome, next_error
+
+    def _spend_check(self, calls: list[LLMCall]) -> str | None:
+        """Why this step may make no more calls: the budget, counting its calls so far."""
+        return self.config.budget.exceeded(self.summary, pending=calls)
 
     def _failure_kind(self, exc: BaseException) -> str:
         if isinstance(exc, BrowserCrashed):
@@ -443,6 +448,8 @@ class _Episode:
             action_raw=decision.action_text,
             parse_error=decision.error if decision.action is None else None,
             repeat_escape=decision.repeat_escape,
+            action_decoding=decision.decoding,
+            reasks_stopped=decision.reasks_stopped,
             action_error=step.outcome.error if step.outcome else None,
             target_box=step.outcome.target_box if step.outcome else None,
             reward=reward,

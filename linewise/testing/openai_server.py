@@ -4,10 +4,12 @@ Tests and benchmarks use it where a model's answers must be known in advance: th
 runtime talks to it through the same ``openai.AsyncOpenAI`` client it uses for any
 endpoint.
 
-Three llama.cpp behaviours can be switched on: ``logprobs`` (a function giving each answer
+Four endpoint behaviours can be switched on: ``logprobs`` (a function giving each answer
 token its log-probability, sent when a request asks for ``logprobs``),
 ``follow_grammar`` (a request whose ``grammar`` is one literal, ``root ::= "..."``, is
 answered with exactly that literal, as llama.cpp's constrained decoding does) and
+``refuse_grammar`` (a request with a ``grammar`` field is refused with a 400, as
+OpenAI's API refuses arguments it does not know) and
 ``context_tokens`` (a request whose prompt and ``max_tokens`` exceed the context is
 refused with llama.cpp's 400; the prompt is counted with tiktoken times
 ``tokenizer_ratio``, since the model's tokenizer counts more than tiktoken on pages).
@@ -119,6 +121,7 @@ class ScriptedChatServer(JSONServer):
         *,
         logprobs: LogprobScript | None = None,
         follow_grammar: bool = False,
+        refuse_grammar: bool = False,
         schedule: FaultSchedule | None = None,
         context_tokens: int | None = None,
         tokenizer_ratio: float = 1.11,
@@ -133,6 +136,7 @@ class ScriptedChatServer(JSONServer):
         self.delay_s = delay_s
         self.logprobs = logprobs
         self.follow_grammar = follow_grammar
+        self.refuse_grammar = refuse_grammar
         self.schedule = schedule
         self._faults: deque[Fault] = deque()
         self._faults_lock = threading.Lock()
@@ -178,6 +182,9 @@ class ScriptedChatServer(JSONServer):
                 return self._fault_reply(fault)
         if (refusal := self._over_context(body)) is not None:
             return refusal
+        if self.refuse_grammar and "grammar" in body:
+            return 400, {"error": {"message": "Unrecognized request argument supplied: grammar",
+                                   "type": "invalid_request_error", "param": None}}
         forced = literal_of_grammar(str(body.get("grammar", ""))) if self.follow_grammar \
             else None
         try:

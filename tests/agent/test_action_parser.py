@@ -71,9 +71,17 @@ def test_bids_of_an_action() -> None:
 def test_answer_parsing() -> None:
     answer = parse_answer("<think>The button is 12.</think>\n<action>click('12')</action>")
     assert answer.think == "The button is 12." and str(answer.action) == "click('12')"
-    # the last action block wins; an unclosed block at the end is accepted
-    answer = parse_answer("e.g. <action>noop()</action> so <action>click('3')")
+    # a quoted placeholder beside the real action is passed over; an unclosed block at
+    # the end is accepted
+    answer = parse_answer("e.g. <action>one action call</action> so <action>click('3')")
     assert str(answer.action) == "click('3')"
+    # two different valid calls are never guessed between
+    two = parse_answer("<action>noop()</action> then <action>click('3')</action>")
+    assert two.action is None
+    assert two.error == ("The answer has 2 <action> blocks with different actions "
+                         "(noop(), click('3')); give exactly one.")
+    same = parse_answer("<action>click('3')</action><action>click(\"3\")</action>")
+    assert str(same.action) == "click('3')"
     answer = parse_answer("<THINK>x</THINK><ACTION>noop(10)</ACTION>")
     assert answer.think == "x" and str(answer.action) == "noop(10.0)"
     missing = parse_answer("<think>only thinking</think>")

@@ -10,9 +10,11 @@ import pytest
 from linewise.agent.policy import ActionAgent, page_key
 from linewise.agent.prompt import PageView
 from linewise.errors import LLMError
+from linewise.records import LLMCall
 from linewise.runtime.models.chat import ChatClient
 from linewise.settings import AgentSettings, EndpointSettings
 from linewise.testing import CallInfo, FunctionModel, ScriptedChatServer
+from linewise.testing.gbnf import admits
 
 FILL = "<think>Type the name.</think><action>fill('16', 'Alice')</action>"
 SUBMIT = "<think>The name is in; submit.</think><action>click('17')</action>"
@@ -146,3 +148,59 @@ async def test_a_failing_model_ends_the_decision_with_the_failed_call() -> None:
     call = failure.value.call
     assert call is not None and call.attempt == 1 and call.error == "model overloaded"
     assert call.messages[-2] == {"role": "assistant", "content": "<action>click(</action>"}
+
+
+# -- constrained decoding: the action grammar, and endpoints that refuse it
+
+def _client(server: ScriptedChatServer, *, embedded: bool) -> ChatClient:
+    return ChatClient(EndpointSettings(base_url=server.base_url, model=server.model),
+                      embedded=embedded)
+
+
+async def test_the_embedded_model_decodes_under_the_grammar_of_the_views_bids() -> None:
+    with ScriptedChatServer(lambda _messages: SUBMIT) as llm:
+        agent = ActionAgent(_client(llm, embedded=True))
+        view = _view(PAGE).model_copy(update={"bids": ["16", "17"]})
+        decision = await agent.decide("Submit the form.", view)
+    assert str(decision.action) == "click('17')" and decision.decoding == "grammar"
+    grammar = llm.requests[0]["grammar"]
+    assert admits(grammar, SUBMIT) and admits(grammar, FILL)
+    assert not admits(grammar, SUBMIT.replace("'17'", "'18'"))  # not in the view
+
+
+async def test_an_endpoint_is_sent_no_grammar_unless_asked() -> None:
+    with ScriptedChatServer(lambda _messages: SUBMIT) as llm:
+        decision = await ActionAgent(_client(llm, embedded=False)).decide(
+            "Submit the form.", _view(PAGE))
+        assert decision.decoding == "free" and "grammar" not in llm.requests[0]
+        forced = ActionAgent(_client(llm, embedded=False), AgentSettings(action_grammar="on"))
+        assert (await forced.decide("Submit the form.", _view(PAGE))).decoding == "grammar"
+        off = ActionAgent(_client(llm, embedded=True), AgentSettings(action_grammar="off"))
+        assert (await off.decide("Submit the form.", _view(PAGE))).decoding == "free"
+    assert ["grammar" in r for r in llm.requests] == [False, True, False]
+
+
+async def test_an_endpoint_that_refuses_the_grammar_is_asked_without_it() -> None:
+    with ScriptedChatServer(lambda _messages: SUBMIT, refuse_grammar=True) as llm:
+        agent = ActionAgent(_client(llm, embedded=False), AgentSettings(action_grammar="on"))
+        first = await agent.decide("Submit the form.", _view(PAGE))
+        second = await agent.decide("Submit the form.", _view(PAGE))
+    assert str(first.action) == "click('17')" and first.decoding == "refused"
+    assert first.calls[0].error and "grammar" in first.calls[0].error  # the refusal is kept
+    assert second.decoding == "free" and len(second.calls) == 1  # not asked again
+    assert ["grammar" in r for r in llm.requests] == [True, False, False]
+
+
+async def test_re_asks_stop_at_the_spending_limit() -> None:
+    with ScriptedChatServer(lambda _messages: "no tags at all") as llm:
+        agent = ActionAgent(_client(llm, embedded=False), AgentSettings(parse_retries=10))
+        spent: list[int] = []
+
+        def check(calls: list[LLMCall]) -> str | None:
+            spent.append(len(calls))
+            return "episode tokens reached --max-tokens" if len(calls) >= 2 else None
+
+        decision = await agent.decide("Submit the form.", _view(PAGE), check)
+    assert len(llm.requests) == 2 and spent == [1, 2]
+    assert decision.action is None and "no <action>" in (decision.error or "")
+    assert decision.reasks_stopped == "episode tokens reached --max-tokens"

@@ -65,6 +65,31 @@ async def test_a_run_stops_starting_episodes_at_its_token_limit(
     assert "--max-run-tokens" in (summaries[1].budget_stop or "")
 
 
+async def test_re_asks_within_one_step_stop_at_the_episode_limit(
+    pages: StaticServer, tmp_path: Path
+) -> None:
+    # An answer that never holds an action, and ten re-asks allowed per step: the limit
+    # must hold between the re-asks of a step, not only between steps.
+    settings = LinewiseSettings(screenshots=False, budget={"max_tokens": 3000},
+                                agent={"parse_retries": 10})
+    with ScriptedChatServer(lambda _messages: "I am thinking. " * 50) as llm:
+        model = ChatClient(EndpointSettings(base_url=llm.base_url, model="scripted"))
+        try:
+            [summary] = await run_tasks(
+                [adhoc_task(pages.url("form.html"), "Find the answer", 20)], settings,
+                tmp_path / "run", action_model=model, argv=["t"])
+        finally:
+            await model.close()
+    assert summary.termination == "budget" and summary.n_steps == 1
+    step = StepRecord.model_validate_json(
+        next((tmp_path / "run").glob("*/steps.jsonl")).read_text().splitlines()[0])
+    assert "--max-tokens 3000" in (step.reasks_stopped or "")
+    one_call = step.llm_calls[0].prompt_tokens + step.llm_calls[0].completion_tokens
+    # it stopped at the first call that reached the limit, not after eleven
+    assert len(step.llm_calls) == -(-3000 // one_call) < 11
+    assert summary.tokens.total < 3000 + one_call
+
+
 def test_budget_reasons_name_the_limit() -> None:
     budget = Budget(BudgetSettings(max_tokens=10, max_run_cost_usd=1.0))
     summary = EpisodeSummary(episode_id="e", task_id="t")

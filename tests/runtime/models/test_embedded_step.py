@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from linewise.agent.action_parser import parse_action
+from linewise.axtree import bids_in
 from linewise.runtime.browser.chromium import Browser
 from linewise.runtime.episode import EpisodeResources, run_episode
 from linewise.runtime.models.chat import ChatClient
@@ -27,7 +29,7 @@ async def test_one_real_step_with_the_embedded_model(
         # as open_endpoints sets up the embedded model: its long timeout, no retries
         client = ChatClient(EndpointSettings(
             base_url=server.base_url, model=server.model_name, max_tokens=128,
-            timeout_s=LOCAL_TIMEOUT_S, max_retries=0))
+            timeout_s=LOCAL_TIMEOUT_S, max_retries=0), embedded=True)
         env = EpisodeResources(browser, client, miniwob_server)
         task = MiniWoBTask(miniwob="click-test", seed=1, max_steps=1)
         summary = await run_episode(task, env, tmp_path)
@@ -37,6 +39,10 @@ async def test_one_real_step_with_the_embedded_model(
     call = step.llm_calls[0]
     assert call.model == server.model_name and call.response
     assert call.usage and call.usage["prompt_tokens"] > 500
-    assert step.action or step.parse_error
+    # llama.cpp compiled the action grammar over the page's bids: the answer is one
+    # valid call, and any element it names is one the view showed
+    assert step.action_decoding == "grammar" and step.parse_error is None
+    assert step.action is not None and len(step.llm_calls) == 1
+    assert set(parse_action(step.action).bids) <= set(bids_in(step.observation))
     # the model may or may not solve it; the outcome is recorded either way
     assert summary.success in (True, False) and summary.n_steps == 1

@@ -1,0 +1,172 @@
+"""A GBNF grammar for the action model's answer: a thought, then exactly one valid call.
+
+llama.cpp (the embedded model, ``--gguf``) and other servers with grammar-guided decoding
+sample only tokens the grammar allows, so an answer built under this grammar cannot be
+malformed: one ``<action>`` block, one call of an action the prompt offered, literal
+arguments of the declared types, and element ids drawn only from the bids the model was
+shown. Small models otherwise name elements by role or label (``fill('textbox', …)``),
+copy ids from the action space's examples, or write several statements.
+
+The grammar is derived from the action functions' signatures (``agent.actions``), so it
+always matches what ``action_parser`` accepts: required arguments positionally, optional
+ones as ``name=value`` in declaration order. The parser still checks every answer; the
+grammar only makes a valid answer the one the model writes.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+import typing
+from collections.abc import Collection, Iterable
+from typing import Any, Literal
+
+from linewise.agent.action_parser import allowed_actions
+from linewise.agent.actions import ActionFunction, action_parameters
+
+THOUGHT_CHARS = 600
+"""Longest thought the grammar allows, in characters."""
+
+_PRIMITIVES = """\
+ws ::= " "?
+sq-string ::= "'" ([^'\\\\\\n\\r] | escape)* "'"
+dq-string ::= "\\"" ([^"\\\\\\n\\r] | escape)* "\\""
+escape ::= "\\\\" (["'\\\\nrt0] | "x" hex{2} | "u" hex{4} | "U" hex{8})
+hex ::= [0-9a-fA-F]
+string ::= sq-string | dq-string
+int ::= "-"? [0-9]{1,9}
+float ::= "-"? [0-9]{1,9} ("." [0-9]{1,6})?
+bool ::= "True" | "False"
+"""
+
+
+def gbnf_literal(text: str) -> str:
+    """``text`` as a GBNF string literal."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def action_grammar(
+    bids: Iterable[str] | None,
+    action_names: Collection[str] | None = None,
+    *,
+    thought_chars: int = THOUGHT_CHARS,
+) -> str:
+    """The grammar of ``<think>…</think>`` then ``<action>call</action>``.
+
+    Args:
+        bids: the element ids the model may name (those of its view). Actions that need
+            an element are left out when there is none; ``None``: any id of BrowserGym's
+            shape (frame letters, then digits).
+        action_names: the actions the prompt offered (default: all).
+        thought_chars: the thought's longest length; 0 leaves the thought unbounded.
+    """
+    bid_choices = sorted(set(bids)) if bids is not None else []
+    any_bid = bids is None
+    rules: dict[str, str] = {}
+    calls: list[str] = []
+    for name, fn in allowed_actions(action_names).items():
+        body = _call_rule(name, fn, any_bid or bool(bid_choices), rules)
+        if body is not None:
+            rule = f"call-{name.replace('_', '-')}"
+            rules[rule] = body
+            calls.append(rule)
+    if any_bid:
+        rules["bid"] = "\"'\" [a-zA-Z]* [0-9]+ \"'\" | \"\\\"\" [a-zA-Z]* [0-9]+ \"\\\"\""
+    elif bid_choices:
+        quoted = " | ".join(
+            f"\"'\" {gbnf_literal(b)} \"'\" | \"\\\"\" {gbnf_literal(b)} \"\\\"\""
+            for b in bid_choices
+        )
+        rules["bid"] = quoted
+    thought = "[^<]*" if thought_chars <= 0 else f"[^<]{{0,{thought_chars}}}"
+    head = [
+        'root ::= "<think>" thought "</think>" "\\n"? "<action>" call "</action>"',
+        f"thought ::= {thought}",
+        f"call ::= {' | '.join(calls)}",
+    ]
+    return "\n".join([*head, *(f"{k} ::= {v}" for k, v in rules.items()), _PRIMITIVES])
+
+
+def _call_rule(
+    name: str, fn: ActionFunction, have_bids: bool, rules: dict[str, str]
+) -> str | None:
+    """``name(required, …, optional…)``, or None when it needs a bid and the view has
+    none. Optional arguments go positionally while none is skipped, then as
+    ``name=value`` in declaration order: the forms the parser binds, the canonical one
+    (``ParsedAction.__str__``) included."""
+    hints = typing.get_type_hints(fn)
+    required: list[str] = []
+    optional: list[tuple[str, str]] = []
+    for param in action_parameters(fn):
+        value = _value_rule(param.name, hints[param.name], rules)
+        if param.name.endswith("bid"):
+            if not have_bids:
+                return None
+            value = "bid"
+        if param.default is inspect.Parameter.empty:
+            required.append(value)
+        else:
+            optional.append((param.name, value))
+    parts = [gbnf_literal(f"{name}(")]
+    parts.extend(value if index == 0 else f'"," ws {value}' for index, value in enumerate(required))
+    if optional:
+        parts.append(_optional_rule(optional, 0, first=not required))
+    parts.append('")"')
+    return " ".join(parts)
+
+
+def _optional_rule(optional: list[tuple[str, str]], start: int, *, first: bool) -> str:
+    """The optional arguments from ``start`` on: the next positionally (then the rest),
+    or keywords only; ``first``: nothing precedes them in the call (no comma)."""
+    if start == len(optional):
+        return ""
+    comma = "" if first else '"," ws '
+    positional = f"{comma}{optional[start][1]} {_optional_rule(optional, start + 1, first=False)}"
+    return f"({positional.strip()} | {_keywords_rule(optional, start, first=first)})?"
+
+
+def _keywords_rule(optional: list[tuple[str, str]], start: int, *, first: bool) -> str:
+    """At least one ``name=value`` from ``start`` on, in declaration order."""
+    choices = []
+    for index in range(start, len(optional)):
+        name, value = optional[index]
+        comma = "" if first else '"," ws '
+        rest = " ".join(
+            f'("," ws {gbnf_literal(later + "=")} {later_value})?'
+            for later, later_value in optional[index + 1:]
+        )
+        choices.append(f"{comma}{gbnf_literal(name + '=')} {value} {rest}".strip())
+    return "(" + " | ".join(choices) + ")"
+
+
+def _value_rule(param: str, hint: Any, rules: dict[str, str]) -> str:
+    """The grammar of one argument's value, by its type hint."""
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        options = typing.get_args(hint)
+        rule = f"lit-{'-'.join(str(o) for o in options)}".lower()
+        rule = "".join(c if c.isalnum() or c == "-" else "-" for c in rule)
+        rules[rule] = " | ".join(
+            f"\"'\" {gbnf_literal(str(o))} \"'\" | \"\\\"\" {gbnf_literal(str(o))} \"\\\"\""
+            for o in options
+        )
+        return rule
+    if origin in (typing.Union, types.UnionType):
+        choices = [_value_rule(param, arg, rules) for arg in typing.get_args(hint)]
+        return "(" + " | ".join(choices) + ")"
+    if origin is list:
+        (item,) = typing.get_args(hint)
+        element = _value_rule(param, item, rules)
+        return f'"[" ws ({element} ("," ws {element})*)? ws "]"'
+    if hint is type(None):
+        return '"None"'
+    if hint is str:
+        return "string"
+    if hint is bool:
+        return "bool"
+    if hint is int:
+        return "int"
+    if hint is float:
+        return "(float | int)"
+    raise TypeError(f"no grammar for argument {param!r} of type {hint!r}")
