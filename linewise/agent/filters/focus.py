@@ -132,6 +132,13 @@ class FocusConfig(BaseModel):
     )
     embedding_top_k: int = 10
     escalation_factor: float = Field(default=3.0, ge=1.0)
+    escalation_budgets: tuple[int, ...] | None = Field(
+        default=None, description="The candidate budget of each escalation level (1, 2…; "
+        "the last one serves higher levels): a stuck step is shown every candidate within "
+        "it, never the whole tree. None: level 1 is ``escalation_factor`` × "
+        "``budget_tokens`` and level 2 the whole tree. ``auto`` sets multiples of the "
+        "action model's view budget, so that a small model's stuck step stays readable."
+    )
     pad_lines: int = Field(default=1, ge=0)
     incremental: bool = Field(
         default=True, description="Reuse the previous selection on an unchanged page and, "
@@ -270,6 +277,14 @@ class FocusFilter:
         self._named = []
         return without_injections(observation, result, self.defense, named, structure=True)
 
+    def _candidate_budget(self, level: int) -> int:
+        """The candidates' token budget at an escalation level (0: not stuck)."""
+        if not level:
+            return self.config.budget_tokens
+        if (budgets := self.config.escalation_budgets) is not None:
+            return budgets[min(level, len(budgets)) - 1]
+        return int(self.config.budget_tokens * self.config.escalation_factor)
+
     async def _apply(self, observation: FilterInput) -> FilterResult:
         started = time.perf_counter()
         lines = observation.lines
@@ -279,7 +294,8 @@ class FocusFilter:
         if observation.full_tokens < self.config.min_page_tokens and not self.config.defend:
             notes["small_page"] = True
             return self._whole(observation, started, notes)
-        if state.level >= self.escalation.max_level or not lines:
+        if not lines or (state.level >= self.escalation.max_level
+                         and self.config.escalation_budgets is None):
             return self._whole(observation, started, notes)
         page = self._page_of(lines)
         tree = page.tree
@@ -293,9 +309,7 @@ class FocusFilter:
         elif (carried := self._carried(observation, page, diff, state, notes)) is not None:
             kept = carried
         else:
-            budget = self.config.budget_tokens
-            if state.level:
-                budget = int(budget * self.config.escalation_factor)
+            budget = self._candidate_budget(state.level)
             candidates = await self._candidates(observation, tree, previous_lines, budget, diff)
             notes["stages"] = candidates.by_stage
             notes["stages_run"] = candidates.ran

@@ -373,13 +373,20 @@ def _focus_alias(preset: FocusPreset) -> FilterFactory:
     return lambda context: _focus(context, preset, name)
 
 
+AUTO_ESCALATION = (2, 4)
+"""``auto``'s escalation levels, as multiples of the view budget."""
+
+
 def _auto(context: FilterContext) -> ObservationFilter:
     """``auto``: the whole tree when it fits the action model's view budget; a larger one
     through ``focus`` (its preset and stages) down to that budget. The retriever's stages
-    run when the run has one; escalation when the agent is stuck is the focus filter's."""
+    run when the run has one. When the agent is stuck, the view grows to every candidate
+    within twice, then four times the view budget: the whole tree of a documentation page
+    would take a small model many minutes to read, and the prompt fit would cut it."""
     budget = max(500, context.view_budget_tokens)
     config = focus_config(context.settings).model_copy(
-        update={"min_page_tokens": budget, "view_budget_tokens": budget})
+        update={"min_page_tokens": budget, "view_budget_tokens": budget,
+                "escalation_budgets": tuple(n * budget for n in AUTO_ESCALATION)})
     if context.retriever is None:
         config = config.model_copy(update={
             "stages": tuple(s for s in config.stages if s != "expansion"), "chooser": "none"})

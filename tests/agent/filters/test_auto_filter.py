@@ -63,3 +63,19 @@ def test_the_view_budget_is_sized_to_the_action_model() -> None:
     assert small.view_budget_tokens(local=True) <= 2048
     assert LinewiseSettings(agent={"view_budget_tokens": 1200}).view_budget_tokens(
         local=False) == 1200
+
+
+async def test_a_stuck_agent_is_shown_more_but_never_the_whole_tree() -> None:
+    page = observation()
+    made = filter_maker(FilterContext(FilterSettings(), embedder=WordHashEmbedder,
+                                      view_budget_tokens=1500))()
+    shown = []
+    for history in ([], ["noop()"], ["noop()", "noop()"], ["noop()"] * 3):
+        result = await made.apply(page.model_copy(update={"history": history}))
+        shown.append((result.notes["escalation"]["level"], result.tokens_shown))
+    levels = [level for level, _ in shown]
+    assert levels == [0, 1, 2, 2]
+    tokens = [n for _, n in shown]
+    assert tokens[0] < tokens[1] < tokens[2]
+    assert tokens[1] <= 2 * 1500 * 1.15 and max(tokens[2:]) <= 4 * 1500 * 1.15
+    assert tokens[2] < page.full_tokens / 2
