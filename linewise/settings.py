@@ -129,7 +129,9 @@ class FilterSettings(BaseModel):
 
     name: str = Field(default="auto", min_length=1, description="A registered filter name.")
     max_obs_tokens: int = Field(default=40_000, ge=1, description="truncate: token budget.")
-    json_schema: str = Field(default="auto", pattern="^(auto|on|off)$")
+    json_schema: Literal["auto", "on", "off"] = Field(
+        default="auto", description="Retriever answers under a JSON schema (agent/structured.py"
+        "): auto asks without it once the endpoint refuses it.")
     incremental: bool = True
     cost_gate: bool = True
     defend: bool = Field(

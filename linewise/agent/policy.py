@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from linewise.agent.action_grammar import action_grammar
 from linewise.agent.action_parser import ParsedAction
-from linewise.agent.models import ChatModel, call_model
+from linewise.agent.models import ChatModel
 from linewise.agent.prompt import (
     PageView,
     StepMemory,
@@ -21,8 +21,9 @@ from linewise.agent.prompt import (
     retry_message,
 )
 from linewise.agent.prompt_fit import PromptLimits
-from linewise.agent.response import parse_answer
-from linewise.errors import LLMError
+from linewise.agent.response import AgentAnswer, parse_answer
+from linewise.agent.structured import Constraint, ask_structured
+from linewise.errors import ResponseFormatError
 from linewise.records import ActionDecoding, LLMCall, RepeatEscape
 from linewise.settings import DEFAULT_CONTEXT_TOKENS, AgentSettings, EndpointSettings
 from linewise.tokens import count_message_tokens
@@ -130,44 +131,48 @@ class ActionAgent:
         """One step's action. ``spend_check`` is asked before every re-ask."""
         messages = build_action_messages(goal, view, self.history, self.action_names)
         decision = Decision(page_key=view.page_key)
-        grammar = (action_grammar(view.bids, self.action_names) if self.grammar_on else None)
+        grammar = (Constraint.gbnf("action", action_grammar(view.bids, self.action_names))
+                   if self.grammar_on else None)
         asking = _Asking(decision, grammar, spend_check)
         await self._ask(asking, messages)
         if decision.action is not None and self._repeats_futile_action(decision):
             await self._escape_repeat(asking, messages)
         return decision
 
-    async def _call(
-        self, asking: _Asking, messages: list[dict[str, str]], **sampling: Any
-    ) -> LLMCall | None:
-        """One model call of this step, under the grammar while the endpoint takes it;
-        None when the step's spending limit forbids it (a re-ask only)."""
+    async def _answer(
+        self, asking: _Asking, messages: list[dict[str, str]], *, retries: int,
+        **sampling: Any,
+    ) -> AgentAnswer | None:
+        """One structured ask of this step (``agent.structured``): under the grammar
+        while the endpoint takes it, re-asked ``retries`` times with the latest problem
+        shown. None when the spending limit forbade its first call."""
         decision = asking.decision
         check = asking.spend_check
         if decision.calls and check is not None and (reason := check(decision.calls)):
             log.info("re-ask not made", reason=reason)
             decision.reasks_stopped = reason
             return None
-        attempt = len(decision.calls)
-        if asking.grammar is not None and self.grammar_on:
-            try:
-                call = await call_model(
-                    self.model, messages, purpose="action", attempt=attempt,
-                    extra_body={"grammar": asking.grammar}, **sampling)
-                decision.decoding = "grammar"
-                return call
-            except LLMError as exc:
-                if exc.status != 400:
-                    raise
-                log.warning("the endpoint refuses the action grammar; asking without it",
-                            error=str(exc))
-                self.grammar_on = False
-                decision.decoding = "refused"
-                if exc.call is not None:
-                    decision.calls.append(exc.call)
-        return await call_model(
-            self.model, messages, purpose="action", attempt=len(decision.calls), **sampling)
-
+        result = await ask_structured(
+            self.model, lambda _constrained: messages, _valid_answer(self.action_names),
+            constraint=asking.grammar, purpose="action", retries=retries, history="last",
+            reask=lambda error, _text: retry_message(error),
+            reask_params={"temperature": self.reask_temperature},
+            may_reask=(lambda calls: check([*decision.calls, *calls])) if check else None,
+            first_attempt=len(decision.calls), **sampling,
+        )
+        decision.calls.extend(result.calls)
+        decision.reasks_stopped = decision.reasks_stopped or result.stopped
+        if result.refused:
+            decision.decoding = "refused"
+        elif result.constrained and decision.decoding == "free":
+            decision.decoding = "grammar"
+        if result.failure is not None:
+            raise result.failure
+        if result.value is not None:
+            return result.value
+        if result.last_text is None:
+            return None
+        return parse_answer(result.last_text, self.action_names)
     def _repeats_futile_action(self, decision: Decision) -> bool:
         if not self.repeat_escapes or not self.history or not decision.page_key:
             return False
@@ -185,11 +190,10 @@ class ActionAgent:
         ]  # every re-ask repeats this one: the model's own re-answers are not added
         decision.repeat_escape = "kept"
         for attempt in range(self.repeat_escapes):
-            call = await self._call(asking, messages, temperature=self.reask_temperature)
-            if call is None:
+            answer = await self._answer(asking, messages, retries=0,
+                                        temperature=self.reask_temperature)
+            if answer is None:
                 return
-            decision.calls.append(call)
-            answer = parse_answer(call.response or "", self.action_names)
             if answer.action is not None and str(answer.action) != repeated:
                 decision.think, decision.action_text = answer.think, answer.action_text
                 decision.action = answer.action
@@ -200,27 +204,11 @@ class ActionAgent:
     async def _ask(self, asking: _Asking, messages: list[dict[str, str]]) -> None:
         """Ask until the answer holds one valid action, or ``parse_retries`` run out."""
         decision = asking.decision
-        first = messages
-        for attempt in range(self.parse_retries + 1):
-            sampling = {"temperature": self.reask_temperature} if attempt else {}
-            call = await self._call(asking, messages, **sampling)
-            if call is None:
-                return
-            decision.calls.append(call)
-            answer = parse_answer(call.response or "", self.action_names)
-            decision.think = answer.think
-            decision.action_text = answer.action_text
-            if answer.action is not None:
-                decision.action = answer.action
-                decision.error = None
-                return
-            decision.error = answer.error
-            log.info("malformed answer", attempt=attempt, error=answer.error)
-            messages = [
-                *first,
-                {"role": "assistant", "content": call.response or ""},
-                retry_message(answer.error or "unreadable answer"),
-            ]
+        answer = await self._answer(asking, messages, retries=self.parse_retries)
+        if answer is None:
+            return
+        decision.think, decision.action_text = answer.think, answer.action_text
+        decision.action, decision.error = answer.action, answer.error
 
     def remember(self, decision: Decision, action_error: str | None) -> None:
         """Add the step to the history the next prompt shows."""
@@ -239,11 +227,21 @@ class _Asking:
     """One step's asking: its decision so far, its grammar and its spending check."""
 
     def __init__(
-        self, decision: Decision, grammar: str | None, spend_check: SpendCheck | None
+        self, decision: Decision, grammar: Constraint | None, spend_check: SpendCheck | None
     ) -> None:
         self.decision = decision
         self.grammar = grammar
         self.spend_check = spend_check
+
+
+def _valid_answer(action_names: list[str] | None) -> Callable[[str], AgentAnswer]:
+    """``read`` for ``ask_structured``: an answer holding one valid action."""
+    def read(text: str) -> AgentAnswer:
+        answer = parse_answer(text, action_names)
+        if answer.action is None:
+            raise ResponseFormatError(answer.error or "unreadable answer")
+        return answer
+    return read
 
 
 def _grammar_on(mode: Literal["auto", "on", "off"], model: ChatModel) -> bool:

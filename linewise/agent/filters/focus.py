@@ -60,8 +60,6 @@ from linewise.agent.filters.candidates import (
 from linewise.agent.filters.context_embedding import UnitIndex, unit_groups
 from linewise.agent.filters.defend import (
     InjectionMemory,
-    defend_answer_format,
-    defend_schema,
     defend_system,
     injection_ranges,
     without_injections,
@@ -77,20 +75,25 @@ from linewise.agent.filters.focus_stages import (
 from linewise.agent.filters.followed import history_groups
 from linewise.agent.filters.incremental import CarryOver
 from linewise.agent.filters.items import expand_items
-from linewise.agent.filters.line_retriever import RANGES_SCHEMA
 from linewise.agent.filters.outline import by_priority
 from linewise.agent.filters.page_diff import PageDiff, diff_pages
 from linewise.agent.filters.page_index import PageIndex
 from linewise.agent.filters.passages import passage_groups
 from linewise.agent.filters.query_expansion import Expansion, QueryExpander
 from linewise.agent.filters.ranges import Range, lines_of, merge_ranges, parse_ranges, raw_ranges
+from linewise.agent.filters.ranges_answer import (
+    ranges_answer_format,
+    ranges_constraint,
+    ranges_reask,
+)
 from linewise.agent.filters.recall_guard import guard_lines, guarded_bids
 from linewise.agent.filters.render import line_ranges, render_with_markers
 from linewise.agent.filters.shares import reserved_lines
 from linewise.agent.filters.structure import rebuild_with_structure
 from linewise.agent.filters.term_match import term_groups
 from linewise.agent.filters.tree import LineTree
-from linewise.agent.models import ChatModel, call_model
+from linewise.agent.models import ChatModel
+from linewise.agent.structured import ask_structured, will_constrain
 from linewise.axtree import bid_of
 from linewise.errors import ConfigError, LLMError, ModelError, RangeParseError
 from linewise.prompts import render_prompt
@@ -256,7 +259,6 @@ class FocusFilter:
             embedder = None
         self.embedder = embedder
         self.escalation = Escalation()
-        self._schema_ok = self.config.json_schema != "off"
         self._previous_kept: set[int] | None = None
         self.defense = InjectionMemory() if self.config.defend else None
         self._named: list[Range] = []
@@ -553,11 +555,15 @@ class FocusFilter:
                        tokens=count_message_tokens(messages),
                        outline_lines=len(outline))
 
-    def _messages(self, observation: FilterInput, numbered: str) -> list[dict[str, Any]]:
+    def _messages(self, observation: FilterInput, numbered: str,
+                  constrained: bool | None = None) -> list[dict[str, Any]]:
+        """The chooser's request; ``constrained``: whether the schema carries the answer
+        format (default: whether the next ask would send it)."""
+        if constrained is None:
+            constrained = (self.config.json_schema != "off" if self.model is None
+                           else will_constrain(self.model, "json_schema", self.config.json_schema))
         history = "\n".join(observation.history) if observation.history else "(no action yet)"
-        answer_format = render_prompt(
-            "retriever_answer_json.md" if self._schema_ok else "retriever_answer_tags.md"
-        ) if not self.config.defend else defend_answer_format(self._schema_ok)
+        answer_format = ranges_answer_format(constrained, self.config.defend)
         user = render_prompt(
             self.user_prompt, answer_format=answer_format.strip(),
             goal=observation.goal.strip(), history=history, observation=numbered,
@@ -576,53 +582,36 @@ class FocusFilter:
         assert self.model is not None
         total = len(observation.lines)
         shown_bids = {bid: i for i in prompt.shown if (bid := bid_of(observation.lines[i]))}
-        messages = prompt.messages
-        calls: list[LLMCall] = []
-        error = ""
-        for attempt in range(self.config.max_retries + 1):
-            params: dict[str, Any] = {"max_tokens": self.config.answer_tokens}
-            if self._schema_ok:
-                params["response_format"] = {
-                    "type": "json_schema",
-                    "json_schema": {"name": "line_ranges", "schema": defend_schema(
-                        RANGES_SCHEMA) if self.config.defend else RANGES_SCHEMA},
-                }
+
+        def read(answer: str) -> set[int]:
+            pairs = raw_ranges(answer)
+            # a bound that is no line shown but a bid shown names that element
+            aliased = {shown_bids[str(n)] for pair in pairs for n in pair
+                       if n - 1 not in prompt.shown and str(n) in shown_bids}
             try:
-                call = await call_model(
-                    self.model, messages, purpose="retriever", attempt=attempt, **params
-                )
-            except LLMError as exc:
-                if self._schema_ok and self.config.json_schema == "auto" and exc.status == 400:
-                    self._schema_ok = False
-                    messages = self._messages(observation, prompt.numbered)
-                    continue
-                if exc.call is not None:
-                    calls.append(exc.call)
-                return None, calls, f"retriever failed: {exc}"
-            calls.append(call)
-            answer = call.response or ""
-            try:
-                pairs = raw_ranges(answer)
-                # a bound that is no line shown but a bid shown names that element
-                aliased = {shown_bids[str(n)] for pair in pairs for n in pair
-                           if n - 1 not in prompt.shown and str(n) in shown_bids}
-                try:
-                    ranges = parse_ranges(answer, total)
-                except RangeParseError:
-                    ranges = []
-                chosen = {n - 1 for n in lines_of(merge_ranges(ranges))
-                          if n - 1 in prompt.shown} | aliased
-                if not chosen:
-                    raise RangeParseError("None of the chosen lines is among the lines shown.")
-                if self.config.defend:
-                    self._named = injection_ranges(answer, total)
-                return chosen, calls, ""
-            except RangeParseError as exc:
-                error = str(exc)
-                messages = [
-                    *messages, {"role": "assistant", "content": answer},
-                    {"role": "user", "content": render_prompt(
-                        "retriever_retry.md", error=error, total=total)},
-                ]
-        return None, calls, f"no usable ranges after {self.config.max_retries + 1} tries: {error}"
+                ranges = parse_ranges(answer, total)
+            except RangeParseError:
+                ranges = []
+            chosen = {n - 1 for n in lines_of(merge_ranges(ranges))
+                      if n - 1 in prompt.shown} | aliased
+            if not chosen:
+                raise RangeParseError("None of the chosen lines is among the lines shown.")
+            if self.config.defend:
+                self._named = injection_ranges(answer, total)
+            return chosen
+
+        result = await ask_structured(
+            self.model,
+            lambda constrained: self._messages(observation, prompt.numbered, constrained),
+            read, constraint=ranges_constraint(self.config.defend),
+            mode=self.config.json_schema, reask=ranges_reask(total),
+            retries=self.config.max_retries, purpose="retriever",
+            max_tokens=self.config.answer_tokens,
+        )
+        if result.value is not None:
+            return result.value, result.calls, ""
+        if result.failure is not None:
+            return None, result.calls, f"retriever failed: {result.failure}"
+        return None, result.calls, (f"no usable ranges after {self.config.max_retries + 1} "
+                                    f"tries: {result.error}")
 

@@ -23,8 +23,6 @@ from linewise.agent.filters.base import FilterInput, FilterResult
 from linewise.agent.filters.cost_gate import CostGate, Prices
 from linewise.agent.filters.defend import (
     InjectionMemory,
-    defend_answer_format,
-    defend_schema,
     defend_system,
     injection_ranges,
     without_injections,
@@ -39,37 +37,25 @@ from linewise.agent.filters.ranges import (
     ranges_of,
     raw_ranges,
 )
+from linewise.agent.filters.ranges_answer import (
+    ranges_answer_format,
+    ranges_constraint,
+    ranges_reask,
+)
 from linewise.agent.filters.recall_guard import guard_lines, guarded_bids
 from linewise.agent.filters.render import render_with_markers
 from linewise.agent.filters.structure import rebuild_with_structure
 from linewise.agent.filters.tree import LineTree
-from linewise.agent.models import ChatModel, call_model
+from linewise.agent.models import ChatModel
+from linewise.agent.structured import ask_structured, will_constrain
 from linewise.axtree import bid_of
-from linewise.errors import LLMError, RangeParseError
+from linewise.errors import RangeParseError
 from linewise.prompts import render_prompt
 from linewise.records import LLMCall
 from linewise.settings import DEFAULT_CONTEXT_TOKENS
 from linewise.tokens import count_message_tokens, count_tokens, get_encoding
 
 log = structlog.get_logger(__name__)
-
-# No maxLength on "think": llama.cpp compiles bounded repetition into a grammar that
-# makes constrained decoding several times slower (benchmarks/NOTES.md). The prompt
-# asks for one or two sentences instead.
-RANGES_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "think": {"type": "string"},
-        "ranges": {
-            "type": "array",
-            "items": {"type": "array", "items": {"type": "integer"}, "minItems": 2,
-                      "maxItems": 2},
-        },
-    },
-    "required": ["think", "ranges"],
-    "additionalProperties": False,
-}
-
 
 class LineRetrieverConfig(BaseModel):
     structure: bool = Field(default=True, description="lines+structure (True) or lines.")
@@ -122,7 +108,6 @@ class LineRetrieverFilter:
                              enabled=self.config.cost_gate and not self.config.defend)
         self.defense = InjectionMemory() if self.config.defend else None
         self._named: list[Range] = []
-        self._schema_ok = self.config.json_schema != "off"
         self._previous: tuple[list[str], set[int]] | None = None
         # One level only: a whole-page pass cannot be made cheaper by showing "more", so
         # a stuck step is followed by the whole tree (and no incremental reuse after it).
@@ -274,86 +259,52 @@ class LineRetrieverFilter:
         window_bids = {
             bid: i + 1 for i in window if (bid := bid_of(observation.lines[i])) is not None
         }
-        messages: list[dict[str, Any]] = []
-        calls: list[LLMCall] = []
-        error = ""
-        for attempt in range(self.config.max_retries + 1):
-            use_schema = self._schema_ok
-            if not messages:
-                messages = self._messages(observation, numbered, scope, use_schema)
-            params: dict[str, Any] = {"max_tokens": self.config.answer_tokens}
-            if use_schema:
-                schema = defend_schema(RANGES_SCHEMA) if self.config.defend else RANGES_SCHEMA
-                params["response_format"] = {
-                    "type": "json_schema",
-                    "json_schema": {"name": "line_ranges", "schema": schema},
-                }
-            try:
-                call = await call_model(
-                    self.model, messages, purpose="retriever", attempt=attempt, **params
-                )
-            except LLMError as exc:
-                if use_schema and self.config.json_schema == "auto" and exc.status == 400:
-                    log.info("retriever endpoint refuses json_schema; asking in tags")
-                    self._schema_ok = False
-                    messages = []
-                    continue
-                if exc.call is not None:
-                    calls.append(exc.call)
-                return _Selection(
-                    ranges=[], calls=calls, fallback_reason=f"retriever failed: {exc}"
-                )
-            calls.append(call)
-            answer = call.response or ""
+
+        def read(answer: str) -> _Selection:
             if several and is_empty_answer(answer):
-                return _Selection(ranges=[], calls=calls)  # nothing needed in this window
+                return _Selection(ranges=[], calls=[])  # nothing needed in this window
+            aliased = _bid_aliases(
+                raw_ranges(answer), window_bids, range(window[0] + 1, window[-1] + 2)
+            )
             try:
-                aliased = _bid_aliases(
-                    raw_ranges(answer), window_bids, range(window[0] + 1, window[-1] + 2)
-                )
-                try:
-                    ranges = parse_ranges(answer, total)
-                except RangeParseError:
-                    if not aliased:
-                        raise
-                    ranges = []
-                kept = {n for n in lines_of(ranges) if n - 1 in allowed} | aliased
-                if not kept:
-                    raise RangeParseError(
-                        "None of the chosen lines is among the lines shown to you."
-                    )
-                injections = (
-                    [r for r in injection_ranges(answer, total)
-                     if any(n - 1 in allowed for n in range(r[0], r[1] + 1))]
-                    if self.config.defend else []
-                )
-                return _Selection(
-                    ranges=merge_ranges((n, n) for n in kept), calls=calls,
-                    bid_aliases=len(aliased), injections=injections,
-                )
-            except RangeParseError as exc:
-                error = str(exc)
-                messages = [
-                    *messages,
-                    {"role": "assistant", "content": answer},
-                    {"role": "user", "content": render_prompt(
-                        "retriever_retry.md", error=error, total=total)},
-                ]
-        return _Selection(
-            ranges=[], calls=calls,
-            fallback_reason=f"no usable ranges after {self.config.max_retries + 1} tries: {error}",
+                ranges = parse_ranges(answer, total)
+            except RangeParseError:
+                if not aliased:
+                    raise
+                ranges = []
+            kept = {n for n in lines_of(ranges) if n - 1 in allowed} | aliased
+            if not kept:
+                raise RangeParseError("None of the chosen lines is among the lines shown to you.")
+            injections = (
+                [r for r in injection_ranges(answer, total)
+                 if any(n - 1 in allowed for n in range(r[0], r[1] + 1))]
+                if self.config.defend else []
+            )
+            return _Selection(ranges=merge_ranges((n, n) for n in kept), calls=[],
+                              bid_aliases=len(aliased), injections=injections)
+
+        result = await ask_structured(
+            self.model,
+            lambda constrained: self._messages(observation, numbered, scope, constrained),
+            read, constraint=ranges_constraint(self.config.defend),
+            mode=self.config.json_schema, reask=ranges_reask(total),
+            retries=self.config.max_retries, purpose="retriever",
+            max_tokens=self.config.answer_tokens,
         )
+        if result.value is not None:
+            return result.value.model_copy(update={"calls": result.calls})
+        if result.failure is not None:
+            reason = f"retriever failed: {result.failure}"
+        else:
+            reason = (f"no usable ranges after {self.config.max_retries + 1} tries: "
+                      f"{result.error}")
+        return _Selection(ranges=[], calls=result.calls, fallback_reason=reason)
 
     def _messages(
         self, observation: FilterInput, numbered: str, scope: str, use_schema: bool
     ) -> list[dict[str, Any]]:
         history = "\n".join(observation.history) if observation.history else "(no action yet)"
-        if self.config.defend:
-            answer_format = defend_answer_format(use_schema)
-        else:
-            answer_format = render_prompt(
-                "retriever_answer_json.md" if use_schema else "retriever_answer_tags.md"
-            )
+        answer_format = ranges_answer_format(use_schema, self.config.defend)
         user = render_prompt(
             "retriever_user.md", scope=f"\n{scope}" if scope else "",
             answer_format=answer_format.strip(), goal=observation.goal.strip(),
@@ -369,7 +320,8 @@ class LineRetrieverFilter:
 
     def _overhead_tokens(self, observation: FilterInput) -> int:
         """Retriever prompt tokens besides the observation itself."""
-        return count_message_tokens(self._messages(observation, "", "", self._schema_ok))
+        constrained = will_constrain(self.model, "json_schema", self.config.json_schema)
+        return count_message_tokens(self._messages(observation, "", "", constrained))
 
 
 def split_windows(lines: list[str], candidates: list[int], budget_tokens: int) -> list[list[int]]:

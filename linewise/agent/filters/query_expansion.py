@@ -26,9 +26,10 @@ from pydantic import BaseModel, Field, ValidationError
 from linewise.agent.action_parser import parse_action
 from linewise.agent.filters.base import FilterInput
 from linewise.agent.filters.bm25 import words
-from linewise.agent.models import ChatModel, call_model
+from linewise.agent.models import ChatModel
+from linewise.agent.structured import Constraint, StructureMode, ask_structured
 from linewise.axtree import bid_of, parse_line
-from linewise.errors import ActionParseError, LLMError
+from linewise.errors import ActionParseError
 from linewise.prompts import render_prompt
 from linewise.records import LLMCall
 
@@ -91,13 +92,12 @@ class QueryExpander:
 
     def __init__(
         self, model: ChatModel, *, max_terms: int = 12, answer_tokens: int = 128,
-        recent_actions: int = 3, json_schema: str = "auto",
+        recent_actions: int = 3, json_schema: StructureMode = "auto",
     ) -> None:
         self.model = model
         self.max_terms = max_terms
         self.answer_tokens = answer_tokens
         self.recent_actions = recent_actions
-        self._schema = json_schema != "off"
         self._schema_mode = json_schema
         self._cache: dict[tuple[str, ...], list[str]] = {}
 
@@ -118,25 +118,18 @@ class QueryExpander:
             return Expansion(terms=self._cache[key], reused=True)
         messages = self.messages(observation, history)
         result = Expansion()
-        for attempt in range(2):
-            params: dict[str, Any] = {"max_tokens": self.answer_tokens, "temperature": 0}
-            if self._schema:
-                params["response_format"] = {"type": "json_schema", "json_schema": {
-                    "name": "terms", "schema": TERMS_SCHEMA}}
-            try:
-                call = await call_model(self.model, messages, purpose="retriever",
-                                        attempt=attempt, **params)
-            except LLMError as exc:
-                if exc.call is not None:
-                    result.calls.append(exc.call)
-                if self._schema and self._schema_mode == "auto" and exc.status == 400:
-                    self._schema = False  # the server takes no response_format
-                    continue
-                result.error = f"query expansion failed: {exc}"
-                return result
-            result.calls.append(call)
-            result.terms = parse_terms(call.response or "", self.max_terms)
-            break
+        asked = await ask_structured(
+            self.model, lambda _constrained: messages,
+            lambda text: parse_terms(text, self.max_terms),
+            constraint=Constraint.json_schema("terms", TERMS_SCHEMA), mode=self._schema_mode,
+            reask=lambda error, _text: {"role": "user", "content": error}, retries=0,
+            purpose="retriever", max_tokens=self.answer_tokens, temperature=0,
+        )
+        result.calls = asked.calls
+        if asked.failure is not None:
+            result.error = f"query expansion failed: {asked.failure}"
+            return result
+        result.terms = asked.value or []
         if not result.terms:
             result.error = result.error or "the model named no term"
         self._cache[key] = result.terms

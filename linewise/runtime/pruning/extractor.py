@@ -32,8 +32,14 @@ import structlog
 from pydantic import BaseModel, ValidationError
 
 from linewise.agent.action_parser import parse_action
-from linewise.agent.models import ChatModel, call_model
-from linewise.errors import ActionParseError, EndpointUnreachable, GraphBuildError, LLMError
+from linewise.agent.models import ChatModel
+from linewise.agent.structured import Constraint, ask_structured
+from linewise.errors import (
+    ActionParseError,
+    EndpointUnreachable,
+    GraphBuildError,
+    ResponseFormatError,
+)
 from linewise.prompts import render_prompt
 from linewise.runtime.pruning.answers import (
     ACTION_SCHEMA,
@@ -61,7 +67,7 @@ class ExtractorConfig:
     max_tokens: int = 1024
     json_schema: bool = True
     """Ask for ``response_format: json_schema`` (grammar-constrained on llama.cpp); turned
-    off for the rest of the run when the endpoint refuses it with a 400."""
+    off for the model when its endpoint refuses it with a 400 (``agent.structured``)."""
 
 
 @dataclass
@@ -91,7 +97,6 @@ class GraphExtractor:
         self.client = client
         self.config = config or ExtractorConfig()
         self.usage = ExtractorUsage()
-        self._schema_ok = self.config.json_schema
 
     async def build(self, trajectory: Trajectory) -> StateGraph:
         """The state graph of ``trajectory``; ``GraphBuildError`` if it cannot be built."""
@@ -236,48 +241,41 @@ class GraphExtractor:
         where: str,
     ) -> Answer:
         """One validated JSON answer, re-asking with the error fed back."""
-        messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
-        error = ""
-        attempt = 0
-        while attempt <= self.config.retries:
-            params: dict[str, Any] = {"temperature": self.config.temperature,
-                                      "max_tokens": self.config.max_tokens}
-            use_schema = self._schema_ok
-            if use_schema:
-                params["response_format"] = {"type": "json_schema", "json_schema": {
-                    "name": schema_name, "schema": schema}}
-            try:
-                call = await call_model(self.client, messages, purpose="other",
-                                        attempt=attempt, **params)
-            except EndpointUnreachable:
-                raise
-            except LLMError as exc:
-                if use_schema and exc.status == 400:
-                    log.info("extractor endpoint refuses json_schema; asking for plain JSON")
-                    self._schema_ok = False
-                    continue
-                raise GraphBuildError(f"{where}: the extractor call failed: {exc}") from exc
-            self.usage.calls += 1
-            self.usage.prompt_tokens += call.prompt_tokens
-            self.usage.completion_tokens += call.completion_tokens
-            text = call.response or ""
+
+        def read(text: str) -> Answer:
             try:
                 answer = model.model_validate(parse_json_object(text))
                 check(answer)
-                return answer
             except (ValueError, ValidationError) as exc:
-                error = _describe(exc)
-                log.info("extractor answer rejected", where=where, error=error,
-                         attempt=attempt)
-                self.usage.retries += 1
-                messages = [*messages, {"role": "assistant", "content": text},
-                            {"role": "user", "content": render_prompt("prune_retry.md",
-                                                                      error=error)}]
-                attempt += 1
-        raise GraphBuildError(
-            f"{where}: no valid {schema_name} answer after {self.config.retries + 1} "
-            f"attempts; last error: {error}"
+                log.info("extractor answer rejected", where=where, error=_describe(exc))
+                raise ResponseFormatError(_describe(exc)) from exc
+            return answer
+
+        result = await ask_structured(
+            self.client, lambda _constrained: [{"role": "user", "content": prompt}], read,
+            constraint=Constraint.json_schema(schema_name, schema),
+            mode="auto" if self.config.json_schema else "off",
+            reask=lambda error, _text: {"role": "user", "content": render_prompt(
+                "prune_retry.md", error=error)},
+            retries=self.config.retries, purpose="other",
+            temperature=self.config.temperature, max_tokens=self.config.max_tokens,
         )
+        answered = [call for call in result.calls if call.error is None]
+        self.usage.calls += len(answered)
+        self.usage.prompt_tokens += sum(call.prompt_tokens for call in answered)
+        self.usage.completion_tokens += sum(call.completion_tokens for call in answered)
+        self.usage.retries += len(answered) - (result.value is not None)
+        if isinstance(result.failure, EndpointUnreachable):
+            raise result.failure
+        if result.failure is not None:
+            raise GraphBuildError(
+                f"{where}: the extractor call failed: {result.failure}") from result.failure
+        if result.value is None:
+            raise GraphBuildError(
+                f"{where}: no valid {schema_name} answer after {self.config.retries + 1} "
+                f"attempts; last error: {result.error}"
+            )
+        return result.value
 
 
 def action_type(action: str | None) -> str | None:
