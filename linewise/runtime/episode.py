@@ -28,6 +28,7 @@ from playwright.async_api import Error as PlaywrightError
 from linewise.agent.action_parser import ParsedAction
 from linewise.agent.filters.base import FilterInput, FilterResult, ObservationFilter
 from linewise.agent.filters.truncate import NoFilter
+from linewise.agent.history import PastAction
 from linewise.agent.models import ChatModel
 from linewise.agent.policy import ActionAgent, Decision, page_key
 from linewise.agent.prompt import PageView
@@ -371,7 +372,8 @@ class _Episode:
         return FilterInput(
             goal=goal,
             lines=obs.lines,
-            history=[memory.action or "" for memory in history],
+            history=[PastAction.of(memory.parsed, memory.action or "", memory.error)
+                     for memory in history],
             thoughts=[memory.think or "" for memory in history],
             focused_bid=obs.focused_bid,
             last_action_error=last_error,

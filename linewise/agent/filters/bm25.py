@@ -71,7 +71,7 @@ def line_words(line: str) -> list[str]:
 
 def query_text(observation: FilterInput, recent: int = 3) -> str:
     """Goal, the last ``recent`` actions (without their bids) and thoughts, as one query."""
-    actions = [_ACTION_BID.sub("(", a) for a in observation.history[-recent:]]
+    actions = [_ACTION_BID.sub("(", a.text) for a in observation.history[-recent:]]
     return "\n".join([observation.goal, *actions, *observation.thoughts[-recent:]])
 
 

@@ -105,7 +105,8 @@ class EmbeddingFilter:
             notes["chosen"] = chosen
             notes["all_chunks_kept"] = True
         else:
-            query = build_query(observation.goal, observation.history, self.history_limit)
+            query = build_query(observation.goal, [a.text for a in observation.history],
+                                self.history_limit)
             embed_started = time.perf_counter()
             try:
                 scores, embedded = await self._scores(query, chunks)

@@ -21,9 +21,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
-from linewise.agent.action_parser import parse_action
 from linewise.agent.filters.base import FilterInput
-from linewise.errors import ActionParseError
 
 __all__ = ["Escalation", "EscalationState", "ShownStep", "stuck_reasons"]
 
@@ -56,18 +54,13 @@ def stuck_reasons(observation: FilterInput, previous: ShownStep | None) -> list[
     if previous is None or not observation.history:
         return []
     reasons: list[str] = []
-    last = observation.history[-1].strip()
-    bids: list[str] = []
-    name = ""
-    try:
-        parsed = parse_action(last)
-        bids, name = parsed.bids, parsed.name
-    except ActionParseError:
-        pass
-    if name == "noop":
+    last = observation.history[-1]
+    bids = last.bids
+    if last.name == "noop":
         reasons.append("noop")
     unchanged = previous.lines == observation.lines
-    if len(observation.history) >= 2 and last == observation.history[-2].strip() and unchanged:
+    if (len(observation.history) >= 2 and unchanged
+            and last.text.strip() == observation.history[-2].text.strip()):
         reasons.append("repeat")
     if any(bid not in previous.shown_bids for bid in bids):
         reasons.append("filter_miss")

@@ -562,7 +562,8 @@ class FocusFilter:
         if constrained is None:
             constrained = (self.config.json_schema != "off" if self.model is None
                            else will_constrain(self.model, "json_schema", self.config.json_schema))
-        history = "\n".join(observation.history) if observation.history else "(no action yet)"
+        history = ("\n".join(a.text for a in observation.history) if observation.history
+                   else "(no action yet)")
         answer_format = ranges_answer_format(constrained, self.config.defend)
         user = render_prompt(
             self.user_prompt, answer_format=answer_format.strip(),

@@ -21,14 +21,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from linewise.agent.action_parser import parse_action
 from linewise.agent.filters.base import FilterInput
 from linewise.agent.filters.bm25 import LineRanker, query_text, with_context
 from linewise.agent.filters.context_embedding import Unit
 from linewise.agent.filters.items import section_of
 from linewise.agent.filters.tree import LineTree
 from linewise.axtree import bid_of
-from linewise.errors import ActionParseError
 
 __all__ = ["followed_section", "history_groups", "last_element", "same_title"]
 
@@ -54,11 +52,7 @@ def last_element(tree: LineTree, observation: FilterInput) -> int | None:
     """The 0-based line of the element the last action named, if it is on this page."""
     if not observation.history:
         return None
-    try:
-        bids = parse_action(observation.history[-1]).bids
-    except ActionParseError:
-        return None
-    for bid in bids:
+    for bid in observation.history[-1].bids:
         if bid in tree.bid_line:
             return tree.bid_line[bid]
     return None

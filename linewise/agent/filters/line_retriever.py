@@ -303,7 +303,8 @@ class LineRetrieverFilter:
     def _messages(
         self, observation: FilterInput, numbered: str, scope: str, use_schema: bool
     ) -> list[dict[str, Any]]:
-        history = "\n".join(observation.history) if observation.history else "(no action yet)"
+        history = ("\n".join(a.text for a in observation.history) if observation.history
+                   else "(no action yet)")
         answer_format = ranges_answer_format(use_schema, self.config.defend)
         user = render_prompt(
             "retriever_user.md", scope=f"\n{scope}" if scope else "",

@@ -23,13 +23,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from linewise.agent.action_parser import parse_action
 from linewise.agent.filters.base import FilterInput
 from linewise.agent.filters.bm25 import words
 from linewise.agent.models import ChatModel
 from linewise.agent.structured import Constraint, StructureMode, ask_structured
 from linewise.axtree import bid_of, parse_line
-from linewise.errors import ActionParseError
 from linewise.prompts import render_prompt
 from linewise.records import LLMCall
 
@@ -144,13 +142,9 @@ class QueryExpander:
         by_bid = {b: line for line in observation.lines if (b := bid_of(line))}
         described = []
         for action in recent:
-            try:
-                bids = parse_action(action).bids
-            except ActionParseError:
-                bids = []
-            named = [_element(by_bid[b]) for b in bids if b in by_bid]
-            described.append(f"- {action.strip()}" + (f"  ({'; '.join(named)})" if named
-                                                        else ""))
+            named = [_element(by_bid[b]) for b in action.bids if b in by_bid]
+            described.append(f"- {action.text.strip()}" + (f"  ({'; '.join(named)})" if named
+                                                             else ""))
         return "\n".join(described)
 
 

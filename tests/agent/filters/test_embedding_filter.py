@@ -614,7 +614,7 @@ async def test_the_filter_with_an_endpoint_sends_query_then_chunks_and_picks_top
     )
     result = await flt.apply(observation)
     await embedder.close()
-    query = build_query(observation.goal, observation.history)
+    query = build_query(observation.goal, [a.text for a in observation.history])
     assert len(server.requests) == math.ceil((len(chunks) + 1) / 4)
     assert sum(r["input"][0] == query for r in server.requests) == 1
     sent = sorted(t for r in server.requests for t in r["input"])
