@@ -14,6 +14,7 @@ clickable (spans and divs with click handlers, such as MiniWoB++'s links) are ke
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -115,7 +116,14 @@ def flatten_axtree(axtree: dict[str, Any], elements: dict[str, ElementProperties
         skip_generic=False,
         ignored_roles=[*IGNORED_ROLES, _SKIPPED_ROLE],
     )
-    return [line for line in text.split("\n") if line.strip()]
+    return [_NBSP_ESCAPE.sub(r"\1 ", line) for line in text.split("\n") if line.strip()]
+
+
+_NBSP_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\xa0")
+"""The flattener writes names with Python's escapes: a no-break space, which preformatted
+text (release notes, manual pages) has between every word, becomes the four characters
+``\xa0``. Read as a space, it costs one token instead of three, and words stay words
+for the lexical stages and the embedder. An escaped backslash before ``xa0`` is text."""
 
 
 def _has_printed_attributes(node: dict[str, Any]) -> bool:

@@ -79,3 +79,17 @@ async def test_content_skipped_by_content_visibility_auto_is_observed(
     assert "Closed panel text" not in text
     again = "\n".join((await observe(session, screenshot=False)).lines)
     assert again == text
+
+
+async def test_no_break_spaces_are_read_as_spaces(
+    session: BrowserSession, pages: StaticServer
+) -> None:
+    """Preformatted text has a no-break space between every word; the flattener writes
+    each as the escape ``\\xa0``, which would glue words to it for every lexical stage."""
+    await session.page.goto(pages.url("preformatted.html"))
+    lines = (await observe(session, screenshot=False)).lines
+    text = "\n".join(lines)
+    assert "heading 'Release 3.11.0'" in text
+    assert "Support for Solaris/x86 and Solaris/amd64 has been added." in text
+    assert "\\xa0" not in text.replace("escape stays text: \\\\xa0", "")
+    assert "escape stays text: \\\\xa0 is four characters" in text
