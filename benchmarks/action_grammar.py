@@ -10,7 +10,8 @@ that is not on the page, completion tokens, and decoding speed (llama.cpp's own
 
     python benchmarks/action_grammar.py [--repeats 2] [--ways free,bounded,unbounded]
 
-Run on an idle machine: both cores decode.
+Documentation trees are cut to the embedded model's view budget (3,000 tokens). Run on
+an idle machine: both cores decode.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from linewise.agent.prompt import PageView, build_action_messages
 from linewise.agent.response import parse_answer
 from linewise.axtree import bids_in
 from linewise.runtime.models.local_server import LocalModelServer
+from linewise.tokens import count_tokens
 
 TREES = Path(__file__).resolve().parent.parent / "tests" / "data" / "trees"
 
@@ -42,6 +44,20 @@ GOALS = {
     " Tell the user.",
     "docs-json.txt": "How do I make json.dumps sort the keys of a dictionary? Tell the user.",
 }
+
+
+VIEW_TOKENS = 3000
+"""The embedded model's default view budget: documentation trees are cut to it, as the
+``auto`` filter would show them (here simply their first lines)."""
+
+
+def within_tokens(text: str, budget: int) -> str:
+    lines: list[str] = []
+    for line in text.splitlines():
+        if count_tokens("\n".join([*lines, line])) > budget:
+            break
+        lines.append(line)
+    return "\n".join(lines)
 
 
 async def ask(client: openai.AsyncOpenAI, messages: list[dict[str, Any]],
@@ -64,7 +80,7 @@ async def main() -> None:
     async with LocalModelServer() as server:
         client = openai.AsyncOpenAI(base_url=server.base_url, api_key="local", timeout=900)
         for name, goal in GOALS.items():
-            text = (TREES / name).read_text(encoding="utf-8")
+            text = within_tokens((TREES / name).read_text(encoding="utf-8"), VIEW_TOKENS)
             bids = bids_in(text)
             view = PageView(url="http://127.0.0.1/", text=text)
             messages = build_action_messages(goal, view, [], None)
