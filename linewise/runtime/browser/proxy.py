@@ -28,7 +28,6 @@ log = structlog.get_logger(__name__)
 
 Refusal = Callable[[str, int], "str | None"]
 """``(host, port)`` -> why the connection is refused, or None to connect it."""
-OnRefused = Callable[[str, int, str], None]
 
 MAX_HEAD = 64 * 1024
 CONNECT_TIMEOUT_S = 30.0
@@ -68,12 +67,12 @@ class ProxyHub:
                 cls._shared = cls()
             return cls._shared
 
-    def serve(self, refusal: Refusal, on_refused: OnRefused | None = None,
-              host_map: Mapping[str, str] | None = None) -> ProxyServer:
+    def serve(self, refusal: Refusal, host_map: Mapping[str, str] | None = None
+              ) -> ProxyServer:
         """A new proxy on a free loopback port, checking every connection with
         ``refusal``; ``host_map`` stands addresses in for host names (what Chromium's
         ``--host-resolver-rules`` would have done, had it resolved the names itself)."""
-        handler = _Connection(refusal, on_refused, dict(host_map or {}))
+        handler = _Connection(refusal, dict(host_map or {}))
         future = asyncio.run_coroutine_threadsafe(
             asyncio.start_server(handler.serve, "127.0.0.1", 0, limit=MAX_HEAD), self._loop)
         server = future.result(timeout=10)
@@ -94,10 +93,8 @@ def resolver_rules(args: tuple[str, ...] | list[str]) -> dict[str, str]:
 
 
 class _Connection:
-    def __init__(self, refusal: Refusal, on_refused: OnRefused | None,
-                 host_map: dict[str, str]) -> None:
+    def __init__(self, refusal: Refusal, host_map: dict[str, str]) -> None:
         self.refusal = refusal
-        self.on_refused = on_refused
         self.host_map = host_map
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -107,6 +104,8 @@ class _Connection:
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError,
                 OSError, ValueError) as exc:
             log.debug("proxy connection ended", error=str(exc)[:200])
+        except Exception:  # a bug here must cost one connection, never the proxy thread
+            log.exception("proxy connection failed")
         finally:
             await _close(writer)
 
@@ -128,9 +127,7 @@ class _Connection:
                 path += "?" + parts.query
         reason = self.refusal(host, port)
         if reason is not None:
-            log.info("connection refused by the policy", host=host, port=port, reason=reason)
-            if self.on_refused is not None:
-                self.on_refused(host, port, reason)
+            log.debug("connection refused by the policy", host=host, port=port, reason=reason)
             await _answer(writer, 403, reason)
             return
         try:

