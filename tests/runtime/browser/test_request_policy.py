@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 import websockets
@@ -15,8 +16,11 @@ from playwright.async_api import Page
 from linewise.runtime.browser.chromium import Browser, BrowserConfig, BrowserSession
 from linewise.runtime.browser.guard import NavigationGuard
 from linewise.runtime.browser.navigation import NavigationPolicy
+from linewise.runtime.episode import EpisodeResources, run_episode
+from linewise.runtime.tasks.schema import WebTask
+from linewise.runtime.trace import read_steps
 from linewise.settings import NavigationSettings
-from tests.support.sites import Site
+from tests.support.sites import Site, click, scripted
 
 CHANNELS = ("img", "fetch", "xhr", "beacon", "ping", "css", "ws", "iframe-fetch",
             "worker-fetch", "sub-redirect", "js-link")
@@ -71,6 +75,11 @@ def servers() -> Iterator[tuple[Site, Site]]:
         "/hop-to-devtools": (302, {"Location": "{exfil}/json/version"}, ""),
         "/app": (200, {}, APP),
         "/to-landed": (302, {"Location": "/landed"}, ""),
+        "/data-popup": (200, {}, "<html><head><title>opener</title></head><body>"
+                        "<button onclick=\"window.open('data:text/html,<p>popup secret</p>')"
+                        "\">data popup</button></body></html>"),
+        "/slow": (200, {}, "<html><head><title>slow</title></head><body><h1>Slow page</h1>"
+                  "</body></html>"),
     }
     site.fill = exfil.fill = {
         "exfil": f"http://127.0.0.1:{exfil.port}", "exfil_ws": f"ws://127.0.0.1:{exfil.port}",
@@ -198,3 +207,35 @@ async def test_a_public_task_reaches_no_loopback_address(servers: tuple[Site, Si
             await session.close()
     assert site.hits["/hop-to-exfil"] == 1
     assert sum(exfil.hits.values()) == 0, exfil.hits
+
+
+async def test_a_data_url_popup_does_not_end_the_episode(
+    browser: Browser, servers: tuple[Site, Site], tmp_path: Path
+) -> None:
+    site, _ = servers
+    task = WebTask(id="popup", url=f"http://127.0.0.1:{site.port}/data-popup",
+                   goal="Look around.", max_steps=5)
+    model = scripted([click("data popup"), "noop(200)", "send_msg_to_user('done')"])
+    summary = await run_episode(task, EpisodeResources(browser, model), tmp_path)
+    assert summary.status == "finished" and summary.termination == "agent_done", summary.error
+    records = read_steps(tmp_path / "popup")
+    assert [b.url[:5] for r in records for b in r.blocked] == ["data:"]
+    for record in records[1:]:
+        assert record.url == task.url and len(record.tabs) == 1
+        assert "popup secret" not in record.axtree
+
+
+async def test_a_slow_page_loads_within_the_navigation_timeout(
+    servers: tuple[Site, Site], tmp_path: Path
+) -> None:
+    """It answers after 1.5 s: past the action timeout, inside the navigation timeout."""
+    site, _ = servers
+    site.delays = {"/slow": 1.5}
+    task = WebTask(id="slow", url=f"http://127.0.0.1:{site.port}/slow", goal="Read it.",
+                   max_steps=2)
+    config = BrowserConfig(action_timeout_ms=500, navigation_timeout_ms=10000)
+    async with Browser(config) as own:
+        summary = await run_episode(task, EpisodeResources(own, scripted([
+            "send_msg_to_user('done')"])), tmp_path)
+    assert summary.status == "finished", summary.error
+    assert "Slow page" in read_steps(tmp_path / "slow")[0].axtree
