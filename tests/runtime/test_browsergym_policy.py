@@ -13,7 +13,6 @@ from linewise.runtime.episode import EpisodeResources, run_episode
 from linewise.runtime.tasks.schema import BrowserGymTask
 from linewise.runtime.trace import read_steps
 from linewise.settings import BrowserSettings, NavigationSettings
-from tests.support.leaky import leaky_servers  # noqa: F401 (a fixture)
 from tests.support.sites import Site, Step, click, scripted
 
 STEPS: list[Step] = [

@@ -45,17 +45,7 @@ from playwright.async_api import (
 from playwright.async_api import Error as PlaywrightError
 
 from linewise.records import BlockedNavigation, DownloadRecord, NavigationInitiator
-from linewise.runtime.browser.guard_rules import (
-    BLANK_PAGES,
-    EMPTY_FRAME_JS,
-    GuardRecords,
-    chain_outcome,
-    committed_refusal,
-    download_refusal,
-    initiator_of,
-    plan_route,
-    undo_action,
-)
+from linewise.runtime.browser import guard_rules as rules
 from linewise.runtime.browser.navigation import ChainEnd, NavigationPolicy, redirect_chain
 from linewise.runtime.browser.proxy import ProxyHub, ProxyServer
 
@@ -67,7 +57,7 @@ DOWNLOADS_FOLDER = "downloads"
 DEFAULT_NAVIGATION_TIMEOUT_MS = 30000.0
 
 
-class NavigationGuard(GuardRecords):
+class NavigationGuard(rules.GuardRecords):
     """The policy of one episode, enforced on its browser context; documents are
     fetched within ``navigation_timeout_ms``."""
 
@@ -124,7 +114,7 @@ class NavigationGuard(GuardRecords):
             frame = _frame_of(request)
             navigation = request.is_navigation_request()
             initiator = await _initiator(frame) if navigation else "page"
-            plan = plan_route(self.policy, request.url, navigation=navigation,
+            plan = rules.plan_route(self.policy, request.url, navigation=navigation,
                               initiator=initiator)
             if plan.action == "continue":
                 await route.continue_()
@@ -160,7 +150,7 @@ class NavigationGuard(GuardRecords):
         for _ in range(POPUP_WAIT_ROUNDS):  # its page object may arrive after its request
             for candidate in [page] if page is not None else list(context.pages):
                 try:
-                    if (candidate.url in BLANK_PAGES and len(context.pages) > 1
+                    if (candidate.url in rules.BLANK_PAGES and len(context.pages) > 1
                             and await candidate.opener() is not None):
                         await candidate.close()
                         return
@@ -185,7 +175,7 @@ class NavigationGuard(GuardRecords):
                 hop_url, keeps_method = chain.send((response.status, response.headers))
         except StopIteration as stop:
             end: ChainEnd = stop.value
-        outcome = chain_outcome(end)
+        outcome = rules.chain_outcome(end)
         if outcome.action == "first":
             await route.fulfill(response=first)
             return
@@ -220,7 +210,7 @@ class NavigationGuard(GuardRecords):
 
     def _on_frame_navigated(self, frame: Frame) -> None:
         url = frame.url
-        reason = committed_refusal(self.policy, url)
+        reason = rules.committed_refusal(self.policy, url)
         if reason is not None:
             self._spawn(self._undo(frame, url, reason))
 
@@ -228,13 +218,13 @@ class NavigationGuard(GuardRecords):
         page = frame.page
         try:
             parent = frame.parent_frame
-            action, initiator = undo_action(
+            action, initiator = rules.undo_action(
                 is_iframe=parent is not None,
                 is_popup=await page.opener() is not None and len(page.context.pages) > 1)
             self.record(BlockedNavigation(url=url, reason=reason, initiator=initiator,
                                           from_url=parent.url if parent is not None else ""))
             if action == "empty_frame":
-                await (await frame.frame_element()).evaluate(EMPTY_FRAME_JS)
+                await (await frame.frame_element()).evaluate(rules.EMPTY_FRAME_JS)
             elif action == "close_popup":
                 await page.close()
             elif await page.go_back() is None and page.url == url:
@@ -245,7 +235,7 @@ class NavigationGuard(GuardRecords):
 
     async def _on_download(self, download: Download) -> None:
         url, name = download.url, download.suggested_filename
-        reason = download_refusal(self.policy, url, can_save=self.downloads_dir is not None)
+        reason = rules.download_refusal(self.policy, url, can_save=self.downloads_dir is not None)
         try:
             if reason is not None or self.downloads_dir is None:
                 await download.cancel()
@@ -272,10 +262,10 @@ def _frame_of(request: Request) -> Frame | None:
 
 async def _initiator(frame: Frame | None) -> NavigationInitiator:
     if frame is None or frame.parent_frame is not None:
-        return initiator_of(has_frame=frame is not None, is_iframe=frame is not None,
+        return rules.initiator_of(has_frame=frame is not None, is_iframe=frame is not None,
                             blank_with_opener=False)
-    blank = frame.url in BLANK_PAGES and await frame.page.opener() is not None
-    return initiator_of(has_frame=True, is_iframe=False, blank_with_opener=blank)
+    blank = frame.url in rules.BLANK_PAGES and await frame.page.opener() is not None
+    return rules.initiator_of(has_frame=True, is_iframe=False, blank_with_opener=blank)
 
 
 def _safe_filename(name: str) -> str:

@@ -156,7 +156,7 @@ class _Connection:
 def _request_head(method: str, path: str, version: str, headers: bytes, upgrade: bool
                   ) -> bytes:
     kept = [line for line in headers.split(b"\r\n") if line and (
-        upgrade and not line.lower().startswith(b"proxy-connection")
+        (upgrade and not line.lower().startswith(b"proxy-connection"))
         or line.split(b":", 1)[0].strip().lower() not in _HOP_HEADERS)]
     if not upgrade:
         kept.append(b"Connection: close")

@@ -28,18 +28,7 @@ from playwright.sync_api import BrowserContext, ConsoleMessage, Download, Frame,
 from playwright.sync_api import Error as PlaywrightError
 
 from linewise.records import BlockedNavigation, DownloadRecord, NavigationInitiator
-from linewise.runtime.browser.guard_rules import (
-    BLANK_PAGES,
-    BROWSER_PAGES,
-    EMPTY_FRAME_JS,
-    GuardRecords,
-    chain_outcome,
-    committed_refusal,
-    download_refusal,
-    initiator_of,
-    plan_route,
-    undo_action,
-)
+from linewise.runtime.browser import guard_rules as rules
 from linewise.runtime.browser.navigation import ChainEnd, NavigationPolicy, redirect_chain
 from linewise.runtime.browser.proxy import ProxyHub, ProxyServer
 
@@ -50,7 +39,7 @@ CONTEXT_OPTIONS: dict[str, Any] = {"service_workers": "block", "accept_downloads
 never sees, and downloads are refused (``context_options`` adds the proxy)."""
 
 
-class SyncNavigationGuard(GuardRecords):
+class SyncNavigationGuard(rules.GuardRecords):
     """The policy of one BrowserGym episode, enforced on its (sync) browser context.
 
     ``policy_for`` builds the policy from the start URL once the set-up loads it;
@@ -112,7 +101,7 @@ class SyncNavigationGuard(GuardRecords):
                 route.continue_()
                 return
             initiator = _initiator(frame) if navigation else "page"
-            plan = plan_route(self.policy, request.url, navigation=navigation,
+            plan = rules.plan_route(self.policy, request.url, navigation=navigation,
                               initiator=initiator)
             if plan.action == "continue":
                 route.continue_()
@@ -170,7 +159,7 @@ class SyncNavigationGuard(GuardRecords):
                 hop_url, keeps_method = chain.send((response.status, response.headers))
         except StopIteration as stop:
             end: ChainEnd = stop.value
-        outcome = chain_outcome(end)
+        outcome = rules.chain_outcome(end)
         if outcome.action == "first":
             route.fulfill(response=first)
             return
@@ -203,22 +192,22 @@ class SyncNavigationGuard(GuardRecords):
     def _on_frame_navigated(self, frame: Frame) -> None:
         url = frame.url
         if self.policy is None:
-            if frame.parent_frame is None and url and not url.startswith(BROWSER_PAGES):
+            if frame.parent_frame is None and url and not url.startswith(rules.BROWSER_PAGES):
                 self._start(url)  # a file: start page is never a routed request
             return
-        reason = committed_refusal(self.policy, url)
+        reason = rules.committed_refusal(self.policy, url)
         if reason is None:
             return
         page = frame.page
         try:
             parent = frame.parent_frame
-            action, initiator = undo_action(
+            action, initiator = rules.undo_action(
                 is_iframe=parent is not None,
                 is_popup=page.opener() is not None and len(page.context.pages) > 1)
             self.record(BlockedNavigation(url=url, reason=reason, initiator=initiator,
                                           from_url=parent.url if parent is not None else ""))
             if action == "empty_frame":
-                frame.frame_element().evaluate(EMPTY_FRAME_JS)
+                frame.frame_element().evaluate(rules.EMPTY_FRAME_JS)
             elif action == "close_popup":
                 self._close(page)
             elif page.go_back() is None and page.url == url:
@@ -231,7 +220,7 @@ class SyncNavigationGuard(GuardRecords):
         url = download.url
         self.record_download(DownloadRecord(
             url=url, filename=download.suggested_filename,
-            refused=download_refusal(self.policy, url, can_save=False)))
+            refused=rules.download_refusal(self.policy, url, can_save=False)))
 
 
 def _frame_of(request: Any) -> Frame | None:
@@ -244,14 +233,14 @@ def _frame_of(request: Any) -> Frame | None:
 
 def _initiator(frame: Frame | None) -> NavigationInitiator:
     if frame is None or frame.parent_frame is not None:
-        return initiator_of(has_frame=frame is not None, is_iframe=frame is not None,
+        return rules.initiator_of(has_frame=frame is not None, is_iframe=frame is not None,
                             blank_with_opener=False)
-    return initiator_of(has_frame=True, is_iframe=False,
+    return rules.initiator_of(has_frame=True, is_iframe=False,
                         blank_with_opener=_is_blank_popup(frame.page))
 
 
 def _is_blank_popup(page: Page) -> bool:
     try:
-        return page.url in BLANK_PAGES and page.opener() is not None
+        return page.url in rules.BLANK_PAGES and page.opener() is not None
     except PlaywrightError:
         return False

@@ -20,8 +20,9 @@ from linewise.runtime.episode import EpisodeResources, run_episode
 from linewise.runtime.tasks.schema import WebTask
 from linewise.runtime.trace import read_steps
 from linewise.settings import NavigationSettings
-from tests.support.leaky import CHANNELS, leaky_servers  # noqa: F401 (a fixture)
+from tests.support.leaky import CHANNELS
 from tests.support.sites import Site, click, scripted
+
 
 async def _session(browser: Browser, start: str, **navigation: object
                    ) -> tuple[BrowserSession, NavigationGuard]:
@@ -51,7 +52,7 @@ async def test_no_channel_reaches_another_loopback_port(
     site, exfil = leaky_servers
     start = f"http://127.0.0.1:{site.port}/"
     extra = {"allow_domains": (f"127.0.0.1:{site.port}",)} if allowlist else {}
-    session, guard = await _session(browser, start, **extra)
+    session, _ = await _session(browser, start, **extra)
     try:
         await _load_and_wait(session.page, start + path.lstrip("/"))
         assert session.page.url == f"{start}leaky"
