@@ -103,3 +103,7 @@ async def test_no_channel_of_a_redirected_page_leaves_in_browsergym(
     assert summary.status == "finished", summary.error
     assert site.hits["/sync"] == 1  # the page went through every channel
     assert sum(exfil.hits.values()) == 0, exfil.hits
+    # its window.open('data:…') was refused and the blank tab closed: the agent stayed
+    records = read_steps(tmp_path / "bgym-leaky")
+    assert any(b.url.startswith("data:") for r in records for b in r.blocked), [(r.url, r.tabs, r.blocked) for r in records]
+    assert records[-1].url.endswith("/leaky") and len(records[-1].tabs) == 1

