@@ -105,5 +105,5 @@ async def test_no_channel_of_a_redirected_page_leaves_in_browsergym(
     assert sum(exfil.hits.values()) == 0, exfil.hits
     # its window.open('data:…') was refused and the blank tab closed: the agent stayed
     records = read_steps(tmp_path / "bgym-leaky")
-    assert any(b.url.startswith("data:") for r in records for b in r.blocked), [(r.url, r.tabs, r.blocked) for r in records]
+    assert any(b.url.startswith("data:") for r in records for b in r.blocked)
     assert records[-1].url.endswith("/leaky") and len(records[-1].tabs) == 1
