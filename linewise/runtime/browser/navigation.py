@@ -333,7 +333,7 @@ def redirect_chain(
         if status not in REDIRECT_STATUSES or "location" not in headers:
             return ChainEnd(url, hops, keeps_method)
         target = urljoin(url, headers["location"])
-        reason = policy.refusal(target)
+        reason = policy.decide("redirect", target)
         if reason is not None:
             return ChainEnd(target, hops, keeps_method, reason, previous=url)
         keeps_method = keeps_method and status in (307, 308)
