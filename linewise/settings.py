@@ -227,7 +227,8 @@ class NavigationSettings(BaseModel):
     block_domains: tuple[str, ...] = ()
     allow_private: bool = Field(
         default=False,
-        description="Allow loopback and private addresses even when the start URL is public.",
+        description="Allow every loopback and private address and port (a loopback start "
+        "URL alone opens only its own host and port).",
     )
     downloads: bool = Field(
         default=False, description="Save downloads into the episode's downloads/ folder."

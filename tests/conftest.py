@@ -13,6 +13,7 @@ from linewise.runtime.browser.chromium import Browser, BrowserSession
 from linewise.runtime.log import configure_logging
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 from linewise.testing import StaticServer
+from tests.support.leaky import leaky_servers  # noqa: F401 (a fixture shared by policy tests)
 from tests.support.sites import sites  # noqa: F401 (a fixture shared by policy tests)
 
 DATA = Path(__file__).parent / "data"

@@ -213,8 +213,8 @@ def add_navigation_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--block-domain", action="append", type=domain_pattern,
                        metavar="PATTERN", help="never pages on these domains (repeatable)")
     group.add_argument("--allow-private", action="store_const", const=True,
-                       help="allow loopback and private addresses even when the start URL "
-                       "is public")
+                       help="allow every loopback and private address and port (a loopback "
+                       "start URL alone opens only its own host and port)")
     group.add_argument("--downloads", action="store_const", const=True,
                        help="save downloads into the episode folder's downloads/ "
                        "(default: refused)")

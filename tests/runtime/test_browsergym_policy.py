@@ -64,7 +64,7 @@ async def test_policy_blocks_every_route_in_browsergym(
     assert "refused by the navigation policy" in errors[0] and by_step[0] == ["model"]
     assert "refused by the navigation policy" in errors[1] and by_step[1] == ["model"]
     assert any(b.url.startswith("file:") for b in records[2].blocked)
-    assert by_step[3] == ["page"] and "not on the allowlist" in records[3].blocked[0].reason
+    assert by_step[3] == ["page"] and "task's own host and port" in records[3].blocked[0].reason
     assert by_step[4] == ["popup"]
     assert by_step[5] == ["redirect"]
     assert by_step[6] == [] and site.hits["/landed"] >= 1
@@ -85,3 +85,25 @@ async def test_without_the_policy_the_page_reaches_the_other_server(
     records = await _run(site, tmp_path, plan, enforce=False)
     assert not any(r.blocked for r in records)
     assert exfil.hits["/link?leak=1"] == 1 and exfil.hits["/redirected?leak=1"] == 1
+
+
+async def test_no_channel_of_a_redirected_page_leaves_in_browsergym(
+    leaky_servers: tuple[Site, Site], tmp_path: Path
+) -> None:
+    """The sync shell, with the same proxy: a page reached through a redirect sends
+    nothing to another loopback port, WebSockets included."""
+    site, exfil = leaky_servers
+    task = BrowserGymTask(
+        id="bgym-leaky", browsergym="openended", max_steps=2,
+        task_kwargs={"start_url": f"http://127.0.0.1:{site.port}/to-leaky", "goal": "Look."},
+    )
+    async with Browser(BrowserConfig()) as browser:
+        summary = await run_episode(task, EpisodeResources(browser, scripted(
+            ["noop(1000)", "noop(1000)"])), tmp_path)
+    assert summary.status == "finished", summary.error
+    assert site.hits["/sync"] == 1  # the page went through every channel
+    assert sum(exfil.hits.values()) == 0, exfil.hits
+    # its window.open('data:…') was refused and the blank tab closed: the agent stayed
+    records = read_steps(tmp_path / "bgym-leaky")
+    assert any(b.url.startswith("data:") for r in records for b in r.blocked)
+    assert records[-1].url.endswith("/leaky") and len(records[-1].tabs) == 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,6 +27,8 @@ class Site:
         self.pages = pages or {}
         self.hits: Counter[str] = Counter()
         self.fill: dict[str, str] = {}
+        self.delays: dict[str, float] = {}
+        """Seconds a path waits before it answers."""
         site = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -34,6 +37,7 @@ class Site:
 
             def do_GET(self) -> None:
                 site.hits[self.path] += 1
+                time.sleep(site.delays.get(self.path, 0.0))
                 status, headers, body = site.pages.get(
                     self.path.split("?")[0], (200, {}, "<p>nothing here</p>")
                 )

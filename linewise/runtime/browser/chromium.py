@@ -36,6 +36,7 @@ from linewise.errors import BrowserCrashed, BrowserError
 from linewise.records import DialogRecord
 from linewise.runtime.browser.cdp import CDPConnection, CDPSender
 from linewise.runtime.browser.guard import NavigationGuard
+from linewise.runtime.browser.proxy import ProxyServer, resolver_rules
 from linewise.settings import BrowserSettings
 
 log = structlog.get_logger(__name__)
@@ -207,23 +208,32 @@ class Browser:
         a relaunched Chromium if the previous one died.
 
         Service workers are always blocked: a worker's fetches would skip the guard's
-        route. Without a guard, downloads are refused.
+        route. With a guard, every connection goes through its policy proxy. Without a
+        guard, downloads are refused.
         """
         await self._ensure_connected()
         if self._browser is None:
             raise BrowserError("Browser is not started")
-        context = await self._browser.new_context(
-            viewport={"width": self.config.viewport_width, "height": self.config.viewport_height},
-            locale=self.config.locale,
-            timezone_id=self.config.timezone_id,
-            service_workers="block",
-            accept_downloads=guard is not None and guard.accept_downloads,
-        )
+        proxy = guard.open_proxy(resolver_rules(self.config.extra_args)) if guard else None
+        try:
+            context = await self._browser.new_context(
+                viewport={"width": self.config.viewport_width,
+                          "height": self.config.viewport_height},
+                locale=self.config.locale,
+                timezone_id=self.config.timezone_id,
+                service_workers="block",
+                accept_downloads=guard is not None and guard.accept_downloads,
+                proxy={"server": proxy.url} if proxy is not None else None,
+            )
+        except BaseException:
+            if proxy is not None:
+                proxy.close()
+            raise
         context.set_default_timeout(self.config.action_timeout_ms)
         context.set_default_navigation_timeout(self.config.navigation_timeout_ms)
         if guard is not None:
             await guard.attach(context)
-        session = BrowserSession(context, self.config, self.devtools_port)
+        session = BrowserSession(context, self.config, self.devtools_port, proxy)
         self._sessions.add(session)
         await session.open_tab()
         return session
@@ -261,9 +271,11 @@ class BrowserSession:
     """
 
     def __init__(
-        self, context: BrowserContext, config: BrowserConfig, devtools_port: int | None = None
+        self, context: BrowserContext, config: BrowserConfig, devtools_port: int | None = None,
+        proxy: ProxyServer | None = None,
     ) -> None:
         self.context = context
+        self.proxy = proxy
         self.config = config
         self.devtools_port = devtools_port
         self._history: list[Page] = []
@@ -389,6 +401,8 @@ class BrowserSession:
             await self.context.close()
         except PlaywrightError:
             pass
+        if self.proxy is not None:
+            self.proxy.close()
 
 
 async def _answer(dialog: Dialog, accept: bool) -> None:

@@ -16,10 +16,16 @@ Rules, in order:
    always refused.
 3. ``block_domains`` patterns are refused.
 4. Loopback and private addresses (127.0.0.0/8, ::1, 10/8, 172.16/12, 192.168/16,
-   fc00::/7, 0.0.0.0, ``localhost``…) are refused unless the start URL is itself on one,
-   ``allow_private`` is set, or an allowlist pattern names the host.
+   fc00::/7, 0.0.0.0, ``localhost``…) are refused unless ``allow_private`` is set or an
+   allowlist pattern names the host. A start URL on one opens only its own host and port
+   (``127.0.0.1:8701`` does not open ``127.0.0.1:8702``).
 5. With an allowlist (``allow_domains``), hosts outside it are refused; the start URL's
    own host is always on it.
+
+Which rules apply depends on the kind of request (``RequestKind``, ``decide``): documents,
+frames, popups and redirect hops of documents get all five; a page's sub-resources,
+their redirect hops and its WebSockets only the address rules 2–4 (a page may load
+scripts and images from public CDNs off the allowlist, never from what 2–4 forbid).
 
 Domain patterns: ``example.org`` matches example.org and every subdomain;
 ``*.example.org`` only the subdomains; an IP address matches itself; a pattern with a
@@ -34,6 +40,7 @@ import socket
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+from typing import Literal
 from urllib.parse import unquote, urljoin, urlsplit
 
 from linewise.settings import NavigationSettings
@@ -53,6 +60,13 @@ METADATA_NETWORKS = (
     ipaddress.ip_network("fd00:ec2::254/128"),  # AWS IMDS over IPv6
     ipaddress.ip_network("100.100.100.200/32"),  # Alibaba Cloud
 )
+
+RequestKind = Literal["document", "frame", "popup", "redirect", "subresource", "websocket",
+                      "connection"]
+"""What asks for a URL: a top-level page, an iframe, a new tab, a hop of a document's
+redirect chain, a page's image/script/fetch (or a hop of its redirect chain), a
+WebSocket, or a raw connection to a host and port (the proxy sees no more than that)."""
+DOCUMENT_KINDS: frozenset[RequestKind] = frozenset({"document", "frame", "popup", "redirect"})
 
 _PATTERN = re.compile(r"(\*\.)?[a-z0-9_.\-]+|\[[0-9a-f:.]+\]")
 
@@ -198,22 +212,36 @@ class NavigationPolicy:
         start = parse_url(start_url)
         file_root = None
         start_host = None
-        allow_private = settings.allow_private
         if start is not None and start.scheme == "file":
             file_root = PurePosixPath(start.path).parent
         elif start is not None and start.host:
             start_host = (start.host, start.port)
-            allow_private = allow_private or is_private_host(start.host)
         return cls(
             allow=parse_patterns((*settings.allow_domains, *allowed_domains)),
             block=parse_patterns((*settings.block_domains, *blocked_domains)),
-            allow_private=allow_private,
+            allow_private=settings.allow_private,
             file_root=file_root,
             start_host=start_host,
             devtools_port=devtools_port,
             enforce=settings.enforce,
             downloads=settings.downloads,
         )
+
+    def decide(self, kind: RequestKind, url: str) -> str | None:
+        """None if a request of ``kind`` may fetch ``url``, else why not: the one entry
+        point of both guards and the proxy (``connection`` takes ``host:port``)."""
+        if kind in DOCUMENT_KINDS:
+            return self.refusal(url)
+        if kind == "connection":
+            host, _, port = url.rpartition(":")
+            return self.connection_refusal(host, int(port) if port.isdigit() else None)
+        return self.subresource_refusal(url)
+
+    def connection_refusal(self, host: str, port: int | None) -> str | None:
+        """For a raw connection (the proxy's): the address rules, as for sub-resources."""
+        if not self.enforce:
+            return None
+        return self._host_refusal(host.strip("[]").lower().rstrip("."), port, document=False)
 
     def refusal(self, url: str) -> str | None:
         """None if ``url`` may be loaded, else the reason it may not (a short phrase)."""
@@ -234,11 +262,14 @@ class NavigationPolicy:
         return self._host_refusal(parsed.host, parsed.port, document=True)
 
     def subresource_refusal(self, url: str) -> str | None:
-        """For images, scripts and fetches: only the address rules (metadata, DevTools,
-        private networks); which domains a page may load resources from is its business."""
+        """For images, scripts, fetches and WebSockets: only the address rules (metadata,
+        DevTools, private networks); which public domains a page may load resources from
+        is its business."""
         if not self.enforce:
             return None
         parsed = parse_url(url)
+        if parsed is not None and parsed.scheme in ("ws", "wss"):
+            parsed = parse_url("http" + url.strip()[2:])
         if parsed is None or parsed.scheme not in WEB_SCHEMES or not parsed.host:
             return None
         return self._host_refusal(parsed.host, parsed.port, document=False)
@@ -262,7 +293,8 @@ class NavigationPolicy:
         is_start = self.start_host == (host, port)
         listed = any(p.matches(host, port) for p in self.allow)
         if is_private_host(host) and not (self.allow_private or listed or is_start):
-            return f"{host} is a loopback or private address"
+            return (f"{host}:{port} is a loopback or private address other than the task's "
+                    "own host and port")
         if document and self.allow and not (listed or is_start):
             return f"{host} is not on the allowlist"
         return None
@@ -301,7 +333,7 @@ def redirect_chain(
         if status not in REDIRECT_STATUSES or "location" not in headers:
             return ChainEnd(url, hops, keeps_method)
         target = urljoin(url, headers["location"])
-        reason = policy.refusal(target)
+        reason = policy.decide("redirect", target)
         if reason is not None:
             return ChainEnd(target, hops, keeps_method, reason, previous=url)
         keeps_method = keeps_method and status in (307, 308)

@@ -2,12 +2,11 @@
 
 BrowserGym's gym env creates its browser context and runs the task's set-up inside one
 ``reset`` call, so ``BrowserGymEnv`` wraps the task and calls ``attach`` on the set-up's
-page before the set-up navigates. The rules are ``NavigationPolicy``'s, applied by the
-same means as the async guard (``runtime/browser/guard.py``): a route on every request of
-the context (documents and frames through ``refusal``, sub-resources through the address
-rules, redirect chains checked hop by hop), a watcher of committed navigations for what
-never becomes a request (``blob:``, ``data:``), Chromium's own refusals read from the
-console, downloads refused and recorded. What differs:
+page before the set-up navigates. The decisions are ``guard_rules.py``'s, the same the
+async guard (``guard.py``) makes, carried out with sync Playwright: the policy proxy for
+every connection (``context_options``), a route on every request of the context, a
+watcher of committed navigations, Chromium's own refusals read from the console,
+downloads refused and recorded. What differs:
 
 * the policy is built from the first document the set-up loads: BrowserGym's tasks know
   their start URL only inside ``setup``, and the set-up itself is the task's, trusted;
@@ -16,12 +15,11 @@ console, downloads refused and recorded. What differs:
 * downloads are never saved (the context does not accept them).
 
 The worker thread records; the asyncio side collects with ``take_events`` and
-``take_notes``, under a lock.
+``take_notes`` (``GuardRecords`` locks).
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -29,23 +27,19 @@ import structlog
 from playwright.sync_api import BrowserContext, ConsoleMessage, Download, Frame, Page, Route
 from playwright.sync_api import Error as PlaywrightError
 
-from linewise.records import (
-    BlockedNavigation,
-    DownloadRecord,
-    NavigationEvents,
-    NavigationInitiator,
-)
-from linewise.runtime.browser.guard import BROWSER_PAGES, DOWNLOADS_OFF, refused_by_chromium
+from linewise.records import BlockedNavigation, DownloadRecord, NavigationInitiator
+from linewise.runtime.browser import guard_rules as rules
 from linewise.runtime.browser.navigation import ChainEnd, NavigationPolicy, redirect_chain
+from linewise.runtime.browser.proxy import ProxyHub, ProxyServer
 
 log = structlog.get_logger(__name__)
 
 CONTEXT_OPTIONS: dict[str, Any] = {"service_workers": "block", "accept_downloads": False}
 """BrowserGym's ``pw_context_kwargs``: a service worker would answer requests the route
-never sees, and downloads are refused."""
+never sees, and downloads are refused (``context_options`` adds the proxy)."""
 
 
-class SyncNavigationGuard:
+class SyncNavigationGuard(rules.GuardRecords):
     """The policy of one BrowserGym episode, enforced on its (sync) browser context.
 
     ``policy_for`` builds the policy from the start URL once the set-up loads it;
@@ -53,51 +47,42 @@ class SyncNavigationGuard:
     """
 
     def __init__(self, policy_for: Callable[[str], NavigationPolicy],
-                 on_close: Callable[[], None] = lambda: None) -> None:
+                 on_close: Callable[[], None] = lambda: None,
+                 navigation_timeout_ms: float = 30000.0) -> None:
+        super().__init__()
         self._policy_for = policy_for
         self.on_close = on_close
+        self.navigation_timeout_ms = navigation_timeout_ms
         self.policy: NavigationPolicy | None = None
-        self._lock = threading.Lock()
-        self._events = NavigationEvents()
-        self._unreported: list[BlockedNavigation] = []
         self._refused_popups = 0
         self._context: BrowserContext | None = None
+        self._proxy: ProxyServer | None = None
+
+    def context_options(self) -> dict[str, Any]:
+        """BrowserGym's ``pw_context_kwargs``, with a new policy proxy (``close`` stops
+        it). Until the set-up's first document sets the policy, it lets all through."""
+        if self._proxy is None:
+            self._proxy = ProxyHub.shared().serve(self._connection_refusal)
+        return {**CONTEXT_OPTIONS, "proxy": {"server": self._proxy.url}}
+
+    def _connection_refusal(self, host: str, port: int) -> str | None:
+        policy = self.policy
+        return policy.decide("connection", f"{host}:{port}") if policy is not None else None
+
+    def close(self) -> None:
+        if self._proxy is not None:
+            self._proxy.close()
+            self._proxy = None
 
     def attach(self, context: BrowserContext) -> None:
         """Watch ``context`` (on the worker thread, before the set-up navigates)."""
         self._context = context
         context.route("**/*", self._route)
         context.on("page", self._on_page)
+        # On the context: a popup's console message can come before its page is announced.
+        context.on("console", self._on_console)
         for page in context.pages:
             self._on_page(page)
-
-    # ------------------------------------------------------------ the asyncio side
-
-    def check_model_url(self, url: str, from_url: str = "") -> str | None:
-        """The refusal of a URL the model asked for (recorded), or None if allowed."""
-        reason = self.policy.refusal(url) if self.policy is not None else None
-        if reason is not None:
-            self._record(BlockedNavigation(url=url, reason=reason, initiator="model",
-                                           from_url=from_url), tell_model=False)
-        return reason
-
-    def take_events(self) -> NavigationEvents:
-        with self._lock:
-            events, self._events = self._events, NavigationEvents()
-        return events
-
-    def take_notes(self) -> list[BlockedNavigation]:
-        with self._lock:
-            notes, self._unreported = self._unreported, []
-        return notes
-
-    def _record(self, block: BlockedNavigation, *, tell_model: bool = True) -> None:
-        log.info("navigation blocked", url=block.url[:200], reason=block.reason,
-                 initiator=block.initiator)
-        with self._lock:
-            self._events.blocked.append(block)
-            if tell_model:
-                self._unreported.append(block)
 
     # ------------------------------------------------------------ the network side
 
@@ -111,24 +96,22 @@ class SyncNavigationGuard:
         request = route.request
         try:
             frame = _frame_of(request)
+            navigation = request.is_navigation_request()
             if self.policy is None:
-                if request.is_navigation_request() and frame is not None and (
-                        frame.parent_frame is None):
+                if navigation and frame is not None and frame.parent_frame is None:
                     self._start(request.url)
                 route.continue_()
                 return
-            if not request.is_navigation_request():
-                reason = self.policy.subresource_refusal(request.url)
-                if reason is None:
-                    route.continue_()
-                else:
-                    route.abort("blockedbyclient")
-                return
-            reason = self.policy.refusal(request.url)
-            if reason is not None:
-                self._refuse(route, frame, request.url, reason, _initiator(frame))
-            elif not request.url.startswith(("http:", "https:")):
+            initiator = _initiator(frame) if navigation else "page"
+            plan = rules.plan_route(self.policy, request.url, navigation=navigation,
+                              initiator=initiator)
+            if plan.action == "continue":
                 route.continue_()
+            elif plan.action == "blocked":
+                route.abort("blockedbyclient")
+            elif plan.action == "refused":
+                assert plan.reason is not None
+                self._refuse(route, frame, request.url, plan.reason, initiator)
             else:
                 self._load_checking_redirects(route, frame)
         except PlaywrightError as exc:  # the page or context closed meanwhile
@@ -138,15 +121,17 @@ class SyncNavigationGuard:
                 initiator: NavigationInitiator, from_url: str | None = None) -> None:
         if from_url is None:
             from_url = frame.url if frame is not None else ""
-        self._record(BlockedNavigation(url=url, reason=reason, initiator=initiator,
-                                       from_url=from_url))
+        self.record(BlockedNavigation(url=url, reason=reason, initiator=initiator,
+                                      from_url=from_url))
         route.abort("aborted")
         if initiator == "popup":
-            page = frame.page if frame is not None else None
-            if page is not None and _is_blank_popup(page):
-                self._close(page)
-            else:  # its page has not been announced yet: ``_on_page`` closes it
-                self._refused_popups += 1
+            self._close_blank_popup(frame.page if frame is not None else None)
+
+    def _close_blank_popup(self, page: Page | None) -> None:
+        if page is not None and _is_blank_popup(page):
+            self._close(page)
+        else:  # its page has not been announced yet: ``_on_page`` closes it
+            self._refused_popups += 1
 
     def _close(self, page: Page) -> None:
         page.close()
@@ -154,8 +139,9 @@ class SyncNavigationGuard:
 
     def _load_checking_redirects(self, route: Route, frame: Frame | None) -> None:
         url = route.request.url
+        timeout = self.navigation_timeout_ms
         try:
-            first = route.fetch(max_redirects=0)
+            first = route.fetch(max_redirects=0, timeout=timeout)
         except PlaywrightError as exc:
             log.debug("document fetch failed", url=url[:200], error=str(exc)[:200])
             route.abort("failed")
@@ -166,86 +152,76 @@ class SyncNavigationGuard:
             hop_url, keeps_method = next(chain)
             while True:
                 if keeps_method:
-                    response = route.fetch(url=hop_url, max_redirects=0)
+                    response = route.fetch(url=hop_url, max_redirects=0, timeout=timeout)
                 else:  # after a 301/302/303 the browser would GET without a body
                     assert self._context is not None
                     response = self._context.request.fetch(hop_url, method="GET",
-                                                           max_redirects=0)
+                                                           max_redirects=0, timeout=timeout)
                 response.dispose()
                 hop_url, keeps_method = chain.send((response.status, response.headers))
         except StopIteration as stop:
             end: ChainEnd = stop.value
-        if end.hops == 0 and end.refusal is None:
+        outcome = rules.chain_outcome(end)
+        if outcome.action == "first":
             route.fulfill(response=first)
             return
         first.dispose()
-        if end.refusal is not None:
+        if outcome.action == "refused":
+            assert end.refusal is not None
             self._refuse(route, frame, end.url, end.refusal, "redirect", from_url=end.previous)
-        elif end.exhausted:
+        elif outcome.action == "failed":
             route.abort("failed")
         else:
-            route.fulfill(status=307 if end.keeps_method else 303,
-                          headers={"location": end.url})
+            route.fulfill(status=outcome.status, headers={"location": outcome.location})
 
     # ------------------------------------------------------------ the page side
 
     def _on_page(self, page: Page) -> None:
         page.on("framenavigated", self._on_frame_navigated)
         page.on("download", self._on_download)
-        page.on("console", self._on_console)
         if self._refused_popups and _is_blank_popup(page):
             self._refused_popups -= 1
             self._close(page)
 
     def _on_console(self, message: ConsoleMessage) -> None:
-        url = refused_by_chromium(message.type, message.text)
-        if url is None:
-            return
-        policy = self.policy
-        reason = (policy.refusal(url) if policy is not None else None) or (
-            "Chromium does not let web pages open it")
-        self._record(BlockedNavigation(url=url, reason=reason, initiator="page",
-                                       from_url=message.page.url if message.page else ""))
+        page = message.page
+        if self.record_chromium_refusal(message.type, message.text, page.url if page else ""):
+            for candidate in self._context.pages if self._context is not None else []:
+                if _is_blank_popup(candidate):  # what a refused window.open('data:…') left
+                    self._close(candidate)
 
     def _on_frame_navigated(self, frame: Frame) -> None:
         url = frame.url
-        if not url or url.startswith(BROWSER_PAGES):
-            return
         if self.policy is None:
-            if frame.parent_frame is None:
+            if frame.parent_frame is None and url and not url.startswith(rules.BROWSER_PAGES):
                 self._start(url)  # a file: start page is never a routed request
             return
-        reason = self.policy.refusal(url)
+        reason = rules.committed_refusal(self.policy, url)
         if reason is None:
             return
         page = frame.page
         try:
-            if frame.parent_frame is not None:
-                self._record(BlockedNavigation(url=url, reason=reason, initiator="frame",
-                                               from_url=frame.parent_frame.url))
-                frame.frame_element().evaluate(
-                    "(e) => { e.removeAttribute('srcdoc'); e.src = 'about:blank'; }")
-            elif page.opener() is not None and len(page.context.pages) > 1:
-                self._record(BlockedNavigation(url=url, reason=reason, initiator="popup"))
+            parent = frame.parent_frame
+            action, initiator = rules.undo_action(
+                is_iframe=parent is not None,
+                is_popup=page.opener() is not None and len(page.context.pages) > 1)
+            self.record(BlockedNavigation(url=url, reason=reason, initiator=initiator,
+                                          from_url=parent.url if parent is not None else ""))
+            if action == "empty_frame":
+                frame.frame_element().evaluate(rules.EMPTY_FRAME_JS)
+            elif action == "close_popup":
                 self._close(page)
-            else:
-                self._record(BlockedNavigation(url=url, reason=reason, initiator="page"))
-                if page.go_back() is None and page.url == url:
-                    page.goto("about:blank")
+            elif page.go_back() is None and page.url == url:
+                page.goto("about:blank")
         except PlaywrightError as exc:
             log.debug("could not undo a blocked navigation", url=url[:200],
                       error=str(exc)[:200])
 
     def _on_download(self, download: Download) -> None:
         url = download.url
-        policy = self.policy
-        reason = policy.refusal(url) if policy is not None and url.startswith(
-            ("http:", "https:")) else None
-        record = DownloadRecord(url=url, filename=download.suggested_filename,
-                                refused=reason or DOWNLOADS_OFF)
-        log.info("download refused", url=url[:200], reason=record.refused)
-        with self._lock:
-            self._events.downloads.append(record)
+        self.record_download(DownloadRecord(
+            url=url, filename=download.suggested_filename,
+            refused=rules.download_refusal(self.policy, url, can_save=False)))
 
 
 def _frame_of(request: Any) -> Frame | None:
@@ -257,17 +233,15 @@ def _frame_of(request: Any) -> Frame | None:
 
 
 def _initiator(frame: Frame | None) -> NavigationInitiator:
-    if frame is None:
-        return "popup"
-    if frame.parent_frame is not None:
-        return "frame"
-    if frame.url in ("", "about:blank") and frame.page.opener() is not None:
-        return "popup"
-    return "page"
+    if frame is None or frame.parent_frame is not None:
+        return rules.initiator_of(has_frame=frame is not None, is_iframe=frame is not None,
+                            blank_with_opener=False)
+    return rules.initiator_of(has_frame=True, is_iframe=False,
+                        blank_with_opener=_is_blank_popup(frame.page))
 
 
 def _is_blank_popup(page: Page) -> bool:
     try:
-        return page.url in ("", "about:blank") and page.opener() is not None
+        return page.url in rules.BLANK_PAGES and page.opener() is not None
     except PlaywrightError:
         return False

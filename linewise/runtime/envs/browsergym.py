@@ -41,7 +41,7 @@ from linewise.runtime.browser.observation import (
     flatten_axtree,
 )
 from linewise.runtime.browser.scripts import own_js
-from linewise.runtime.browser.sync_guard import CONTEXT_OPTIONS, SyncNavigationGuard
+from linewise.runtime.browser.sync_guard import SyncNavigationGuard
 from linewise.runtime.envs.browsergym_gym import make_env, stop_thread_playwright
 from linewise.runtime.envs.chromium import blocked_note
 from linewise.runtime.tasks.browser_task import TaskStart, TaskStatus
@@ -86,7 +86,7 @@ class BrowserGymEnv:
         self.guard = SyncNavigationGuard(lambda start_url: NavigationPolicy.for_task(
             navigation, start_url, allowed_domains=task.allowed_domains,
             blocked_domains=task.blocked_domains,
-        )) if navigation.enforce else None
+        ), navigation_timeout_ms=browser.navigation_timeout_ms) if navigation.enforce else None
 
     async def _in_thread(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._thread, fn)
@@ -106,7 +106,7 @@ class BrowserGymEnv:
                 self.task.env_id, task_kwargs=self.task_kwargs, headless=self.browser.headless,
                 slow_mo_ms=self.browser.slow_mo_ms, timeout_ms=self.browser.action_timeout_ms,
                 action_timeout_ms=self.browser.action_timeout_ms,
-                context_options=CONTEXT_OPTIONS if self.guard is not None else None,
+                context_options=self.guard.context_options() if self.guard is not None else None,
             )
             if self.guard is not None:
                 _guard_setup(self._gym.unwrapped, self.guard)
@@ -223,6 +223,8 @@ class BrowserGymEnv:
                 log.warning("browsergym env did not close", error=str(exc))
             finally:
                 stop_thread_playwright()
+                if self.guard is not None:
+                    self.guard.close()
 
         try:
             await asyncio.wait_for(self._in_thread(stop), CLOSE_TIMEOUT_S)

@@ -59,7 +59,8 @@ class ChromiumEnv:
             blocked_domains=task.blocked_domains,
             devtools_port=browser.devtools_port,
         )
-        self.guard = NavigationGuard(self.policy, episode_dir)
+        self.guard = NavigationGuard(self.policy, episode_dir,
+                                     browser.config.navigation_timeout_ms)
         self._session: BrowserSession | None = None
         self._last: Observation | None = None
         self._refused_urls: list[str] = []

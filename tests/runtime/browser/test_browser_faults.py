@@ -35,8 +35,10 @@ from linewise.testing.processes import chromium_pids
 FAST = BrowserSettings(
     action_timeout_ms=1000, navigation_timeout_ms=2000, observe_timeout_ms=8000,
     frame_timeout_ms=1000, settle_timeout_ms=2000, close_timeout_ms=3000,
+    navigation=NavigationSettings(allow_private=True),
 )
-"""Short deadlines, so every stall below ends within seconds."""
+"""Short deadlines, so every stall below ends within seconds; the stalling servers are
+on other loopback ports than the pages."""
 
 PAGES = {
     "iframe-file.html": '<button>Go</button><iframe src="file:///etc/hostname"></iframe>',

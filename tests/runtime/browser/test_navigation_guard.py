@@ -52,7 +52,7 @@ async def test_model_goto_to_every_refused_scheme_is_an_action_error(
         assert seen_next.url == f"http://127.0.0.1:{site.port}/"  # and stays put
     reasons = {b.url: b.reason for r in records for b in r.blocked}
     assert "DevTools" in reasons[urls[9]] and "metadata" in reasons[urls[10]]
-    assert "not on the allowlist" in reasons[urls[8]]
+    assert "other than the task's own host and port" in reasons[urls[8]]
     assert sum(exfil.hits.values()) == 0
 
 

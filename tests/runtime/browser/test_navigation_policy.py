@@ -65,10 +65,38 @@ def test_devtools_port_is_always_blocked() -> None:
     "http://192.168.1.1/admin", "http://172.16.3.4/", "http://[::1]:8000/", "http://0.0.0.0/",
     "http://2130706433/",
 ])
-def test_private_addresses_need_a_private_start(url: str) -> None:
+def test_private_addresses_need_the_allow_private_setting(url: str) -> None:
     assert "loopback or private" in (policy().refusal(url) or "")
-    assert policy("http://127.0.0.1:8000/task.html").refusal(url) is None
+    assert "loopback or private" in (policy("http://127.0.0.1:8000/t.html").refusal(url) or "")
     assert policy(allow_private=True).refusal(url) is None
+
+
+def test_a_loopback_start_opens_only_its_own_host_and_port() -> None:
+    p = policy("http://127.0.0.1:8701/task.html")
+    for kind in ("document", "frame", "popup", "redirect", "subresource"):
+        assert p.decide(kind, "http://127.0.0.1:8701/api") is None
+        assert "other than the task's own" in (p.decide(kind, "http://127.0.0.1:8702/") or "")
+        assert p.decide(kind, "http://localhost:8701/") is not None
+    assert p.decide("websocket", "ws://127.0.0.1:8701/live") is None
+    assert p.decide("websocket", "ws://127.0.0.1:8702/live") is not None
+    assert p.decide("connection", "127.0.0.1:8701") is None
+    assert p.decide("connection", "127.0.0.1:8702") is not None
+    widened = policy("http://127.0.0.1:8701/", allow_private=True)
+    assert widened.decide("subresource", "http://127.0.0.1:8702/") is None
+    listed = policy("http://127.0.0.1:8701/", allow_domains=("127.0.0.1:8702",))
+    assert listed.decide("websocket", "wss://127.0.0.1:8702/") is None
+    assert listed.decide("subresource", "http://127.0.0.1:8703/") is not None
+
+
+def test_sub_resources_websockets_and_connections_keep_only_the_address_rules() -> None:
+    p = policy(allow_domains=("example.org",))
+    assert p.decide("document", "https://cdn.test/lib.js") == "cdn.test is not on the allowlist"
+    for kind, url in (("subresource", "https://cdn.test/lib.js"),
+                      ("websocket", "wss://cdn.test/socket"), ("connection", "cdn.test:443")):
+        assert p.decide(kind, url) is None
+    assert "DevTools" in (p.decide("connection", "127.0.0.1:9555") or "")
+    assert "metadata" in (p.decide("websocket", "ws://169.254.169.254/") or "")
+    assert "loopback" in (p.decide("connection", "[::1]:80") or "")
 
 
 def test_an_allowlist_pattern_may_open_one_private_host() -> None:
@@ -94,8 +122,8 @@ def test_allowlist_with_a_port_and_the_task_lists_add_up() -> None:
         allowed_domains=("127.0.0.1:8000", "example.org"), blocked_domains=("evil.org",),
     )
     assert p.refusal("http://127.0.0.1:8000/x") is None
-    assert p.refusal("http://127.0.0.1:8001/x") == "127.0.0.1 is not on the allowlist"
-    assert p.refusal("http://localhost:8000/") == "localhost is not on the allowlist"
+    assert "other than the task's own" in (p.refusal("http://127.0.0.1:8001/x") or "")
+    assert "other than the task's own" in (p.refusal("http://localhost:8000/") or "")
     assert p.refusal("https://ads.example.org/") == "ads.example.org is on the blocklist"
     assert p.refusal("https://evil.org/") == "evil.org is on the blocklist"
 

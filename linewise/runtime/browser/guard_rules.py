@@ -1,0 +1,192 @@
+"""What a navigation guard does, decided once for both of its shells.
+
+``NavigationGuard`` (async Playwright, ``guard.py``) and ``SyncNavigationGuard``
+(BrowserGym's sync Playwright thread, ``sync_guard.py``) see the same events; every
+decision about them is a function here, of the policy and plain facts the shell reads
+off Playwright objects. The shells only read those facts and carry the decisions out.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Literal
+
+import structlog
+
+from linewise.records import (
+    BlockedNavigation,
+    DownloadRecord,
+    NavigationEvents,
+    NavigationInitiator,
+)
+from linewise.runtime.browser.navigation import ChainEnd, NavigationPolicy, RequestKind
+
+log = structlog.get_logger(__name__)
+
+DOWNLOADS_OFF = "downloads are off (the --downloads flag saves them in the episode folder)"
+BLANK_PAGES = ("", "about:blank")
+# The browser's own error page after a failed or aborted load: not a page's navigation.
+BROWSER_PAGES = ("chrome-error://", "about:blank", "about:srcdoc")
+_CHROMIUM_REFUSALS = ("Not allowed to load local resource:",
+                      "Not allowed to navigate top frame to data URL:")
+
+
+@dataclass(frozen=True)
+class RoutePlan:
+    """What a route handler does with a request: let it through, block a sub-resource
+    (``blocked``), refuse a navigation (``refused``, recorded), or fetch a document
+    itself checking its redirect chain (``load``)."""
+
+    action: Literal["continue", "blocked", "refused", "load"]
+    reason: str | None = None
+
+
+def plan_route(policy: NavigationPolicy, url: str, *, navigation: bool,
+               initiator: NavigationInitiator) -> RoutePlan:
+    if not navigation:
+        reason = policy.decide("subresource", url)
+        return RoutePlan("continue") if reason is None else RoutePlan("blocked", reason)
+    kind: RequestKind = (
+        "popup" if initiator == "popup" else "frame" if initiator == "frame" else "document")
+    reason = policy.decide(kind, url)
+    if reason is not None:
+        return RoutePlan("refused", reason)
+    if not url.startswith(("http:", "https:")):
+        return RoutePlan("continue")  # a file: page inside the task's folder
+    return RoutePlan("load")
+
+
+def initiator_of(*, has_frame: bool, is_iframe: bool, blank_with_opener: bool
+                 ) -> NavigationInitiator:
+    """A routed navigation's initiator: a popup's first request comes before its frame
+    exists, and while the frame is still blank."""
+    if not has_frame:
+        return "popup"
+    if is_iframe:
+        return "frame"
+    return "popup" if blank_with_opener else "page"
+
+
+@dataclass(frozen=True)
+class ChainOutcome:
+    """How a checked document load ends: hand the browser the first response
+    (``first``), refuse the hop ``end.url``, fail, or redirect it straight to the
+    chain's end (the browser fetches that once more itself, through the proxy)."""
+
+    action: Literal["first", "refused", "failed", "redirect"]
+    status: int = 0
+    location: str = ""
+
+
+def chain_outcome(end: ChainEnd) -> ChainOutcome:
+    if end.hops == 0 and end.refusal is None:
+        return ChainOutcome("first")
+    if end.refusal is not None:
+        return ChainOutcome("refused")
+    if end.exhausted:
+        return ChainOutcome("failed")
+    return ChainOutcome("redirect", 307 if end.keeps_method else 303, end.url)
+
+
+UndoAction = Literal["empty_frame", "close_popup", "go_back"]
+
+
+def undo_action(*, is_iframe: bool, is_popup: bool) -> tuple[UndoAction, NavigationInitiator]:
+    """How to undo a refused document that committed without a request (``blob:``,
+    ``data:``): empty the iframe, close the popup, or take the page back."""
+    if is_iframe:
+        return "empty_frame", "frame"
+    if is_popup:
+        return "close_popup", "popup"
+    return "go_back", "page"
+
+
+EMPTY_FRAME_JS = "(e) => { e.removeAttribute('srcdoc'); e.src = 'about:blank'; }"
+
+
+def committed_refusal(policy: NavigationPolicy | None, url: str) -> str | None:
+    """Why a committed frame URL must be undone, or None."""
+    if policy is None or not url or url.startswith(BROWSER_PAGES):
+        return None
+    return policy.refusal(url)
+
+
+def refused_by_chromium(kind: str, text: str) -> str | None:
+    """The URL of a navigation Chromium itself refused, from a console message, or None.
+
+    Chromium refuses a web page's navigations to file:, chrome: and top-level data: URLs
+    before any request is made; its console error is the only trace of them."""
+    if kind != "error":
+        return None
+    for prefix in _CHROMIUM_REFUSALS:
+        if text.startswith(prefix):
+            return text.removeprefix(prefix).strip()
+    return None
+
+
+def download_refusal(policy: NavigationPolicy | None, url: str, *, can_save: bool
+                     ) -> str | None:
+    reason = policy.refusal(url) if policy is not None and url.startswith(
+        ("http:", "https:")) else None
+    if reason is None and not can_save:
+        reason = DOWNLOADS_OFF
+    return reason
+
+
+class GuardRecords:
+    """The blocks and downloads a guard saw, kept for the environment to collect
+    (``take_events``) and to tell the model (``take_notes``); safe across threads."""
+
+    policy: NavigationPolicy | None
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._events = NavigationEvents()
+        self._unreported: list[BlockedNavigation] = []
+
+    def check_model_url(self, url: str, from_url: str = "") -> str | None:
+        """The refusal of a URL the model asked for (recorded), or None if allowed."""
+        reason = self.policy.refusal(url) if self.policy is not None else None
+        if reason is not None:
+            self.record(BlockedNavigation(url=url, reason=reason, initiator="model",
+                                          from_url=from_url), tell_model=False)
+        return reason
+
+    def take_events(self) -> NavigationEvents:
+        """Blocks and downloads since the last call."""
+        with self._lock:
+            events, self._events = self._events, NavigationEvents()
+        return events
+
+    def take_notes(self) -> list[BlockedNavigation]:
+        """Blocks the model has not been told about (its own refusals are action errors)."""
+        with self._lock:
+            notes, self._unreported = self._unreported, []
+        return notes
+
+    def record(self, block: BlockedNavigation, *, tell_model: bool = True) -> None:
+        log.info("navigation blocked", url=block.url[:200], reason=block.reason,
+                 initiator=block.initiator)
+        with self._lock:
+            self._events.blocked.append(block)
+            if tell_model:
+                self._unreported.append(block)
+
+    def record_download(self, download: DownloadRecord) -> None:
+        log.info("download", url=download.url[:200], saved_as=download.saved_as,
+                 refused=download.refused)
+        with self._lock:
+            self._events.downloads.append(download)
+
+    def record_chromium_refusal(self, kind: str, text: str, page_url: str) -> bool:
+        """Record a navigation Chromium refused on its own (from a console message);
+        True when it was one (a refused ``window.open`` then leaves a blank tab)."""
+        url = refused_by_chromium(kind, text)
+        if url is None:
+            return False
+        reason = (self.policy.refusal(url) if self.policy is not None else None) or (
+            "Chromium does not let web pages open it")
+        self.record(BlockedNavigation(url=url, reason=reason, initiator="page",
+                                      from_url=page_url))
+        return True

@@ -1,0 +1,200 @@
+"""A local HTTP proxy that every connection of an episode's browser context goes through.
+
+Playwright's routes see neither the hops of a sub-resource's redirect chain nor
+WebSockets (``route_web_socket`` needs Playwright 1.48; browsergym-core pins 1.44), and a
+page can always reach pristine constructors through a fresh iframe or a worker, so no
+script can stand guard. Chromium's network stack itself is the one place nothing gets
+past: each context is given this proxy (``--proxy-bypass-list=<-loopback>``, which
+Playwright adds, sends loopback through it too), and every connection Chromium opens —
+a plain HTTP request, a redirect hop, a ``CONNECT`` tunnel for https, ws and wss — is
+checked by host and port against the episode's policy before the proxy connects it.
+
+One daemon thread runs one event loop for every episode's proxy of the process, so the
+async environment and BrowserGym's sync worker thread use it alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+Refusal = Callable[[str, int], "str | None"]
+"""``(host, port)`` -> why the connection is refused, or None to connect it."""
+
+MAX_HEAD = 64 * 1024
+CONNECT_TIMEOUT_S = 30.0
+CHUNK = 64 * 1024
+_HOP_HEADERS = (b"proxy-connection", b"connection", b"keep-alive")
+
+
+@dataclass
+class ProxyServer:
+    """One episode's proxy: ``url`` is what the browser context's ``proxy`` names."""
+
+    url: str
+    _server: asyncio.base_events.Server = field(repr=False)
+    _loop: asyncio.AbstractEventLoop = field(repr=False)
+
+    def close(self) -> None:
+        """Stop accepting connections (safe from any thread, more than once)."""
+        self._loop.call_soon_threadsafe(self._server.close)
+
+
+class ProxyHub:
+    """The process's proxy thread; ``serve`` starts one episode's proxy on it."""
+
+    _shared: ProxyHub | None = None
+    _shared_lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="linewise-proxy",
+                                        daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def shared(cls) -> ProxyHub:
+        with cls._shared_lock:
+            if cls._shared is None:
+                cls._shared = cls()
+            return cls._shared
+
+    def serve(self, refusal: Refusal, host_map: Mapping[str, str] | None = None
+              ) -> ProxyServer:
+        """A new proxy on a free loopback port, checking every connection with
+        ``refusal``; ``host_map`` stands addresses in for host names (what Chromium's
+        ``--host-resolver-rules`` would have done, had it resolved the names itself)."""
+        handler = _Connection(refusal, dict(host_map or {}))
+        future = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(handler.serve, "127.0.0.1", 0, limit=MAX_HEAD), self._loop)
+        server = future.result(timeout=10)
+        port = server.sockets[0].getsockname()[1]
+        return ProxyServer(f"http://127.0.0.1:{port}", server, self._loop)
+
+
+def resolver_rules(args: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """``MAP host address`` rules of a ``--host-resolver-rules`` Chromium flag."""
+    rules: dict[str, str] = {}
+    for arg in args:
+        if arg.startswith("--host-resolver-rules="):
+            for rule in arg.split("=", 1)[1].strip("\"'").split(","):
+                parts = rule.split()
+                if len(parts) == 3 and parts[0].upper() == "MAP":
+                    rules[parts[1].lower()] = parts[2]
+    return rules
+
+
+class _Connection:
+    def __init__(self, refusal: Refusal, host_map: dict[str, str]) -> None:
+        self.refusal = refusal
+        self.host_map = host_map
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            await self._handle(head, reader, writer)
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError,
+                OSError, ValueError) as exc:
+            log.debug("proxy connection ended", error=str(exc)[:200])
+        except Exception:  # a bug here must cost one connection, never the proxy thread
+            log.exception("proxy connection failed")
+        finally:
+            await _close(writer)
+
+    async def _handle(self, head: bytes, reader: asyncio.StreamReader,
+                      writer: asyncio.StreamWriter) -> None:
+        request_line, _, headers = head.partition(b"\r\n")
+        method, target, version = request_line.decode("latin-1").split(" ", 2)
+        if method.upper() == "CONNECT":
+            host, _, port_text = target.rpartition(":")
+            host, port, path = host.strip("[]").lower(), int(port_text), ""
+        else:
+            parts = urlsplit(target)
+            if parts.scheme != "http" or not parts.hostname:
+                await _answer(writer, 400, "the proxy takes absolute http URLs only")
+                return
+            host, port = parts.hostname.lower(), parts.port or 80
+            path = parts.path or "/"
+            if parts.query:
+                path += "?" + parts.query
+        reason = self.refusal(host, port)
+        if reason is not None:
+            log.debug("connection refused by the policy", host=host, port=port, reason=reason)
+            await _answer(writer, 403, reason)
+            return
+        try:
+            upstream_reader, upstream = await asyncio.wait_for(
+                asyncio.open_connection(self.host_map.get(host, host), port, limit=MAX_HEAD),
+                CONNECT_TIMEOUT_S)
+        except (OSError, TimeoutError) as exc:
+            await _answer(writer, 502, f"cannot connect to {host}:{port}: {exc}")
+            return
+        try:
+            if method.upper() == "CONNECT":
+                writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+                await writer.drain()
+            else:
+                upgrade = b"\nupgrade:" in headers.lower()
+                upstream.write(_request_head(method, path, version, headers, upgrade))
+                await upstream.drain()
+                if not upgrade:  # one request per connection: the next may name another host
+                    response = await upstream_reader.readuntil(b"\r\n\r\n")
+                    writer.write(_close_after(response))
+            await asyncio.gather(_pipe(reader, upstream), _pipe(upstream_reader, writer))
+        finally:
+            await _close(upstream)
+
+
+def _request_head(method: str, path: str, version: str, headers: bytes, upgrade: bool
+                  ) -> bytes:
+    kept = [line for line in headers.split(b"\r\n") if line and (
+        (upgrade and not line.lower().startswith(b"proxy-connection"))
+        or line.split(b":", 1)[0].strip().lower() not in _HOP_HEADERS)]
+    if not upgrade:
+        kept.append(b"Connection: close")
+    return f"{method} {path} {version}\r\n".encode("latin-1") + b"\r\n".join(kept) + (
+        b"\r\n\r\n")
+
+
+def _close_after(response_head: bytes) -> bytes:
+    """The response head with ``Connection: close``, so the browser sends its next
+    request on a new connection, checked again."""
+    status, _, rest = response_head.partition(b"\r\n")
+    lines = [line for line in rest.split(b"\r\n") if line and (
+        line.split(b":", 1)[0].strip().lower() not in _HOP_HEADERS)]
+    return status + b"\r\n" + b"\r\n".join([*lines, b"Connection: close"]) + b"\r\n\r\n"
+
+
+async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+    try:
+        while chunk := await source.read(CHUNK):
+            sink.write(chunk)
+            await sink.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        with contextlib.suppress(OSError, RuntimeError):
+            if sink.can_write_eof():
+                sink.write_eof()
+
+
+async def _answer(writer: asyncio.StreamWriter, status: int, reason: str) -> None:
+    body = f"linewise: {reason}\n".encode()
+    writer.write(f"HTTP/1.1 {status} Refused\r\nContent-Type: text/plain\r\n"
+                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+    with contextlib.suppress(ConnectionError, OSError):
+        await writer.drain()
+
+
+async def _close(writer: asyncio.StreamWriter) -> None:
+    writer.close()
+    with contextlib.suppress(ConnectionError, OSError):
+        await writer.wait_closed()

@@ -1,0 +1,176 @@
+"""Every way a page sends a request goes through the one request policy, whichever way
+the page arrived: an "attacker" server on another loopback port counts 0 hits, while
+the same pages with the policy widened (``allow_private``) reach it through every
+channel, so each zero is the policy's doing."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import websockets
+from playwright.async_api import Page
+
+from linewise.runtime.browser.chromium import Browser, BrowserConfig, BrowserSession
+from linewise.runtime.browser.guard import NavigationGuard
+from linewise.runtime.browser.navigation import NavigationPolicy
+from linewise.runtime.episode import EpisodeResources, run_episode
+from linewise.runtime.tasks.schema import WebTask
+from linewise.runtime.trace import read_steps
+from linewise.settings import NavigationSettings
+from tests.support.leaky import CHANNELS
+from tests.support.sites import Site, click, scripted
+
+
+async def _session(browser: Browser, start: str, **navigation: object
+                   ) -> tuple[BrowserSession, NavigationGuard]:
+    policy = NavigationPolicy.for_task(NavigationSettings.model_validate(navigation), start,
+                                       devtools_port=browser.devtools_port)
+    guard = NavigationGuard(policy)
+    return await browser.new_session(guard), guard
+
+
+async def _load_and_wait(page: Page, url: str) -> None:
+    await page.goto(url)
+    await page.wait_for_function("document.title === 'done'", timeout=10000)
+
+
+async def _until_hit(site: Site, paths: tuple[str, ...]) -> None:
+    for _ in range(100):
+        if all(site.hits[f"/{p}"] for p in paths):
+            return
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.parametrize("path", ["/leaky", "/to-leaky"])
+@pytest.mark.parametrize("allowlist", [False, True])
+async def test_no_channel_reaches_another_loopback_port(
+    browser: Browser, leaky_servers: tuple[Site, Site], path: str, allowlist: bool
+) -> None:
+    site, exfil = leaky_servers
+    start = f"http://127.0.0.1:{site.port}/"
+    extra = {"allow_domains": (f"127.0.0.1:{site.port}",)} if allowlist else {}
+    session, _ = await _session(browser, start, **extra)
+    try:
+        await _load_and_wait(session.page, start + path.lstrip("/"))
+        assert session.page.url == f"{start}leaky"
+    finally:
+        await session.close()
+    assert sum(exfil.hits.values()) == 0, exfil.hits
+    assert site.hits["/hop-to-exfil"] == 1  # the redirect was asked, its hop refused
+
+
+@pytest.mark.parametrize("path", ["/leaky", "/to-leaky"])
+async def test_the_same_page_reaches_every_channel_with_the_policy_widened(
+    browser: Browser, leaky_servers: tuple[Site, Site], path: str
+) -> None:
+    """Whichever way it arrives: nothing else (Chromium's Local Network Access checks on
+    a document the guard fulfilled) stands in for the policy."""
+    site, exfil = leaky_servers
+    start = f"http://127.0.0.1:{site.port}/"
+    session, _ = await _session(browser, start, allow_private=True)
+    try:
+        await _load_and_wait(session.page, start + path.lstrip("/"))
+        await _until_hit(exfil, CHANNELS)
+    finally:
+        await session.close()
+    assert [c for c in CHANNELS if not exfil.hits[f"/{c}"]] == [], exfil.hits
+
+
+async def test_a_sub_resource_redirect_never_reaches_the_devtools_port(
+    browser: Browser, leaky_servers: tuple[Site, Site]
+) -> None:
+    site, devtools = leaky_servers  # the counting server stands in for the DevTools port
+    start = f"http://127.0.0.1:{site.port}/"
+    policy = NavigationPolicy.for_task(NavigationSettings(allow_private=True), start,
+                                       devtools_port=devtools.port)
+    session = await browser.new_session(NavigationGuard(policy))
+    try:
+        await session.page.goto(f"{start}to-landed")  # the page's real address space
+        await session.page.evaluate(
+            "fetch('/hop-to-devtools', {mode: 'no-cors'}).catch(() => 0)")
+        await session.page.evaluate(f"new Promise((done) => {{ const s = new WebSocket("
+                                    f"'ws://localhost:{devtools.port}/devtools/browser'); "
+                                    "s.onerror = s.onclose = s.onopen = done; })")
+    finally:
+        await session.close()
+    assert site.hits["/hop-to-devtools"] == 1
+    assert sum(devtools.hits.values()) == 0, devtools.hits
+
+
+@pytest.fixture
+async def echo_server() -> AsyncIterator[int]:
+    async def echo(connection: websockets.ServerConnection) -> None:
+        async for message in connection:
+            await connection.send(f"echo {message}")
+
+    async with websockets.serve(echo, "127.0.0.1", 0) as server:
+        yield next(iter(server.sockets)).getsockname()[1]
+
+
+async def test_a_local_app_calls_an_api_on_another_allowed_port(
+    browser: Browser, leaky_servers: tuple[Site, Site], echo_server: int
+) -> None:
+    site, api = leaky_servers
+    api.pages = {"/data": (200, {"Access-Control-Allow-Origin": "*",
+                                 "Content-Type": "text/plain"}, "api answered")}
+    site.fill |= {"api": f"http://127.0.0.1:{api.port}", "api_ws": f"ws://127.0.0.1:{echo_server}"}
+    start = f"http://127.0.0.1:{site.port}/"
+    session, _ = await _session(browser, start, allow_domains=(
+        f"127.0.0.1:{site.port}", f"127.0.0.1:{api.port}", f"127.0.0.1:{echo_server}"))
+    try:
+        await _load_and_wait(session.page, f"{start}app")
+        text = await session.page.text_content("#out")
+    finally:
+        await session.close()
+    assert text == "api answered echo ping"
+
+
+async def test_a_public_task_reaches_no_loopback_address(
+    leaky_servers: tuple[Site, Site],
+) -> None:
+    site, exfil = leaky_servers
+    config = BrowserConfig(extra_args=("--host-resolver-rules=MAP public.test 127.0.0.1",))
+    start = f"http://public.test:{site.port}/"
+    async with Browser(config) as own:
+        session, _ = await _session(own, start)
+        try:
+            await _load_and_wait(session.page, f"{start}to-leaky")
+        finally:
+            await session.close()
+    assert site.hits["/hop-to-exfil"] == 1
+    assert sum(exfil.hits.values()) == 0, exfil.hits
+
+
+async def test_a_data_url_popup_does_not_end_the_episode(
+    browser: Browser, leaky_servers: tuple[Site, Site], tmp_path: Path
+) -> None:
+    site, _ = leaky_servers
+    task = WebTask(id="popup", url=f"http://127.0.0.1:{site.port}/data-popup",
+                   goal="Look around.", max_steps=5)
+    model = scripted([click("data popup"), "noop(200)", "send_msg_to_user('done')"])
+    summary = await run_episode(task, EpisodeResources(browser, model), tmp_path)
+    assert summary.status == "finished" and summary.termination == "agent_done", summary.error
+    records = read_steps(tmp_path / "popup")
+    assert [b.url[:5] for r in records for b in r.blocked] == ["data:"]
+    for record in records[1:]:
+        assert record.url == task.url and len(record.tabs) == 1
+        assert "popup secret" not in record.axtree
+
+
+async def test_a_slow_page_loads_within_the_navigation_timeout(
+    leaky_servers: tuple[Site, Site], tmp_path: Path
+) -> None:
+    """It answers after 1.5 s: past the action timeout, inside the navigation timeout."""
+    site, _ = leaky_servers
+    site.delays = {"/slow": 1.5}
+    task = WebTask(id="slow", url=f"http://127.0.0.1:{site.port}/slow", goal="Read it.",
+                   max_steps=2)
+    config = BrowserConfig(action_timeout_ms=500, navigation_timeout_ms=10000)
+    async with Browser(config) as own:
+        summary = await run_episode(task, EpisodeResources(own, scripted([
+            "send_msg_to_user('done')"])), tmp_path)
+    assert summary.status == "finished", summary.error
+    assert "Slow page" in read_steps(tmp_path / "slow")[0].axtree
