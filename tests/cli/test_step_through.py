@@ -17,7 +17,7 @@ import pytest
 from PIL import Image
 from playwright.sync_api import sync_playwright
 
-from linewise.runtime.debug.overlay import OVERLAY_COLOR
+from linewise.runtime.debug.overlay import OVERLAY_COLOR, OVERLAY_HOST_ATTRIBUTE
 from linewise.testing import ScriptedChatServer, StaticServer
 from tests.support.terminal import (
     devtools_port_under,
@@ -186,6 +186,38 @@ def test_ctrl_c_in_a_headed_run_pauses_then_stops(
     assert operators[asked:] == ["approved", "stopped"]
     assert summary["status"] == "stopped" and summary["termination"] == "user_stopped"
     assert summary["n_steps"] == len(steps)
+    assert_overlay_never_recorded(steps, folder)
+
+
+@needs_terminal
+def test_ctrl_c_while_the_highlight_box_is_shown_pauses_before_that_action(
+    display: str, site: StaticServer, tmp_path: Path
+) -> None:
+    """The boxed action is the one a person sees coming: Ctrl+C while the box is shown
+    must stop it, not let it run and pause before the one after."""
+    out = tmp_path / "out"
+    with ScriptedChatServer(click_apply) as llm, linewise_in_pane(
+        run_args(llm, site, out, "--highlight", "600000"), tmp_path, display
+    ) as pane:
+        pane.wait_for(r"episode started")
+        with sync_playwright() as playwright:
+            chromium = playwright.chromium.connect_over_cdp(
+                f"http://127.0.0.1:{devtools_port_under(pane.pid())}")
+            page = next(p for c in chromium.contexts for p in c.pages if "counter" in p.url)
+            page.wait_for_selector(f"[{OVERLAY_HOST_ATTRIBUTE}]", state="attached",
+                                   timeout=60_000)
+            pane.send("C-c")
+            text = pane.wait_for(r"step> ")
+            assert "pausing before the next action" in text
+            assert "=== step 0 " in text and re.search(r"action:  click\('\d+'\)", text)
+            assert page.inner_text("#count") == "Applied 0 times"
+        pane.type_line("q")
+        assert pane.wait_exit() == 130
+    steps, summary, folder = read_trace(out)
+    assert [s["operator"] for s in steps] == ["stopped"]
+    assert steps[0]["action"] is None and steps[0]["model_action"].startswith("click(")
+    assert "Applied 0 times" in steps[0]["axtree"]
+    assert summary["termination"] == "user_stopped"
     assert_overlay_never_recorded(steps, folder)
 
 
