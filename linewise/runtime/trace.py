@@ -93,6 +93,8 @@ def read_steps(directory: str | os.PathLike[str]) -> list[StepRecord]:
 
 
 def read_summary(directory: str | os.PathLike[str]) -> EpisodeSummary:
-    """The summary of an episode folder."""
-    path = Path(directory) / "summary.json"
-    return EpisodeSummary.model_validate_json(path.read_text("utf-8"))
+    """The summary of an episode folder (its ``directory`` is that folder)."""
+    folder = Path(directory)
+    summary = EpisodeSummary.model_validate_json((folder / "summary.json").read_text("utf-8"))
+    summary.directory = folder
+    return summary
