@@ -284,7 +284,7 @@ def add_episode_flags(
                         const=False, help="do not save screenshots")
     parser.add_argument("--playwright-trace", action="store_const", const=True,
                         help="record a Playwright trace of every step (open it with "
-                        "playwright show-trace; costs time and disk)")
+                        "linewise show-trace; costs time and disk)")
 
 
 def secret_flag(text: str) -> tuple[str, SecretSpec]:
