@@ -202,6 +202,14 @@ class _Episode:
         self._deadline: asyncio.Timeout | None = None
 
     async def run(self) -> EpisodeSummary:
+        # Every log line of the episode, the loop's and its filter's and model's, names
+        # the task and the filter: two episodes of one task under two filters, running
+        # at once in a bench, must read apart.
+        with structlog.contextvars.bound_contextvars(task_id=self.task_id,
+                                                     filter=self.filter.name):
+            return await self._run()
+
+    async def _run(self) -> EpisodeSummary:
         started = time.perf_counter()
         self.writer.start(self.summary)
         try:
