@@ -5,7 +5,8 @@ The public API is what this module exports (``__all__``, pinned by a test); ever
 else is internal and may change. Run tasks with ``run`` (or ``run_sync``), bring your own
 model (any object with an async ``complete()``), filter (``register_filter``) and hooks
 (``StepHooks``; a ``before_act`` hook runs another action with
-``step.replace_action("click('12')")``), and read the traces back with ``read_steps`` and ``read_summary``.
+``step.replace_action("click('12')")``), and read the traces back with ``read_steps``
+and ``read_summary``.
 Scripted models and local servers for tests are in ``linewise.testing``.
 """
 

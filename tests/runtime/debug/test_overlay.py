@@ -17,8 +17,8 @@ from linewise.runtime.browser.extraction import observe
 from linewise.runtime.debug.highlight import highlight_hooks
 from linewise.runtime.debug.overlay import OVERLAY_COLOR, hide_target, show_target
 from linewise.runtime.envs.factory import environment_for
-from linewise.runtime.log import configure_logging
 from linewise.runtime.episode import StepContext
+from linewise.runtime.log import configure_logging
 from linewise.runtime.tasks.loader import adhoc_task
 from linewise.settings import BrowserSettings, LinewiseSettings
 from linewise.testing import StaticServer

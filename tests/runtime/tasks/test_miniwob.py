@@ -15,8 +15,8 @@ import structlog.testing
 from playwright.async_api import Page
 
 from linewise.errors import BrowserError
-from linewise.runtime.log import configure_logging
 from linewise.runtime.browser.chromium import BrowserSession
+from linewise.runtime.log import configure_logging
 from linewise.runtime.tasks.miniwob import (
     EPISODE_MAX_TIME_MS,
     MiniWoBStatus,
