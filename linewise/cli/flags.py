@@ -150,8 +150,8 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 def log_level(text: str) -> str:
-    """argparse ``type`` of ``--log-level``: a level in any case (``debug``)."""
-    return text.upper() if text.upper() in LOG_LEVELS else text
+    """argparse ``type`` of ``--log-level``: a level, or bench's ``auto``, in any case."""
+    return text.upper() if text.upper() in LOG_LEVELS else text.lower()
 
 
 def filter_name(text: str) -> str:
