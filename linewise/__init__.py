@@ -4,12 +4,15 @@ and full traces.
 The public API is what this module exports (``__all__``, pinned by a test); everything
 else is internal and may change. Run tasks with ``run`` (or ``run_sync``), bring your own
 model (any object with an async ``complete()``), filter (``register_filter``) and hooks
-(``StepHooks``), and read the traces back with ``read_steps`` and ``read_summary``.
+(``StepHooks``; a ``before_act`` hook runs another action with
+``step.replace_action("click('12')")``), and read the traces back with ``read_steps``
+and ``read_summary``.
 Scripted models and local servers for tests are in ``linewise.testing``.
 """
 
 from importlib import metadata as _metadata
 
+from linewise.agent.action_parser import ParsedAction, parse_action
 from linewise.agent.filters.base import FilterInput, FilterResult, ObservationFilter
 from linewise.agent.filters.registry import FilterContext, filter_names, register_filter
 from linewise.agent.models import ChatModel, Completion, Usage
@@ -95,6 +98,7 @@ __all__ = [
     "ModelError",
     "ObservationError",
     "ObservationFilter",
+    "ParsedAction",
     "PruneError",
     "RangeParseError",
     "ResponseFormatError",
@@ -109,6 +113,7 @@ __all__ = [
     "__version__",
     "filter_names",
     "load_task_file",
+    "parse_action",
     "read_steps",
     "read_summary",
     "register_filter",

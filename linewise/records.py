@@ -8,6 +8,7 @@ and reads them.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
@@ -449,6 +450,11 @@ class EpisodeSummary(BaseModel):
     )
     started_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
+    directory: Path | None = Field(
+        default=None, exclude=True,
+        description="The episode's folder (steps.jsonl, screenshots/, this summary.json), "
+        "set by the run and by read_summary; not written, since a folder may be moved.",
+    )
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import linewise
+from linewise.testing import FunctionModel, StaticServer
 from tests.support.paths import REPO
 
 README = REPO / "README.md"
@@ -21,10 +24,10 @@ PUBLIC = [
     "FilterInput", "FilterResult", "FilterSettings", "GraphBuildError", "GraphError",
     "InvalidResponse", "LLMCall", "LLMError", "LinewiseError",
     "LinewiseSettings", "MiniWoBTask", "ModelError", "ObservationError", "ObservationFilter",
-    "PruneError", "RangeParseError", "ResponseFormatError", "StepContext", "StepHooks",
-    "StepRecord", "SuccessCheck", "Tab", "TaskFileError", "Usage", "WebTask", "__version__",
-    "filter_names", "load_task_file", "read_steps", "read_summary", "register_filter", "run",
-    "run_sync",
+    "ParsedAction", "PruneError", "RangeParseError", "ResponseFormatError", "StepContext",
+    "StepHooks", "StepRecord", "SuccessCheck", "Tab", "TaskFileError", "Usage", "WebTask",
+    "__version__", "filter_names", "load_task_file", "parse_action", "read_steps",
+    "read_summary", "register_filter", "run", "run_sync",
 ]
 
 
@@ -58,3 +61,34 @@ def test_the_readme_example_runs_as_written(tmp_path: Path) -> None:
     index, action, kept, _, total = lines[1].split()
     assert index == "0" and action.startswith("click(") and int(kept) < int(total)
     assert (tmp_path / "runs" / "example" / "run.json").exists()
+
+
+class _Replacing(linewise.StepHooks):
+    """Runs its own action instead of the model's, in each public way."""
+
+    async def before_act(self, step: linewise.StepContext) -> None:
+        if step.index == 0:
+            step.replace_action("noop(10)")  # text, parsed as the model's answers are
+        elif step.index == 1:
+            step.action = "noop(20)"  # type: ignore[assignment]  # plain text works too
+        else:
+            with pytest.raises(linewise.ActionParseError):
+                step.replace_action("click(")
+            step.replace_action(linewise.parse_action("noop(30)"))
+
+
+def test_a_hook_replaces_the_action_publicly_and_the_summary_knows_its_folder(
+    pages: StaticServer, tmp_path: Path
+) -> None:
+    model = FunctionModel.answering(["<action>click('999')</action>"] * 3)
+    task = linewise.WebTask(id="form", url=pages.url("form.html"), goal="Wait", max_steps=3)
+    [summary] = linewise.run_sync(task, model=model, filter="none", out_dir=tmp_path,
+                                  hooks=[_Replacing()])
+    assert summary.directory == tmp_path / "form"
+    steps = linewise.read_steps(summary.directory)
+    assert [s.action for s in steps] == ["noop(10.0)", "noop(20.0)", "noop(30.0)"]
+    assert all(s.action_error is None and s.action_raw == "click('999')" for s in steps)
+    # the model is told what ran, not what it proposed
+    history = model.requests[1].messages[-1]["content"].split("# History", 1)[1]
+    assert "noop(10" in history and "click('999')" not in history
+    assert linewise.read_summary(str(summary.directory)).directory == summary.directory

@@ -23,6 +23,7 @@ from linewise.cli.flags import (
     add_episode_flags,
     add_focus_flags,
     add_log_flags,
+    add_log_level_flag,
     add_model_flags,
     add_outage_flags,
     add_request_limit_flags,
@@ -85,14 +86,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                        "small to pay for it, e.g. most MiniWoB++ pages)")
     bench.add_argument("--no-report", action="store_true", help="do not write the report")
     _add_report_flags(bench)
-    add_log_flags(bench, level="auto",
-                  json_help="JSON log lines, no progress bar, even on a terminal")
+    add_log_flags(bench, level="auto", level_help="auto: WARNING under the progress bar, "
+                  "else INFO", json_help="JSON log lines, no progress bar, even on a terminal")
     bench.set_defaults(handler=cmd_bench)
 
     report = sub.add_parser("report", help="write report.md/.html/.json for a bench folder")
     report.add_argument("dir", type=Path, help="a bench folder (holding results.jsonl)")
     _add_report_flags(report)
-    report.add_argument("--log-level", default="WARNING")
+    add_log_level_flag(report, "WARNING")
     report.set_defaults(handler=cmd_report)
 
 

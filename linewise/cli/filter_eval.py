@@ -12,6 +12,7 @@ from linewise.agent.filters.registry import FilterMaker, filter_names
 from linewise.cli.flags import (
     add_focus_flags,
     add_log_flags,
+    add_max_obs_tokens_flag,
     add_model_flags,
     add_view_budget_flag,
     filter_choices,
@@ -45,7 +46,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                           default=[], metavar="NAME",
                           help="filters to score (repeatable; default: every public one): "
                           f"{filter_choices()}")
-    evaluate.add_argument("--max-obs-tokens", type=int, help="token budget of truncate")
+    add_max_obs_tokens_flag(evaluate)
     # Off unless asked (False is a given value): the score is the filter's, not the gate's.
     evaluate.add_argument("--cost-gate", action="store_true",
                           help="let the cost gate skip retrieval (off: score the filter itself)")

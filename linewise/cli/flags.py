@@ -26,7 +26,9 @@ from linewise.agent.filters.focus_stages import (
 from linewise.agent.filters.registry import check_filter_name, filter_names
 from linewise.errors import ConfigError
 from linewise.runtime.browser.navigation import DomainPattern, PatternError
+from linewise.runtime.run import LOCAL_TIMEOUT_S
 from linewise.settings import (
+    DEFAULT_CONTEXT_TOKENS,
     DEFAULT_EPISODE_TIMEOUT_S,
     SECRET_NAME_PATTERN,
     FilterSettings,
@@ -129,6 +131,30 @@ def _describe(exc: ValidationError, given: dict[SettingsPath, str]) -> str:
     return "invalid settings: " + "; ".join(problems)
 
 
+def setting_default(dest: str) -> Any:
+    """The default of the setting flag ``dest`` sets (``SETTINGS_FLAGS``)."""
+    model: Any = LinewiseSettings
+    *groups, key = SETTINGS_FLAGS[dest][0]
+    for group in groups:
+        model = model.model_fields[group].annotation
+    return model.model_fields[key].default
+
+
+def default_of(dest: str) -> str:
+    """``default N`` for a flag's help, N read from the settings, so that the help
+    cannot drift from what a run uses."""
+    value = setting_default(dest)
+    return f"default {value:g}" if isinstance(value, float) else f"default {value}"
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def log_level(text: str) -> str:
+    """argparse ``type`` of ``--log-level``: a level, or bench's ``auto``, in any case."""
+    return text.upper() if text.upper() in LOG_LEVELS else text.lower()
+
+
 def filter_name(text: str) -> str:
     """argparse ``type`` of ``--filter``: any registered filter (or entry point)."""
     try:
@@ -180,31 +206,40 @@ def domain_pattern(text: str) -> str:
     return text
 
 
-def add_browser_flags(parser: argparse.ArgumentParser) -> None:
+def add_browser_flags(parser: argparse.ArgumentParser, *, acting: bool = True) -> None:
+    """How Chromium runs; ``acting=False`` (a command that only reads a page) leaves out
+    what only matters when actions run: --slow-mo, --highlight, --action-timeout and
+    --downloads."""
     parser.add_argument("--headed", dest="headless", action="store_const", const=False,
                         help="show the browser window")
     parser.add_argument("--chromium", help="Chromium binary (default: found automatically)")
-    parser.add_argument("--slow-mo", type=int, metavar="MS",
-                        help="delay every browser operation (debugging)")
-    parser.add_argument("--highlight", type=int, metavar="MS",
-                        help="in a headed run, box each action's target for MS before it "
-                        "runs (default 0: off)")
-    parser.add_argument("--action-timeout", type=int, metavar="MS",
-                        help="how long an action waits for its element")
+    if acting:
+        parser.add_argument("--slow-mo", type=int, metavar="MS",
+                            help="delay every browser operation, for watching "
+                            f"({default_of('slow_mo')}: none)")
+        parser.add_argument("--highlight", type=int, metavar="MS",
+                            help="in a headed run, box each action's target for MS before "
+                            f"it runs ({default_of('highlight')}: off; a headless run "
+                            "ignores it, and says so)")
+        parser.add_argument("--action-timeout", type=int, metavar="MS",
+                            help="how long an action waits for its element "
+                            f"({default_of('action_timeout')})")
     parser.add_argument("--navigation-timeout", type=int, metavar="MS",
-                        help="deadline of a navigation (default 30000)")
+                        help=f"deadline of a navigation ({default_of('navigation_timeout')})")
     parser.add_argument("--observe-timeout", type=int, metavar="MS",
-                        help="deadline of reading the page each step (default 20000)")
+                        help="deadline of reading the page each step "
+                        f"({default_of('observe_timeout')})")
     parser.add_argument("--frame-timeout", type=int, metavar="MS",
                         help="deadline of one frame's marking; a frame that misses it is "
-                        "skipped and recorded (default 2000)")
+                        f"skipped and recorded ({default_of('frame_timeout')})")
     parser.add_argument("--invisible-text", choices=("drop", "mark", "keep"),
-                        help="text a person cannot see: drop it from the observation "
-                        "(default), mark it invisible='<reason>', or keep it")
-    add_navigation_flags(parser)
+                        help="text a person cannot see: drop it from the observation, mark "
+                        "it invisible='<reason>', or keep it "
+                        f"({default_of('invisible_text')})")
+    add_navigation_flags(parser, acting=acting)
 
 
-def add_navigation_flags(parser: argparse.ArgumentParser) -> None:
+def add_navigation_flags(parser: argparse.ArgumentParser, *, acting: bool = True) -> None:
     """The navigation policy (README: "Safety on the live web: navigation")."""
     group = parser.add_argument_group("navigation policy (on by default)")
     group.add_argument("--allow-domain", action="append", type=domain_pattern,
@@ -215,9 +250,10 @@ def add_navigation_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--allow-private", action="store_const", const=True,
                        help="allow every loopback and private address and port (a loopback "
                        "start URL alone opens only its own host and port)")
-    group.add_argument("--downloads", action="store_const", const=True,
-                       help="save downloads into the episode folder's downloads/ "
-                       "(default: refused)")
+    if acting:
+        group.add_argument("--downloads", action="store_const", const=True,
+                           help="save downloads into the episode folder's downloads/ "
+                           "(default: refused)")
     group.add_argument("--no-navigation-policy", dest="navigation_policy",
                        action="store_const", const=False,
                        help="turn the navigation policy off (experiments only)")
@@ -230,21 +266,24 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--retriever-base-url", help="endpoint of the retriever model")
     parser.add_argument("--retriever-model", help="retriever model name")
     parser.add_argument("--gguf", type=Path, help="serve this GGUF instead of the embedded model")
-    parser.add_argument("--ctx-size", type=int, help="context size of the local model server")
+    parser.add_argument("--ctx-size", type=int, metavar="N",
+                        help=f"context size of the local model server ({default_of('ctx_size')})")
     parser.add_argument("--context-tokens", type=int, metavar="N",
                         help="the action endpoint's context window: every prompt is fitted "
-                        "into it (default: --ctx-size for the embedded model, else 32768)")
+                        "into it (default: --ctx-size for the embedded model, else "
+                        f"{DEFAULT_CONTEXT_TOKENS})")
     parser.add_argument("--request-timeout", type=float, metavar="S",
-                        help="per try of an LLM call, in seconds (default 120; the embedded "
-                        "model gets at least 1800)")
+                        help="per try of an LLM call, in seconds "
+                        f"({default_of('request_timeout')}; the embedded model gets at least "
+                        f"{LOCAL_TIMEOUT_S:g})")
     parser.add_argument("--retry-budget", type=float, metavar="S",
                         help="longest time one LLM call may spend retrying 429s, 5xx, "
-                        "timeouts and dropped connections (default 180)")
+                        f"timeouts and dropped connections ({default_of('retry_budget')})")
 
 
 def add_request_limit_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-in-flight", type=int, metavar="N",
-                        help="LLM requests in flight per endpoint (default 4)")
+                        help=f"LLM requests in flight per endpoint ({default_of('max_in_flight')})")
     parser.add_argument("--rps", type=float, metavar="R",
                         help="LLM requests per second per endpoint (default unlimited)")
 
@@ -252,7 +291,7 @@ def add_request_limit_flags(parser: argparse.ArgumentParser) -> None:
 def add_outage_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-outage", type=float, metavar="S",
                         help="stop the bench (resumable) once the model endpoint has been "
-                        "down this long, in seconds (default 1800)")
+                        f"down this long, in seconds ({default_of('max_outage')})")
 
 
 def add_view_budget_flag(parser: argparse.ArgumentParser) -> None:
@@ -264,21 +303,28 @@ def add_view_budget_flag(parser: argparse.ArgumentParser) -> None:
 
 def add_agent_flags(parser: argparse.ArgumentParser) -> None:
     add_view_budget_flag(parser)
-    parser.add_argument("--parse-retries", type=int, help="re-asks after a malformed answer")
+    parser.add_argument("--parse-retries", type=int, metavar="N",
+                        help=f"re-asks after a malformed answer ({default_of('parse_retries')})")
     parser.add_argument("--repeat-escapes", type=int, metavar="N",
                         help="re-asks when the answer repeats an action that changed nothing "
-                        "on the page (default 2; 0 turns off)")
+                        f"on the page ({default_of('repeat_escapes')}; 0 turns off)")
     parser.add_argument("--action-grammar", choices=["auto", "on", "off"],
                         help="decode the action answer under a grammar: one call of the "
-                        "action space, naming only ids in the view (auto, the default: on "
-                        "for the embedded model and --gguf; on: also for an endpoint that "
-                        "takes llama.cpp's `grammar` field)")
+                        "action space, naming only ids in the view; auto: for the embedded "
+                        "model and --gguf, on: also for an endpoint that takes llama.cpp's "
+                        f"`grammar` field ({default_of('action_grammar')})")
+
+
+def add_max_obs_tokens_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--max-obs-tokens", type=int, metavar="N",
+                        help="token budget of the truncate filter "
+                        f"({default_of('max_obs_tokens')})")
 
 
 def add_episode_flags(
     parser: argparse.ArgumentParser, *, timeout_default: str = f"{DEFAULT_EPISODE_TIMEOUT_S:g}"
 ) -> None:
-    parser.add_argument("--max-obs-tokens", type=int, help="token budget of the truncate filter")
+    add_max_obs_tokens_flag(parser)
     parser.add_argument("--defend", action="store_const", const=True,
                         help="lines, lines+structure, focus (presets choose, items): the "
                         "retriever also drops page text that addresses or instructs the "
@@ -290,7 +336,7 @@ def add_episode_flags(
                         const=False, help="do not save screenshots")
     parser.add_argument("--playwright-trace", action="store_const", const=True,
                         help="record a Playwright trace of every step (open it with "
-                        "playwright show-trace; costs time and disk)")
+                        "linewise show-trace; costs time and disk)")
 
 
 def secret_flag(text: str) -> tuple[str, SecretSpec]:
@@ -325,7 +371,21 @@ def add_safety_flags(parser: argparse.ArgumentParser) -> None:
                         help="stop the run (no new episodes or steps) at this many tokens")
 
 
-def add_log_flags(parser: argparse.ArgumentParser, *, level: str, json_help: str = "") -> None:
+def add_log_flags(
+    parser: argparse.ArgumentParser, *, level: str, json_help: str = "", level_help: str = ""
+) -> None:
     parser.add_argument("--log-json", action="store_true",
                         help=json_help or "log JSON lines even on a terminal")
-    parser.add_argument("--log-level", default=level)
+    add_log_level_flag(parser, level, default_help=level_help)
+
+
+def add_log_level_flag(
+    parser: argparse.ArgumentParser, default: str, *, default_help: str = ""
+) -> None:
+    """``--log-level``: the lowest level of log line shown (``default_help`` explains a
+    default that is not a level, such as bench's ``auto``)."""
+    choices = LOG_LEVELS if default in LOG_LEVELS else (*LOG_LEVELS, default)
+    parser.add_argument("--log-level", default=default, type=log_level, choices=choices,
+                        metavar="LEVEL",
+                        help=f"the least important log lines shown: {', '.join(choices)} "
+                        f"(default {default_help or default})")

@@ -5,6 +5,7 @@
     linewise bench TASKS.yaml [--filter NAME]... [--seeds K] [--concurrency N] [--resume]
     linewise report BENCH_DIR
     linewise view PATH [--serve]
+    linewise show-trace EPISODE/playwright-trace/step-NNN.zip
     linewise filter-eval CASES [--filter NAME]...
     linewise filters [--all]
     linewise snapshot URL
@@ -23,7 +24,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from linewise.cli import bench, filter_eval, filters, prune, run, setup, snapshot, view
+from linewise.cli import (
+    bench,
+    filter_eval,
+    filters,
+    prune,
+    run,
+    setup,
+    show_trace,
+    snapshot,
+    view,
+)
 from linewise.cli.exit_codes import EXIT_INTERRUPTED, EXIT_SETUP, EXIT_USAGE
 from linewise.errors import ConfigError, LinewiseError, TaskFileError
 from linewise.runtime.log import configure_logging
@@ -43,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_parsers(sub)
     prune.add_parsers(sub)
     view.add_parser(sub)
+    show_trace.add_parser(sub)
     return parser
 
 

@@ -7,7 +7,12 @@ import asyncio
 import time
 from pathlib import Path
 
-from linewise.cli.flags import add_log_flags, add_model_flags, settings_from_args
+from linewise.cli.flags import (
+    add_log_flags,
+    add_log_level_flag,
+    add_model_flags,
+    settings_from_args,
+)
 from linewise.errors import ConfigError, GraphError
 from linewise.runtime.pruning.graph import load_graph
 from linewise.runtime.pruning.miner import necessary_actions
@@ -50,7 +55,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                        help="extractor sampling temperature; above 0 so that the repeats "
                        f"of the vote are independent (default {DEFAULTS.extract_temperature})")
     # Its own dest: "max_obs_tokens" is the truncate filter's setting (cli/flags.py).
-    prune.add_argument("--max-obs-tokens", dest="extract_obs_tokens", type=int,
+    prune.add_argument("--max-obs-tokens", dest="extract_obs_tokens", type=int, metavar="N",
                        default=DEFAULTS.max_obs_tokens,
                        help="observation tokens shown to the extractor per step "
                        f"(default {DEFAULTS.max_obs_tokens}; the rest is cut with a marker)")
@@ -74,8 +79,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         '"kind": "action"}, ...], "edges": [["I0", "A1"], ...], "source": "I0", '
         '"sink": "A7"}; extra fields are allowed.',
     )
-    mine.add_argument("graph", type=Path, metavar="GRAPH.json")
-    mine.add_argument("--log-level", default="WARNING")
+    mine.add_argument("graph", type=Path, metavar="GRAPH.json",
+                      help="a state graph, as prune writes into its graphs/ folder")
+    add_log_level_flag(mine, "WARNING")
     mine.set_defaults(handler=cmd_mine)
 
 

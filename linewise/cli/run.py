@@ -117,7 +117,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     pause = stepper.paused if stepper is not None and not settings.browser.headless else None
     out_dir = args.out or default_out_dir()
     outcome = asyncio.run(run_interruptible(
-        lambda stop: run_tasks(tasks, settings, out_dir, hooks=hooks, argv=sys.argv, stop=stop),
+        lambda stop: run_tasks(tasks, settings, out_dir, hooks=hooks, argv=sys.argv, stop=stop,
+                               pause=pause),
         stop=stepper.stop if stepper is not None else None, pause=pause,
     ))
     if outcome.result is not None:

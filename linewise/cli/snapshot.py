@@ -15,11 +15,11 @@ from linewise.runtime.trace import safe_name
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     snapshot = sub.add_parser("snapshot", help="save a page's AXTree as a filter-eval case")
-    snapshot.add_argument("url")
+    snapshot.add_argument("url", help="the page to read (http or https)")
     snapshot.add_argument("--goal", default="TODO: the goal", help="the case's goal")
     snapshot.add_argument("--id", help="case id (default: from the URL)")
     snapshot.add_argument("--out", type=Path, help="output file (default: <id>.json)")
-    add_browser_flags(snapshot)
+    add_browser_flags(snapshot, acting=False)  # it reads the page, it does not act
     snapshot.set_defaults(handler=cmd_snapshot)
 
 

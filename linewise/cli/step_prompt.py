@@ -12,6 +12,7 @@ import asyncio
 import os
 import sys
 import termios
+import time
 from typing import TextIO
 
 from linewise.agent.action_parser import parse_action
@@ -35,6 +36,16 @@ def require_terminal(stream: TextIO | None = None) -> None:
     stream = stream if stream is not None else sys.stdin
     if stream is None or not stream.isatty():
         raise ConfigError(NO_TERMINAL)
+
+
+def view_summary(pending: PendingStep) -> str:
+    """How much of the page the model was shown, and by which filter."""
+    if pending.kept_lines >= pending.total_lines:
+        shown = f"the model saw all {pending.total_lines} lines of the tree"
+    else:
+        shown = (f"the model saw {pending.kept_lines} of the tree's {pending.total_lines} "
+                 "lines")
+    return f"{shown} (filter: {pending.filter})"
 
 
 class TerminalOperator:
@@ -99,8 +110,13 @@ class TerminalOperator:
                   "control back to the agent (it will look at the page afresh).")
         await self._read_line("manual> ")
 
+    def waiting(self, index: int) -> None:
+        self._say(f"--- step {index}: waiting for the model's answer (asked at "
+                  f"{time.strftime('%H:%M:%S')}; a local model can take minutes) …")
+
     def _show(self, pending: PendingStep) -> None:
-        lines = [f"=== step {pending.index} · {pending.title or '(untitled)'} · {pending.url}"]
+        lines = [f"=== step {pending.index} · {pending.title or '(untitled)'} · {pending.url}",
+                 f"goal:    {' '.join(pending.goal.split())}"]
         if pending.think:
             lines.append(f"thought: {' '.join(pending.think.split())}")
         if pending.action is not None:
@@ -119,8 +135,7 @@ class TerminalOperator:
             shown = "shown to the model" if target.shown else "NOT shown to the model"
             boxed = "boxed in the browser" if target.box is not None else "not drawn"
             lines.append(f"target:  {element} ({where}, {shown}, {boxed})")
-        lines.append(f"filter:  {pending.filter} kept {pending.kept_lines} of "
-                     f"{pending.total_lines} lines")
+        lines.append(f"view:    {view_summary(pending)}")
         lines.append(HELP)
         self._say("\n".join(lines))
 

@@ -7,6 +7,7 @@ import argparse
 import time
 from pathlib import Path
 
+from linewise.cli.flags import add_log_level_flag
 from linewise.runtime.viewer.build import write_viewer
 from linewise.runtime.viewer.serve import serve_viewer
 
@@ -21,7 +22,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     view.add_argument("--host", default="127.0.0.1", help="address to serve on")
     view.add_argument("--port", type=int, default=8790,
                       help="port to serve on (0: any free; default 8790)")
-    view.add_argument("--log-level", default="WARNING")
+    add_log_level_flag(view, "WARNING")
     view.set_defaults(handler=cmd_view)
 
 

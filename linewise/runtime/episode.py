@@ -25,7 +25,7 @@ from typing import Any
 import structlog
 from playwright.async_api import Error as PlaywrightError
 
-from linewise.agent.action_parser import ParsedAction
+from linewise.agent.action_parser import ParsedAction, parse_action
 from linewise.agent.filters.base import FilterInput, FilterResult, ObservationFilter
 from linewise.agent.filters.truncate import NoFilter
 from linewise.agent.history import PastAction
@@ -142,6 +142,16 @@ class StepContext:
     manual: ManualStep | None = None
     """The page before and after a person's work by hand (``operator`` manual)."""
 
+    def replace_action(self, action: ParsedAction | str | None) -> None:
+        """Run ``action`` instead of the model's (from ``before_act``): an action as the
+        model writes one (``"click('12')"``, parsed as its answers are), a parsed one, or
+        None to run nothing.
+
+        Raises:
+            ActionParseError: the text is not a valid action.
+        """
+        self.action = parse_action(action) if isinstance(action, str) else action
+
 
 class StepHooks:
     """Points of the step where other features attach. Override what you need."""
@@ -153,7 +163,8 @@ class StepHooks:
         """The observation and the filtered view are known; the model has not been asked."""
 
     async def before_act(self, step: StepContext) -> None:
-        """The model decided; set ``step.action`` to another action, or to None to skip."""
+        """The model decided; ``step.replace_action(...)`` runs another action (or, with
+        None, nothing)."""
 
     async def after_act(self, step: StepContext) -> None:
         """The action ran (``step.outcome``), or was skipped (``step.outcome`` is None)."""
@@ -186,12 +197,21 @@ class _Episode:
             action_model=action_model.model,
             retriever_model=config.retriever_model,
             filter=self.filter.name,
+            directory=directory,
         )
         self.messages_to_user: list[str] = []
         self.infeasible_reason: str | None = None
         self._deadline: asyncio.Timeout | None = None
 
     async def run(self) -> EpisodeSummary:
+        # Every log line of the episode, the loop's and its filter's and model's, names
+        # the task and the filter: two episodes of one task under two filters, running
+        # at once in a bench, must read apart.
+        with structlog.contextvars.bound_contextvars(task_id=self.task_id,
+                                                     filter=self.filter.name):
+            return await self._run()
+
+    async def _run(self) -> EpisodeSummary:
         started = time.perf_counter()
         self.writer.start(self.summary)
         try:
@@ -316,6 +336,9 @@ class _Episode:
         try:
             for hook in self.hooks:
                 await hook.before_act(step)
+                replaced: object = step.action
+                if isinstance(replaced, str):  # set as text, not through replace_action
+                    step.replace_action(replaced)
             if step.action is not None:
                 step.outcome = await self.env.act(step.action)
                 timings.act_ms = step.outcome.duration_ms
@@ -483,10 +506,10 @@ class _Episode:
 
 
 def _what_ran(step: StepContext) -> Decision:
-    """The decision as the agent should remember it: with the action a person ran
-    instead of the model's (nothing, if they skipped it or acted by hand)."""
+    """The decision as the agent should remember it: with the action a person or a hook
+    ran instead of the model's (nothing, if they skipped it or acted by hand)."""
     assert step.decision is not None
-    if step.operator is None or step.operator == "approved":
+    if step.operator in (None, "approved") and step.action == step.decision.action:
         return step.decision
     return step.decision.model_copy(update={
         "action": step.action, "action_text": str(step.action) if step.action else None,

@@ -368,6 +368,7 @@ async def run_tasks(
     hooks: Sequence[StepHooks] = (),
     argv: list[str] | None = None,
     stop: asyncio.Event | None = None,
+    pause: asyncio.Event | None = None,
 ) -> list[EpisodeSummary]:
     """Run every task in order; one episode's failure never stops the others.
 
@@ -375,13 +376,17 @@ async def run_tasks(
     protocol; the endpoints of ``settings`` are opened only for what is not given (the
     retriever only if the filter needs one). ``filter`` defaults to
     ``settings.filter.name``; ``browser_config`` to ``settings.browser``. ``hooks`` see
-    every step of every episode. Once ``stop`` is set, the running episode ends after its
-    step and no other starts.
+    every step of every episode, after ``--highlight``'s box (so that a hook deciding
+    whether an action runs decides last) and before the Playwright trace's chunk starts
+    (so that the chunk holds the action that runs). Once ``stop`` is set, the running
+    episode ends after its step and no other starts; ``pause`` (a step-through debugger's
+    pause event) cuts the highlight's wait short.
     """
     choice: FilterChoice = filter if filter is not None else settings.filter.name
     settings = prepare_run(settings, tasks)
     write_run_manifest(out_dir, settings, argv or sys.argv)
     summaries: list[EpisodeSummary] = []
+    watching = highlight_hooks(settings, pause)
     async with open_run_resources(
         settings, tasks, browser_config, action_model=action_model,
         retriever_model=retriever_model,
@@ -407,7 +412,7 @@ async def run_tasks(
                 break
             summary = await run_episode(
                 task, env, out_dir, config,
-                [*hooks, *highlight_hooks(settings), *trace_hooks(settings)],
+                [*watching, *hooks, *trace_hooks(settings)],
             )
             summaries.append(summary)
             log.info(

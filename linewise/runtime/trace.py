@@ -78,10 +78,10 @@ def _write_json_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def read_steps(directory: Path) -> list[StepRecord]:
+def read_steps(directory: str | os.PathLike[str]) -> list[StepRecord]:
     """The steps of an episode folder; a torn last line (a kill mid-write) is ignored."""
     steps: list[StepRecord] = []
-    path = directory / "steps.jsonl"
+    path = Path(directory) / "steps.jsonl"
     for line in path.read_text(encoding="utf-8").splitlines():
         if not line.strip():
             continue
@@ -92,5 +92,9 @@ def read_steps(directory: Path) -> list[StepRecord]:
     return steps
 
 
-def read_summary(directory: Path) -> EpisodeSummary:
-    return EpisodeSummary.model_validate_json((directory / "summary.json").read_text("utf-8"))
+def read_summary(directory: str | os.PathLike[str]) -> EpisodeSummary:
+    """The summary of an episode folder (its ``directory`` is that folder)."""
+    folder = Path(directory)
+    summary = EpisodeSummary.model_validate_json((folder / "summary.json").read_text("utf-8"))
+    summary.directory = folder
+    return summary

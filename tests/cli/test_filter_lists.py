@@ -96,3 +96,16 @@ def test_a_bad_focus_flag_is_a_usage_error_listing_the_valid_values(
         build_parser().parse_args(["run", flag, value])
     assert caught.value.code == 2
     assert expected in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["run", "bench", "filter-eval"])
+def test_the_unknown_filter_error_lists_what_the_help_lists(
+    command: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    positional = {"run": [], "bench": ["t.yaml"], "filter-eval": ["c"]}[command]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([command, *positional, "--filter", "nope"])
+    error = capsys.readouterr().err
+    listed = error.split("available: ", 1)[1].split(" (and ", 1)[0]
+    assert listed == ", ".join(filter_names())
+    assert f"{listed}; research variants" in _filter_help(command)

@@ -4,6 +4,7 @@ lands in the trace, and the box drawn around the target never reaches an observa
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
@@ -17,7 +18,9 @@ import pytest
 from PIL import Image
 from playwright.sync_api import sync_playwright
 
-from linewise.runtime.debug.overlay import OVERLAY_COLOR
+from linewise.cli.step_prompt import TerminalOperator, view_summary
+from linewise.runtime.debug.overlay import OVERLAY_COLOR, OVERLAY_HOST_ATTRIBUTE
+from linewise.runtime.debug.stepper import PendingStep
 from linewise.testing import ScriptedChatServer, StaticServer
 from tests.support.terminal import (
     devtools_port_under,
@@ -108,7 +111,10 @@ def test_every_decision_at_the_prompt_is_recorded(
         assert re.search(r"action:  click\('\d+'\)", text)
         assert re.search(r"target:  \[\d+\] button 'Apply' \(line \d+ of the tree, shown to "
                          r"the model, boxed in the browser\)", text), text
-        assert re.search(r"filter:  auto kept \d+ of \d+ lines", text)
+        assert "--- step 0: waiting for the model's answer" in text
+        assert "goal:    Apply twice" in text
+        assert re.search(r"view:    the model saw all (\d+) lines of the tree \(filter: auto\)",
+                         text), text
         # While the prompt waits, the box is on the page, in the overlay's colour; the
         # page's own tree (read over DevTools as a person's tools would) does not have it.
         with sync_playwright() as playwright:
@@ -190,6 +196,38 @@ def test_ctrl_c_in_a_headed_run_pauses_then_stops(
 
 
 @needs_terminal
+def test_ctrl_c_while_the_highlight_box_is_shown_pauses_before_that_action(
+    display: str, site: StaticServer, tmp_path: Path
+) -> None:
+    """The boxed action is the one a person sees coming: Ctrl+C while the box is shown
+    must stop it, not let it run and pause before the one after."""
+    out = tmp_path / "out"
+    with ScriptedChatServer(click_apply) as llm, linewise_in_pane(
+        run_args(llm, site, out, "--highlight", "600000"), tmp_path, display
+    ) as pane:
+        pane.wait_for(r"episode started")
+        with sync_playwright() as playwright:
+            chromium = playwright.chromium.connect_over_cdp(
+                f"http://127.0.0.1:{devtools_port_under(pane.pid())}")
+            page = next(p for c in chromium.contexts for p in c.pages if "counter" in p.url)
+            page.wait_for_selector(f"[{OVERLAY_HOST_ATTRIBUTE}]", state="attached",
+                                   timeout=60_000)
+            pane.send("C-c")
+            text = pane.wait_for(r"step> ")
+            assert "pausing before the next action" in text
+            assert "=== step 0 " in text and re.search(r"action:  click\('\d+'\)", text)
+            assert page.inner_text("#count") == "Applied 0 times"
+        pane.type_line("q")
+        assert pane.wait_exit() == 130
+    steps, summary, folder = read_trace(out)
+    assert [s["operator"] for s in steps] == ["stopped"]
+    assert steps[0]["action"] is None and steps[0]["model_action"].startswith("click(")
+    assert "Applied 0 times" in steps[0]["axtree"]
+    assert summary["termination"] == "user_stopped"
+    assert_overlay_never_recorded(steps, folder)
+
+
+@needs_terminal
 def test_ctrl_c_in_a_terminal_stops_a_headless_run_after_its_step(
     site: StaticServer, tmp_path: Path
 ) -> None:
@@ -219,3 +257,16 @@ def test_step_without_a_terminal_fails_at_once(tmp_path: Path) -> None:
     assert process.returncode == 2, process.stderr
     assert "--step needs a terminal" in process.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_the_view_line_says_what_the_model_saw_and_by_which_filter() -> None:
+    pending = PendingStep(
+        index=3, goal="g", url="u", title="t", think=None, action=None, action_text=None,
+        parse_error=None, target=None, kept_lines=2, total_lines=2, filter="none",
+        full_tree="", filtered_view="")
+    assert view_summary(pending) == "the model saw all 2 lines of the tree (filter: none)"
+    cut = dataclasses.replace(pending, kept_lines=12, total_lines=340, filter="focus")
+    assert view_summary(cut) == "the model saw 12 of the tree's 340 lines (filter: focus)"
+    out = io.StringIO()
+    TerminalOperator(stdin=io.StringIO(), out=out).waiting(3)
+    assert out.getvalue().startswith("--- step 3: waiting for the model's answer")

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
 from typing import Any
 
+import structlog.contextvars
 import structlog.testing
 
+from linewise.agent.filters.truncate import NoFilter, TruncateFilter
 from linewise.records import EpisodeSummary, StepRecord
 from linewise.runtime.browser.chromium import Browser
 from linewise.runtime.episode import EpisodeConfig, EpisodeResources, run_episode
@@ -19,6 +22,7 @@ from linewise.runtime.tasks.schema import MiniWoBTask, WebTask
 from linewise.runtime.trace import read_steps, read_summary
 from linewise.settings import AgentSettings, EndpointSettings
 from linewise.testing import (
+    FunctionModel,
     ScriptedChatServer,
     StaticServer,
     bid_matching,
@@ -174,3 +178,27 @@ async def test_success_check_on_a_web_task(
         })
         summary = await run_episode(task, env, tmp_path)
     assert summary.success is True and summary.n_steps == 2
+
+
+async def test_log_lines_name_the_task_and_the_filter(
+    browser: Browser, pages: StaticServer, tmp_path: Path
+) -> None:
+    """Two episodes of one task under two filters, at once: every line says which."""
+    task = WebTask(id="form", url=pages.url("form.html"), goal="Wait", max_steps=2)
+    capture = structlog.testing.LogCapture()
+    configure_logging(json_lines=False, level="INFO")  # step lines are info
+    structlog.configure(processors=[structlog.contextvars.merge_contextvars, capture])
+    try:
+        await asyncio.gather(*(
+            run_episode(task, EpisodeResources(browser, FunctionModel.answering(
+                ["<action>noop(10)</action>", "<action>noop(20)</action>"])), tmp_path / name,
+                EpisodeConfig(make_filter=make))
+            for name, make in (("none", NoFilter), ("truncate", lambda: TruncateFilter(9)))
+        ))
+    finally:
+        configure_logging(json_lines=False, level="WARNING")
+    lines = [entry for entry in capture.entries if entry.get("task_id") == "form"]
+    steps = [entry for entry in lines if entry["event"] == "step"]
+    assert sorted(entry["filter"] for entry in steps) == ["none", "none", "truncate", "truncate"]
+    assert {entry["event"] for entry in lines} >= {"episode started", "step"}
+    assert all(entry["filter"] in ("none", "truncate") for entry in lines)

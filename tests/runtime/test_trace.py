@@ -34,3 +34,9 @@ def test_starting_in_an_existing_folder_keeps_what_is_there(tmp_path: Path) -> N
     EpisodeTraceWriter(tmp_path).start(_summary())
     assert (tmp_path / "notes.txt").read_text() == "kept"
     assert read_summary(tmp_path).task_id == "t"
+
+
+def test_the_readers_take_a_string_path(tmp_path: Path) -> None:
+    EpisodeTraceWriter(tmp_path).start(_summary())
+    assert read_summary(str(tmp_path)).task_id == "t"
+    assert read_steps(str(tmp_path)) == []

@@ -89,6 +89,8 @@ class EpisodeRunner:
         self.factories: dict[str, FilterMaker] = {
             name: resources.filter_maker(settings, name) for name in filters
         }
+        self.highlight = highlight_hooks(settings)
+        """Made once: a headless bench says once that it ignores --highlight."""
         self.stop: asyncio.Event | None = None
         """Set (first Ctrl+C): running episodes end after their step, no new one starts."""
 
@@ -123,7 +125,7 @@ class EpisodeRunner:
                 )
                 summary = await run_in_environment(
                     env, spec.task.id, spec.task.max_steps, self.resources.action_client,
-                    folder, config, [*highlight_hooks(self.settings), *trace_hooks(self.settings)],
+                    folder, config, [*self.highlight, *trace_hooks(self.settings)],
                 )
             steps = read_steps(folder) if (folder / "steps.jsonl").exists() else []
             return result_from_summary(spec, summary, steps, backend=self.backend)

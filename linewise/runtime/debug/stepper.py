@@ -63,6 +63,7 @@ class PendingStep:
     """What the person sees before deciding."""
 
     index: int
+    goal: str
     url: str
     title: str
     think: str | None
@@ -82,6 +83,11 @@ class PendingStep:
 
 class StepOperator(Protocol):
     """The person at the prompt."""
+
+    def waiting(self, index: int) -> None:
+        """Step ``index``'s page is read and the model is being asked: a model on a CPU
+        can take minutes, and the person should know the run is not stuck."""
+        ...
 
     async def choose(self, pending: PendingStep) -> Choice:
         """Their decision on the pending step (invalid input is theirs to ask again)."""
@@ -118,6 +124,10 @@ class StepThroughHooks(StepHooks):
         # The box is removed after every prompt already; this also covers a prompt cut
         # short by an error, so that no observation can ever contain it.
         await hide_target(step.env)
+
+    async def after_filter(self, step: StepContext) -> None:
+        if self.paused.is_set() and not self.stop.is_set():
+            self.operator.waiting(step.index)
 
     async def before_act(self, step: StepContext) -> None:
         if not self.paused.is_set():
@@ -166,7 +176,7 @@ class StepThroughHooks(StepHooks):
                 line=number, shown=bid in filtered.shown_bids, box=box,
             )
         return PendingStep(
-            index=step.index, url=obs.url, title=obs.title, think=decision.think,
+            index=step.index, goal=step.goal, url=obs.url, title=obs.title, think=decision.think,
             action=step.action, action_text=decision.action_text,
             parse_error=decision.error if decision.action is None else None, target=target,
             kept_lines=len(filtered.kept_lines), total_lines=len(obs.lines),

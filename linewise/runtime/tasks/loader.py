@@ -125,7 +125,8 @@ def select_tasks(
     if wanted:
         unknown = set(wanted) - {task.id for task in selected}
         if unknown:
-            raise ConfigError(f"--task: no task with id {', '.join(sorted(unknown))}")
+            raise ConfigError(f"--task: no task with id {', '.join(sorted(unknown))}; "
+                              f"{_listed([task.id for task in selected])}")
         selected = [task for task in selected if task.id in set(wanted)]
     if max_steps is not None:
         if max_steps < 1:
@@ -135,6 +136,18 @@ def select_tasks(
 
 
 # --------------------------------------------------------------------------- helpers
+
+LISTED_IDS = 30
+"""How many valid ids an unknown ``--task`` error lists (a bench file can hold hundreds)."""
+
+
+def _listed(ids: Sequence[str]) -> str:
+    """The valid ids, for an error message."""
+    if not ids:
+        return "the file has no tasks"
+    shown = ", ".join(ids[:LISTED_IDS])
+    more = f" and {len(ids) - LISTED_IDS} more" if len(ids) > LISTED_IDS else ""
+    return f"the ids are: {shown}{more}"
 
 
 class _Loader(yaml.SafeLoader):

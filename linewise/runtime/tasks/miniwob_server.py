@@ -179,9 +179,9 @@ class MiniWoBServer:
                 raise BrowserError(
                     f"cannot start the MiniWoB++ server on {self._host}:{port}: {exc}"
                 ) from exc
-            log.info("miniwob_port_busy", port=port,
-                     note="serving on a free port; URLs in prompts differ from other runs")
             httpd = _QuietServer((self._host, 0), handler)
+            log.info("miniwob_port_busy", busy_port=port, port=httpd.server_address[1],
+                     note="serving on a free port; URLs in prompts differ from other runs")
         thread = threading.Thread(
             target=httpd.serve_forever,
             kwargs={"poll_interval": 0.1},

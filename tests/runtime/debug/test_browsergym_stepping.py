@@ -62,6 +62,7 @@ class ScriptedOperator:
         self.probe = probe
         self.decide = decide
         self.seen: list[PendingStep] = []
+        self.waited: list[int] = []
         self.live_overlay_pixels: list[int] = []
 
     def _env(self) -> BrowserGymEnv:
@@ -73,6 +74,9 @@ class ScriptedOperator:
         live = await self._env().on_page("test", lambda page: page.screenshot(), 10)
         self.live_overlay_pixels.append(overlay_pixels(live))
         return self.decide(pending)
+
+    def waiting(self, index: int) -> None:
+        self.waited.append(index)
 
     async def hand_back(self, pending: PendingStep) -> None:
         def sign_up_by_hand(page: Page) -> None:
@@ -114,6 +118,8 @@ async def test_stepping_through_a_browsergym_task(
     assert summary.status == "stopped" and summary.termination == "user_stopped"
     assert [s.operator for s in steps] == [
         "approved", "overridden", "manual", "skipped", "stopped"]
+    assert operator.waited == [0, 1, 2, 3, 4]  # told before every model call
+    assert all(pending.goal == summary.goal for pending in operator.seen)
 
     # The box was in BrowserGym's page while each decision was taken, around the target.
     # (Step 4's noop names no element: nothing is drawn.)

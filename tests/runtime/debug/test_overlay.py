@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import io
 
+import structlog.testing
 from PIL import Image
 
 from linewise.agent.action_parser import parse_action
@@ -17,6 +18,7 @@ from linewise.runtime.debug.highlight import highlight_hooks
 from linewise.runtime.debug.overlay import OVERLAY_COLOR, hide_target, show_target
 from linewise.runtime.envs.factory import environment_for
 from linewise.runtime.episode import StepContext
+from linewise.runtime.log import configure_logging
 from linewise.runtime.tasks.loader import adhoc_task
 from linewise.settings import BrowserSettings, LinewiseSettings
 from linewise.testing import StaticServer
@@ -61,7 +63,14 @@ async def test_highlight_shows_the_box_while_it_waits_and_removes_it(
 ) -> None:
     assert highlight_hooks(LinewiseSettings()) == []  # off by default
     headless = LinewiseSettings(browser=BrowserSettings(highlight_ms=300))
-    assert highlight_hooks(headless) == []  # nobody would see it
+    configure_logging(json_lines=False, level="INFO")
+    try:
+        with structlog.testing.capture_logs() as logs:
+            assert highlight_hooks(headless) == []  # nobody would see it: said, not silent
+    finally:
+        configure_logging(json_lines=False, level="WARNING")
+    [ignored] = [entry for entry in logs if entry["event"] == "highlight_ignored"]
+    assert ignored["log_level"] == "warning" and "--headed" in ignored["reason"]
     [hook] = highlight_hooks(LinewiseSettings(
         browser=BrowserSettings(highlight_ms=60_000, headless=False)))
     env = environment_for(adhoc_task(pages.url("form.html"), "Sign up", 5), browser)

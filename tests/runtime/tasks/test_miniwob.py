@@ -11,10 +11,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import structlog.testing
 from playwright.async_api import Page
 
 from linewise.errors import BrowserError
 from linewise.runtime.browser.chromium import BrowserSession
+from linewise.runtime.log import configure_logging
 from linewise.runtime.tasks.miniwob import (
     EPISODE_MAX_TIME_MS,
     MiniWoBStatus,
@@ -113,6 +115,30 @@ def test_servers_prefer_one_fixed_port_and_fall_back_to_a_free_one() -> None:
     finally:
         first.stop()
         second.stop()
+
+
+def test_a_busy_port_is_logged_with_the_port_served_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The log says which port the pages are on, not only which one was taken."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        busy_port = holder.getsockname()[1]
+        monkeypatch.setattr(MiniWoBServer, "PREFERRED_PORT", busy_port)
+        server = MiniWoBServer()
+        configure_logging(json_lines=False, level="INFO")  # the line is info
+        try:
+            with structlog.testing.capture_logs() as logs:
+                server.start()
+        finally:
+            configure_logging(json_lines=False, level="WARNING")
+        try:
+            [busy] = [entry for entry in logs if entry["event"] == "miniwob_port_busy"]
+            assert busy["port"] == server.port != busy_port
+            assert busy["busy_port"] == busy_port
+        finally:
+            server.stop()
 
 
 # --------------------------------------------------------------------------- episodes

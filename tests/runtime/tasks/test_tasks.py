@@ -345,8 +345,11 @@ def test_select_tasks_keeps_file_order_and_overrides_max_steps() -> None:
     chosen = select_tasks(tasks, ["c", "a"], 3)
     assert [(t.id, t.max_steps) for t in chosen] == [("a", 3), ("c", 3)]
     assert [t.max_steps for t in tasks] == [DEFAULT_MAX_STEPS] * 3  # copies, not edits
-    with pytest.raises(ConfigError, match="--task: no task with id x, y"):
+    with pytest.raises(ConfigError, match=r"--task: no task with id x, y; the ids are: a, b, c$"):
         select_tasks(tasks, ["y", "a", "x"], None)
+    many = [WebTask(id=f"t{n}", url="https://a.example/", goal="g") for n in range(40)]
+    with pytest.raises(ConfigError, match=r"the ids are: t0, t1, .*, t29 and 10 more$"):
+        select_tasks(many, ["nope"], None)
     with pytest.raises(ConfigError, match="--max-steps must be at least 1"):
         select_tasks(tasks, [], 0)
 
