@@ -22,10 +22,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import structlog
 from pydantic import BaseModel
 
-from linewise.runtime.trace import read_steps, read_summary
-from linewise.runtime.viewer.data import episode_outline, index_row, step_detail
+from linewise.runtime.trace import read_steps_checked
+from linewise.runtime.viewer.data import episode_outline, index_row, step_detail, summary_of
 from linewise.runtime.viewer.discover import (
     EpisodeFolder,
     FolderKind,
@@ -41,6 +42,8 @@ from linewise.runtime.viewer.paths import (
     episode_page,
     step_script,
 )
+
+log = structlog.get_logger(__name__)
 
 ASSETS = ("viewer.css", "episode.js", "index.js")
 
@@ -82,16 +85,20 @@ def _newer_than_trace(marker: Path, folder: Path) -> bool:
 
 
 def write_episode(view: Path, folder: EpisodeFolder) -> None:
-    """The episode's page and data files (skipped when already newer than the trace)."""
+    """The episode's page and data files (skipped when already newer than the trace).
+    A damaged part of the trace is skipped with a warning, shown on the page too."""
     data = view / data_dir(folder.rel)
     outline_path = data / "outline.js"
-    summary = read_summary(folder.path)
+    summary, problems = summary_of(folder)
     page = view / ("index.html" if folder.rel == SINGLE_EPISODE else episode_page(folder.rel))
     page.parent.mkdir(parents=True, exist_ok=True)
     page.write_text(episode_page_html(folder.rel, summary.task_id), encoding="utf-8")
     if _newer_than_trace(outline_path, folder.path):
         return
-    steps = read_steps(folder.path)
+    read = read_steps_checked(folder.path)
+    steps, problems = read.records, [*problems, *read.problems]
+    for problem in problems:
+        log.warning("damaged trace", episode=str(folder.path), problem=problem)
     data.mkdir(parents=True, exist_ok=True)
     key = episode_key(folder.rel)
     for record in steps:
@@ -99,18 +106,17 @@ def write_episode(view: Path, folder: EpisodeFolder) -> None:
         (data / step_script(record.index)).write_text(
             data_script("step", key, detail), encoding="utf-8"
         )
-    outline = episode_outline(folder, summary, steps)
+    outline = episode_outline(folder, summary, steps, problems)
     outline_path.write_text(data_script("outline", key, outline), encoding="utf-8")
 
 
 def index_payload(root: Path, kind: FolderKind, episodes: list[EpisodeFolder]) -> dict[str, Any]:
     results = read_result_rows(root)
-    rows = [
-        index_row(folder, read_summary(folder.path), results.get(folder.rel)).model_dump(
-            mode="json"
-        )
-        for folder in episodes
-    ]
+    rows = []
+    for folder in episodes:
+        summary, problems = summary_of(folder)
+        row = index_row(folder, summary, results.get(folder.rel), len(problems))
+        rows.append(row.model_dump(mode="json"))
     return {"title": root.resolve().name, "kind": kind, "episodes": rows}
 
 
