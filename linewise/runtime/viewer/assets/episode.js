@@ -243,7 +243,7 @@ function renderDecision(d) {
       ["repeat", d.repeat_escape],
       ["reward", String(d.reward) + (d.done ? " (done)" : "")],
       ["focused", d.focused_bid],
-      ["hooks", Object.keys(d.hook_notes).length ? JSON.stringify(d.hook_notes) : null],
+      ["hooks", Object.keys(d.hook_notes).length ? noteValue(d.hook_notes) : null],
     ]),
   );
 }
