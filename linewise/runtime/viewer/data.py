@@ -131,6 +131,8 @@ class IndexRow(BaseModel):
     wall_s: float
     error_kind: str | None
     error: str | None
+    action_errors: int = Field(default=0, description="Steps whose action failed.")
+    parse_errors: int = Field(default=0, description="Steps with no usable action.")
     started_at: datetime
     problems: int = Field(default=0, description="Damaged parts of the trace.")
 
@@ -285,6 +287,8 @@ def index_row(folder: EpisodeFolder, summary: EpisodeSummary, row: ResultRow | N
         wall_s=summary.time.wall_s,
         error_kind=error_kind(summary, row),
         error=summary.error,
+        action_errors=summary.action_errors,
+        parse_errors=summary.parse_errors,
         started_at=summary.started_at,
         problems=problems,
     )

@@ -37,6 +37,14 @@ function outcomeLabel(row) {
   return kind;
 }
 
+// The episode's error, then its steps whose action failed or held no action (the
+// episode went on after them, so they are no error kind of its own).
+function errorsText(row) {
+  const steps = [[row.action_errors, "action"], [row.parse_errors, "parse"]]
+    .filter(([n]) => n).map(([n, kind]) => `${n} ${kind} error step${n === 1 ? "" : "s"}`);
+  return [row.error_kind, ...steps].filter(Boolean).join(", ");
+}
+
 function matches(row) {
   const q = $("query").value.toLowerCase();
   const text = `${row.task_id} ${row.filter} ${row.error || ""} ${row.error_kind || ""} ${row.rel}`.toLowerCase();
@@ -46,7 +54,7 @@ function matches(row) {
   if (wanted === "success") return row.agent_success === true;
   if (wanted === "failure") return row.agent_success !== true && row.status !== "running";
   if (wanted === "assisted") return row.outcome === "assisted";
-  if (wanted === "error") return !!row.error_kind;
+  if (wanted === "error") return !!row.error_kind || row.action_errors + row.parse_errors > 0;
   if (wanted === "running") return row.status === "running";
   return true;
 }
@@ -75,7 +83,7 @@ function render() {
       first, cell(row.filter), cell(row.seed ?? "", "num"),
       cell(row.problems ? `${row.status} · damaged trace` : row.status, row.problems ? "problem" : null),
       cell(outcomeLabel(row), "outcome"), cell(row.steps, "num"), cell(row.tokens.toLocaleString(), "num"),
-      cell(row.wall_s.toFixed(1), "num"), cell(row.error_kind || ""),
+      cell(row.wall_s.toFixed(1), "num"), cell(errorsText(row)),
     );
     if (row.error) tr.title = row.error;
     body.append(tr);
