@@ -46,6 +46,8 @@ from linewise.runtime.viewer.paths import (
 log = structlog.get_logger(__name__)
 
 ASSETS = ("viewer.css", "episode.js", "index.js")
+PROBLEMS_FILE = "problems.json"
+"""Beside an episode's data: what of its trace could not be read, for the index."""
 
 
 def asset_text(name: str) -> str:
@@ -94,12 +96,17 @@ def write_episode(view: Path, folder: EpisodeFolder) -> None:
     page.parent.mkdir(parents=True, exist_ok=True)
     page.write_text(episode_page_html(folder.rel, summary.task_id), encoding="utf-8")
     if _newer_than_trace(outline_path, folder.path):
+        for problem in stored_problems(data):  # said again at every look, not only the first
+            log.warning("damaged trace", episode=str(folder.path), problem=problem)
         return
     read = read_steps_checked(folder.path)
     steps, problems = read.records, [*problems, *read.problems]
     for problem in problems:
         log.warning("damaged trace", episode=str(folder.path), problem=problem)
     data.mkdir(parents=True, exist_ok=True)
+    (data / PROBLEMS_FILE).unlink(missing_ok=True)
+    if problems:
+        (data / PROBLEMS_FILE).write_text(json.dumps(problems), encoding="utf-8")
     key = episode_key(folder.rel)
     for record in steps:
         detail = step_detail(folder.rel, record)
@@ -110,12 +117,20 @@ def write_episode(view: Path, folder: EpisodeFolder) -> None:
     outline_path.write_text(data_script("outline", key, outline), encoding="utf-8")
 
 
+def stored_problems(data: Path) -> list[str]:
+    """The damage ``write_episode`` found in an episode's trace (its data folder)."""
+    path = data / PROBLEMS_FILE
+    return list(json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else []
+
+
 def index_payload(root: Path, kind: FolderKind, episodes: list[EpisodeFolder]) -> dict[str, Any]:
     results = read_result_rows(root)
     rows = []
     for folder in episodes:
         summary, problems = summary_of(folder)
-        row = index_row(folder, summary, results.get(folder.rel), len(problems))
+        found = stored_problems(root / VIEW_DIR / data_dir(folder.rel))
+        row = index_row(folder, summary, results.get(folder.rel),
+                        len(set(problems) | set(found)))
         rows.append(row.model_dump(mode="json"))
     return {"title": root.resolve().name, "kind": kind, "episodes": rows}
 

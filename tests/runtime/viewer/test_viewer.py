@@ -139,6 +139,10 @@ async def test_episode_page_steps_through_the_episode(
     await page.screenshot(path=str(tmp_path / "episode-step2.png"))
     await page.keyboard.press("ArrowRight")  # past the end: stays on the last step
     await _shown(page, 1)
+    await page.goto(index.as_uri() + "#step=0")  # an address edited by hand
+    await _shown(page, 0)
+    await page.goto(index.as_uri() + "#step=1")
+    await _shown(page, 1)
     await page.click("[data-mode=diff]")
     await page.wait_for_selector("#tree .row.add, #tree .row.del, #tree .row.gap")
     await page.keyboard.press("ArrowLeft")
@@ -356,7 +360,10 @@ async def test_damaged_traces_are_shown_with_a_warning_and_the_rest_kept(
     assert await page.is_visible("#problems") and "line 3 skipped: not UTF-8" in problems
     await page.goto((bench / "view" / "index.html").as_uri())
     await page.wait_for_selector("#episodes tbody tr")
-    assert "damaged trace" in (await page.text_content("#episodes") or "")
+    damaged_rows = page.locator("#episodes tbody tr", has_text="damaged trace")
+    assert await damaged_rows.count() == 2  # the bad lines, and the bad summary
+    again = linewise("view", str(bench))  # the viewer is up to date: said again all the same
+    assert "line 3 skipped: not UTF-8" in again.stderr
 
 
 def _get(url: str) -> int:

@@ -379,7 +379,9 @@ function treeRows(detail) {
     if (state.fold && !(f & SHOWN)) {
       let end = n;
       while (end < lines.length && !(flags[end + 1] & SHOWN)) end++;
-      rows.push({ cls: "fold", no: "", text: `… ${end - n + 1} lines dropped (${n}–${end}) …`, line: n });
+      const count = end - n + 1;
+      const text = count === 1 ? `… 1 line dropped (${n}) …` : `… ${count} lines dropped (${n}–${end}) …`;
+      rows.push({ cls: "fold", no: "", text, line: n });
       n = end;
       continue;
     }
@@ -545,6 +547,12 @@ async function setMode(mode) {
   const detail = LW.steps.get(state.index);
   if (detail) await renderTree(detail, true);
 }
+
+// An address edited to another #step=N shows that step (the page is not reloaded).
+window.addEventListener("hashchange", () => {
+  const wanted = (location.hash.match(/step=(\d+)/) || [])[1];
+  if (wanted !== undefined && LW.outline) show(Number(wanted));
+});
 
 document.addEventListener("keydown", (e) => {
   if (e.target instanceof HTMLInputElement || !LW.outline) return;
