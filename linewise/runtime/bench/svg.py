@@ -53,7 +53,7 @@ def _esc(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _ticks(low: float, high: float, count: int = 5) -> list[float]:
+def axis_ticks(low: float, high: float, count: int = 5) -> list[float]:
     """Round ticks (steps of 1, 2, 2.5 or 5 times a power of ten) from at or below ``low`` to
     at or above ``high``: the axis then spans whole ticks."""
     if high <= low:
@@ -68,10 +68,14 @@ def _ticks(low: float, high: float, count: int = 5) -> list[float]:
     return ticks
 
 
-def _fmt(value: float) -> str:
+def tick_label(value: float) -> str:
+    """A tick label: short, and exact for the round values ``axis_ticks`` makes (12500 is
+    "12.5k", not "12k")."""
+    if abs(value) >= 1_000_000:
+        return f"{value / 1_000_000:.4g}M"
     if abs(value) >= 1000:
-        return f"{value / 1000:.0f}k" if abs(value) >= 10000 else f"{value / 1000:.1f}k"
-    return f"{value:.0f}" if abs(value) >= 10 or value == int(value) else f"{value:.2f}"
+        return f"{value / 1000:.4g}k"
+    return f"{value:.4g}"
 
 
 class _Frame:
@@ -81,7 +85,7 @@ class _Frame:
                  y_range: tuple[float, float]) -> None:
         self.name = name
         self.parts: list[str] = []
-        self.y_ticks = _ticks(*y_range)
+        self.y_ticks = axis_ticks(*y_range)
         self.y_low, self.y_high = self.y_ticks[0], self.y_ticks[-1]
         self.plot_w = WIDTH - LEFT - RIGHT
         self.plot_h = HEIGHT - TOP - BOTTOM
@@ -103,7 +107,7 @@ class _Frame:
                 f'<line x1="{LEFT}" x2="{LEFT + self.plot_w}" y1="{y:.1f}" y2="{y:.1f}" '
                 'stroke="#e5e5e5"/>'
                 f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" '
-                f'font-size="11">{_fmt(tick)}</text>'
+                f'font-size="11">{tick_label(tick)}</text>'
             )
         self.parts.append(
             f'<rect class="frame" x="{LEFT}" y="{TOP}" width="{self.plot_w}" '
@@ -147,7 +151,7 @@ def scatter(name: str, points: list[Point], *, title: str, x_label: str, y_label
             x_range: tuple[float, float], y_range: tuple[float, float]) -> str:
     """Points with vertical error bars; each point's label goes in the legend."""
     frame = _Frame(name, title, x_label, y_label, y_range)
-    x_ticks = _ticks(min([x_range[0], *(p.x for p in points)]),
+    x_ticks = axis_ticks(min([x_range[0], *(p.x for p in points)]),
                      max([x_range[1], *(p.x for p in points)]))
     x_low, x_high = x_ticks[0], x_ticks[-1]
 
@@ -157,7 +161,7 @@ def scatter(name: str, points: list[Point], *, title: str, x_label: str, y_label
     for tick in x_ticks:
         frame.parts.append(
             f'<text x="{x_of(tick):.1f}" y="{TOP + frame.plot_h + 16}" text-anchor="middle" '
-            f'font-size="11">{_fmt(tick)}</text>'
+            f'font-size="11">{tick_label(tick)}</text>'
         )
     for p in points:
         cx, cy = x_of(p.x), frame.y(frame.clip_y(p.y))

@@ -86,7 +86,8 @@ def read_result_rows(root: Path) -> dict[str, ResultRow]:
     rows: dict[str, ResultRow] = {}
     if not path.is_file():
         return rows
-    for line in path.read_text(encoding="utf-8").splitlines():
+    # A line that is not UTF-8 is no row: it is skipped like a torn one.
+    for line in path.read_bytes().decode("utf-8", errors="replace").splitlines():
         try:
             row = ResultRow.model_validate(json.loads(line))
         except (json.JSONDecodeError, ValidationError):

@@ -15,6 +15,7 @@ import pytest
 from linewise.runtime.bench.metrics import Prices, f_ae, success_rate
 from linewise.runtime.bench.report import write_report
 from linewise.runtime.bench.results import EpisodeResult, ResultsWriter
+from linewise.runtime.bench.svg import axis_ticks, tick_label
 from linewise.runtime.browser.chromium import BrowserSession
 
 _SEEDS = itertools.count()
@@ -229,3 +230,14 @@ async def test_every_mark_lies_inside_its_chart(tmp_path: Path, session: Browser
     assert outside == []
     marks = await page.locator("circle.point, rect.box, line.whisker, line.error-bar").count()
     assert marks >= 8
+
+
+@pytest.mark.parametrize("low, high", [(0, 100), (-8.7, 100), (0, 10_242), (0, 0.3),
+                                       (3, 3), (0, 2_600_000), (1500, 1800)])
+def test_axis_ticks_are_round_cover_the_values_and_read_exactly(low: float, high: float) -> None:
+    ticks = axis_ticks(low, high)
+    assert ticks[0] <= low and ticks[-1] >= high and 3 <= len(ticks) <= 7
+    for tick in ticks:
+        label = tick_label(tick)
+        scale = {"k": 1e3, "M": 1e6}.get(label[-1], 1)
+        assert float(label.rstrip("kM")) * scale == pytest.approx(tick), label

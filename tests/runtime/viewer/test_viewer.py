@@ -216,7 +216,8 @@ async def test_serve_follows_an_episode_as_its_steps_arrive(
     first, second = steps_file.read_text().splitlines(keepends=True)
     summary = json.loads((episode / "summary.json").read_text())
     (episode / "summary.json").write_text(json.dumps({**summary, "status": "running"}))
-    steps_file.write_text(first + second[: len(second) // 2])  # a step half written
+    # a damaged line, then a step half written
+    steps_file.write_text(first + "{garbage\n" + second[: len(second) // 2])
     write_viewer(tmp_path / "run")
     server = serve_viewer(tmp_path / "run")
     try:
@@ -224,6 +225,7 @@ async def test_serve_follows_an_episode_as_its_steps_arrive(
         await _open(page, server.url.replace("index.html", "episodes/live.html"))
         assert await page.text_content("#step-label") == "step 0 (1 of 1)"
         assert await page.text_content("#outcome") == "running…"
+        assert "line 2 skipped: not JSON" in (await page.text_content("#problems") or "")
         with steps_file.open("a") as handle:
             handle.write(second[len(second) // 2:])
         await _shown(page, 1)  # the new step appears and the page follows it
