@@ -40,10 +40,11 @@ def note_cell(summary: EpisodeSummary) -> str:
 
 
 def count_line(summaries: Sequence[EpisodeSummary], not_run: int) -> str:
-    """``1/2 succeeded on their own``, then every episode the count leaves out, by why."""
+    """``1/2 succeeded``, over the judged agent outcomes only, then every episode the
+    count leaves out, by why."""
     judged = [s for s in summaries if s.agent_success is not None]
     solved = sum(1 for s in judged if s.agent_success)
-    text = f"{solved}/{len(judged)} judged episodes succeeded on the agent's own"
+    text = f"{solved}/{len(judged)} succeeded: the agent's own work, judged"
     aside = [
         (sum(s.outcome == "assisted" for s in summaries), "assisted by a person"),
         (sum(s.outcome == "stopped" for s in summaries), "stopped"),

@@ -70,7 +70,7 @@ async def test_an_overridden_episode_is_assisted_never_the_agents_success(
     assert assisted_row.split()[:4] == [task.id, "assisted", "(task", "done)"]
     assert stopped_row.split()[:2] == ["miniwob.quit", "stopped"]
     assert never_row.split()[:3] == ["miniwob.never-ran", "not", "run"]
-    assert ("1/1 judged episodes succeeded on the agent's own (not counted: 1 assisted by "
+    assert ("1/1 succeeded: the agent's own work, judged (not counted: 1 assisted by "
             "a person, 1 stopped, 1 not run)") in table
 
 
@@ -88,7 +88,7 @@ def test_the_results_table_never_counts_a_stopped_or_assisted_success(
     ]
     print_summary_table(summaries, tmp_path)
     out = capsys.readouterr().out
-    assert "1/2 judged episodes succeeded" in out and "1 assisted by a person" in out
+    assert "1/2 succeeded" in out and "1 assisted by a person" in out
     assert "a person decided 2 of 3 steps" in out
 
 
