@@ -32,6 +32,7 @@ from linewise.runtime.viewer.discover import (
     FolderKind,
     find_episodes,
     folder_kind,
+    planned_tasks,
     read_result_rows,
 )
 from linewise.runtime.viewer.paths import (
@@ -132,7 +133,9 @@ def index_payload(root: Path, kind: FolderKind, episodes: list[EpisodeFolder]) -
         row = index_row(folder, summary, results.get(folder.rel),
                         len(set(problems) | set(found)))
         rows.append(row.model_dump(mode="json"))
-    return {"title": root.resolve().name, "kind": kind, "episodes": rows}
+    ran = {row["task_id"] for row in rows}
+    not_run = [task for task in planned_tasks(root) if task not in ran]
+    return {"title": root.resolve().name, "kind": kind, "episodes": rows, "not_run": not_run}
 
 
 def write_viewer(root: Path) -> Path:

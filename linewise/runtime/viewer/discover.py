@@ -95,3 +95,13 @@ def read_result_rows(root: Path) -> dict[str, ResultRow]:
         if row.episode_dir:
             rows[row.episode_dir.strip("/")] = row
     return rows
+
+
+def planned_tasks(root: Path) -> list[str]:
+    """The task ids a run set out to run (``run.json``), in order; empty when unknown."""
+    path = root / RUN_MANIFEST
+    try:
+        tasks = json.loads(path.read_bytes()).get("tasks", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [task for task in tasks if isinstance(task, str)] if isinstance(tasks, list) else []

@@ -406,3 +406,23 @@ def test_serve_answers_only_under_its_token_and_only_the_viewers_files(
         assert _get(f"{origin}wrong-token/view/index.html") == 404
     finally:
         server.close()
+
+
+async def test_the_index_names_tasks_that_never_ran(
+    bench_dir: Path, session: BrowserSession, tmp_path: Path
+) -> None:
+    """A run stopped at the prompt (or by a budget) leaves tasks that never started:
+    run.json lists what it set out to run, and the index says which never did."""
+    run = tmp_path / "run"
+    shutil.copytree(bench_dir / TWO_STEPS, run / "miniwob.enter-text.seed0")
+    (run / "run.json").write_text(json.dumps(
+        {"tasks": ["miniwob.enter-text.seed0", "miniwob.never-ran"]}))
+    page = session.page
+    await page.goto(write_viewer(run).as_uri())
+    await page.wait_for_selector("#episodes tbody tr")
+    rows = await page.locator("#episodes tbody tr").all_inner_texts()
+    assert len(rows) == 2 and rows[1].split("\t")[:1] == ["miniwob.never-ran"]
+    assert "not run" in rows[1]
+    assert "1 not run" in (await page.text_content("#counts") or "")
+    await page.select_option("#status", "success")
+    assert await page.locator("#episodes tbody tr").count() == 1

@@ -56,6 +56,7 @@ function matches(row) {
   if (wanted === "assisted") return row.outcome === "assisted";
   if (wanted === "error") return !!row.error_kind || row.action_errors + row.parse_errors > 0;
   if (wanted === "running") return row.status === "running";
+  if (wanted === "not-run") return false;
   return true;
 }
 
@@ -88,12 +89,23 @@ function render() {
     if (row.error) tr.title = row.error;
     body.append(tr);
   }
+  // Tasks the run set out to run that never started (it was stopped, or a budget ran out).
+  const notRun = $("status").value && $("status").value !== "not-run" ? [] : LW.index.not_run || [];
+  for (const task of notRun) {
+    if ($("query").value && !task.toLowerCase().includes($("query").value.toLowerCase())) continue;
+    const tr = document.createElement("tr");
+    tr.className = "not-run";
+    tr.append(cell(task), cell(""), cell(""), cell("never started"), cell("not run", "outcome"),
+              cell(""), cell(""), cell(""), cell(""));
+    body.append(tr);
+  }
   const all = LW.index.episodes;
   const judged = all.filter((r) => r.agent_success !== null).length;
   const solved = all.filter((r) => r.agent_success === true).length;
   const aside = [["assisted", "assisted by a person"], ["stopped", "stopped"], ["infrastructure", "infrastructure faults"], ["budget", "ended by a budget"]]
     .map(([kind, text]) => [all.filter((r) => r.outcome === kind && r.status !== "running").length, text])
     .filter(([n]) => n).map(([n, text]) => `${n} ${text}`);
+  if ((LW.index.not_run || []).length) aside.push(`${LW.index.not_run.length} not run`);
   $("counts").textContent = `${LW.index.kind} · ${all.length} episodes · ${solved} of ${judged} judged succeeded on the agent's own` +
     (aside.length ? ` (not counted: ${aside.join(", ")})` : "") + ` · showing ${rows.length}`;
   for (const th of document.querySelectorAll("th[data-sort]")) {
