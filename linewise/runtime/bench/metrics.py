@@ -67,6 +67,8 @@ class GroupMetrics(BaseModel):
     label: dict[str, str]
     episodes: int
     judged: int = Field(description="Agent outcomes whose success is known.")
+    agent_episodes: int = Field(default=0, description="Agent outcomes (what steps and "
+                                "F-AE are over).")
     infrastructure: int = Field(
         default=0, description="Episodes that ended on an infrastructure fault (not judged)."
     )
@@ -119,6 +121,7 @@ def summarize(results: list[EpisodeResult], label: dict[str, str], prices: Price
         label=label,
         episodes=n,
         judged=len(judged),
+        agent_episodes=len(agent),
         infrastructure=sum(infra.values()),
         infra_kinds=dict(sorted(infra.items())),
         assisted=sum(r.outcome == "assisted" for r in results),

@@ -94,6 +94,11 @@ def errors_text(g: GroupMetrics) -> str:
     return ", ".join(parts) or "-"
 
 
+def steps_text(g: GroupMetrics) -> str:
+    """Mean steps over agent outcomes; none when the group has none (all assisted, say)."""
+    return f"{g.steps:.1f}" if g.agent_episodes else "-"
+
+
 def tokens(value: float) -> str:
     return f"{value:,.0f}"
 
@@ -103,7 +108,7 @@ def group_columns(g: GroupMetrics) -> list[str]:
     return [
         str(g.episodes), success_text(g), infra_text(g), str(g.assisted),
         "-" if g.f_ae is None else f"{g.f_ae:.3f}",
-        f"{g.steps:.1f}", pct(g.reduction),
+        steps_text(g), pct(g.reduction),
         tokens(g.action_tokens_per_step), tokens(g.retriever_tokens_per_step),
         tokens(g.action_tokens_per_episode), tokens(g.retriever_tokens_per_episode),
         f"${g.cost_per_episode:.4f}", f"{g.wall_s:.1f}",
@@ -124,7 +129,7 @@ TASK_HEADER = ["task", "filter", "agent", "episodes", "success % ± SE", "infra 
 def task_columns(g: GroupMetrics) -> list[str]:
     return [
         g.label["task"], g.label["filter"], g.label["agent"], str(g.episodes),
-        success_text(g), infra_text(g), str(g.assisted), f"{g.steps:.1f}", pct(g.reduction),
+        success_text(g), infra_text(g), str(g.assisted), steps_text(g), pct(g.reduction),
         tokens(g.action_tokens_per_episode + g.retriever_tokens_per_episode), errors_text(g),
     ]
 

@@ -14,6 +14,7 @@ import pytest
 
 from linewise.runtime.bench.metrics import Prices, f_ae, success_rate
 from linewise.runtime.bench.report import write_report
+from linewise.runtime.bench.report_data import build_report, task_columns
 from linewise.runtime.bench.results import EpisodeResult, ResultsWriter
 from linewise.runtime.bench.svg import axis_ticks, tick_label
 from linewise.runtime.browser.chromium import BrowserSession
@@ -189,6 +190,11 @@ def test_assisted_episodes_and_step_errors_are_reported_beside_the_rate(
                      strict=True))
     assert cells["assisted"] == "1" and cells["success % ± SE"] == "50.0 ± 35.4"
     assert cells["errors"] == "3 action error steps"
+    per_task = markdown.split("## Per task")[1]
+    assert "| miniwob.a | none | gpt-x | 3 | 50.0 ± 35.4 | 0 | 1 | 2.5 |" in per_task
+    only_assisted = [_result("miniwob.c", "none", True, 4, outcome="assisted")]
+    report = build_report(only_assisted, "b", Prices())
+    assert task_columns(report.by_task[0])[4:8] == ["-", "0", "1", "-"]  # no rate, no steps
 
 
 async def test_every_mark_lies_inside_its_chart(tmp_path: Path, session: BrowserSession) -> None:
