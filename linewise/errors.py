@@ -22,6 +22,7 @@ The hierarchy (httpx style: catch the base class to catch them all)::
     │   └── ResponseFormatError  the answer is not in the asked-for format
     │       └── RangeParseError  a retriever answer holds no usable line ranges
     ├── ModelError             the embedded model cannot be assembled, verified or served
+    ├── DamagedTraceError      a trace file (a steps.jsonl line, a summary.json) is damaged
     └── PruneError             the trace pruner cannot use a trace or a state graph
         ├── GraphError         a state graph that is malformed, or whose sink the source
         │                      cannot reach (mining it would keep nothing meaningful)
@@ -260,6 +261,13 @@ class ModelError(LinewiseError):
     """The embedded model cannot be assembled, verified or served."""
 
     infra_kind: ClassVar[InfraKind | None] = "server"
+
+
+class DamagedTraceError(LinewiseError, ValueError):
+    """A trace file cannot be read: a ``steps.jsonl`` line that is not UTF-8, not JSON,
+    nested too deeply or not a step, or a ``summary.json`` that is not a summary. The
+    readers skip such a line with a warning and keep the rest of the episode; a
+    ``ValueError`` too, as any other unreadable file is."""
 
 
 class PruneError(LinewiseError):

@@ -96,7 +96,9 @@ class FilterRecord(BaseModel):
     fallback_reason: str | None = None
     misses: list[str] = Field(
         default_factory=list,
-        description="Bids the action model used that the filtered view did not show.",
+        description="Bids the action model used that the full tree had but the filtered "
+        "view did not show (a bid in no line of the tree is not the filter's miss: "
+        "``StepRecord.absent_bids``).",
     )
     notes: dict[str, Any] = Field(default_factory=dict)
 
@@ -131,6 +133,11 @@ stopped the episode. Only ``approved`` steps carry the model's own action."""
 
 HUMAN_OPERATORS: frozenset[str] = frozenset({"overridden", "skipped", "manual", "stopped"})
 """Decisions after which the step's action (or its absence) is a person's, not the model's."""
+
+ASSISTING_OPERATORS: frozenset[str] = frozenset({"overridden", "skipped", "manual"})
+"""Decisions that changed the episode's course: once a person ran another action, kept
+the model's from running or worked by hand, what the episode achieved is not the
+agent's alone (``stopped`` ends it instead)."""
 
 
 class PageState(BaseModel):
@@ -242,6 +249,11 @@ class StepRecord(BaseModel):
         default=None, description="A re-ask was not made: the spending limit it met."
     )
     action_error: str | None = None
+    absent_bids: list[str] = Field(
+        default_factory=list,
+        description="Bids the action named that no line of the full tree had (the model "
+        "guessed them): not a filter miss.",
+    )
     target_box: TargetBox | None = Field(
         default=None, description="The box of the action's first element, if it had one."
     )
@@ -345,11 +357,15 @@ person quit at the step-through prompt (``linewise run --step``)."""
 #   ``bench --resume`` runs it again.
 # - ``budget``: a resource limit of the run (not of the task) ended it.
 # - ``stopped``: the user or the runtime stopped it before its end (Ctrl+C).
+# - ``assisted``: it would be the agent's, but a person decided some of its steps at the
+#   step-through prompt (overrode, skipped or did one by hand): what it achieved is not
+#   the agent's alone, so it is counted beside the success rate, never in it.
 #
-# The outcome is derived from the termination and the infrastructure kind by
-# ``outcome_of``; a new termination is classified by adding it to one of the sets below.
+# The outcome is derived from the termination, the infrastructure kind and whether a
+# person assisted by ``outcome_of``; a new termination is classified by adding it to
+# one of the sets below.
 
-Outcome = Literal["agent", "infrastructure", "budget", "stopped"]
+Outcome = Literal["agent", "assisted", "infrastructure", "budget", "stopped"]
 
 InfraKind = Literal[
     "model", "refused", "config", "browser", "server", "timeout", "task", "crash",
@@ -377,18 +393,24 @@ STOPPED_TERMINATIONS: frozenset[str] = frozenset({"interrupted", "user_stopped"}
 # ``browser`` (the loop records them so).
 
 
-def outcome_of(termination: str, infra_kind: InfraKind | None) -> Outcome:
+FINAL_OUTCOMES: frozenset[str] = frozenset({"agent", "assisted", "budget"})
+"""Endings that stand: running the episode again would not change what it says (a
+bench's resume runs the others again)."""
+
+
+def outcome_of(termination: str, infra_kind: InfraKind | None,
+               assisted: bool = False) -> Outcome:
     """The outcome of an ending (see the table above). An ``error`` or ``timeout`` with
-    no infrastructure kind is the agent's (e.g. its answers never parsed)."""
-    if termination in AGENT_TERMINATIONS:
-        return "agent"
+    no infrastructure kind is the agent's (e.g. its answers never parsed), or
+    ``assisted`` when a person decided some of its steps."""
     if termination in BUDGET_TERMINATIONS:
         return "budget"
     if termination in STOPPED_TERMINATIONS:
         return "stopped"
-    if termination == "timeout":
+    if termination == "timeout" or (termination not in AGENT_TERMINATIONS
+                                    and infra_kind is not None):
         return "infrastructure"
-    return "infrastructure" if infra_kind is not None else "agent"
+    return "assisted" if assisted else "agent"
 
 
 class AttackVerdict(BaseModel):
@@ -428,7 +450,17 @@ class EpisodeSummary(BaseModel):
     tokens: TokenTotals = Field(default_factory=TokenTotals)
     obs_tokens_full: int = Field(default=0, description="Sum over steps of full-tree tokens.")
     obs_tokens_shown: int = Field(default=0, description="Sum over steps of tokens shown.")
-    filter_misses: int = 0
+    filter_misses: int = Field(
+        default=0, description="Bids the action used that the tree had and the filter hid."
+    )
+    action_errors: int = Field(default=0, description="Steps whose action failed.")
+    parse_errors: int = Field(default=0, description="Steps whose answer held no usable "
+                              "action.")
+    assisted_steps: int = Field(
+        default=0,
+        description="Steps a person decided instead of the model (overrode, skipped or "
+        "worked by hand): any makes the outcome 'assisted', never the agent's success.",
+    )
     repeats_escaped: int = Field(default=0, description="Steps with repeat_escape 'escaped'.")
     repeats_kept: int = Field(default=0, description="Steps with repeat_escape 'kept'.")
     blocked_navigations: int = Field(default=0, description="Page loads the policy refused.")
@@ -460,7 +492,15 @@ class EpisodeSummary(BaseModel):
     @property
     def outcome(self) -> Outcome:
         """Agent, infrastructure, budget or stopped (``outcome_of``)."""
-        return outcome_of(self.termination, self.infra_kind)
+        return outcome_of(self.termination, self.infra_kind, self.assisted_steps > 0)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def agent_success(self) -> bool | None:
+        """Whether the agent succeeded on its own: ``success`` for an agent outcome;
+        None for the rest, assisted ones included (``success`` may say the task got
+        done, but not by the agent alone, so it is no result of the agent's)."""
+        return self.success if self.outcome == "agent" else None
 
     def add_step(self, record: StepRecord) -> None:
         """Count a finished step into the totals."""
@@ -472,6 +512,9 @@ class EpisodeSummary(BaseModel):
         self.obs_tokens_full += record.obs_tokens_full
         self.obs_tokens_shown += record.obs_tokens_shown
         self.filter_misses += len(record.filter_result.misses)
+        self.action_errors += record.action_error is not None
+        self.parse_errors += record.parse_error is not None
+        self.assisted_steps += record.operator in ASSISTING_OPERATORS
         self.repeats_escaped += record.repeat_escape == "escaped"
         self.repeats_kept += record.repeat_escape == "kept"
         self.blocked_navigations += len(record.blocked)

@@ -39,7 +39,12 @@ from linewise.runtime.bench.local import BenchOptions
 from linewise.runtime.bench.plan import expand
 from linewise.runtime.bench.progress import make_progress
 from linewise.runtime.bench.report import write_report
-from linewise.runtime.bench.report_data import infra_text, overall, success_text
+from linewise.runtime.bench.report_data import (
+    errors_text,
+    infra_text,
+    overall,
+    success_text,
+)
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.budget import prices_of
 from linewise.runtime.log import configure_logging
@@ -178,12 +183,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     print(f"{len(results)}/{len(specs)} episodes in {out_dir} (ran {outcome.ran}, "
           f"recovered {outcome.recovered}, already done {outcome.skipped}); "
           f"success {success_text(summary)} % of {summary.judged} agent outcomes; "
-          f"infrastructure endings {infra_text(summary)}")
+          f"infrastructure endings {infra_text(summary)}"
+          + (f"; assisted by a person (not counted) {summary.assisted}"
+             if summary.assisted else ""))
     if outcome.budget_stop is not None:
         print(f"stopped by the run budget: {outcome.budget_stop}; {outcome.not_started} "
               "episodes not started (raise the limit and rerun with --resume to run them)")
-    if summary.errors:
-        print("errors: " + ", ".join(f"{k} {v}" for k, v in summary.errors.items()))
+    if summary.errors or summary.step_errors:
+        print("errors: " + errors_text(summary))
     if outcome.stopped:
         print(f"stopped early: {outcome.stopped}; continue with --resume --out {out_dir}")
     elif summary.infrastructure:

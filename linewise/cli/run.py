@@ -22,9 +22,9 @@ from linewise.cli.flags import (
     settings_from_args,
 )
 from linewise.cli.interrupt import EXIT_INTERRUPTED, run_interruptible
+from linewise.cli.results_table import print_summary_table
 from linewise.cli.step_prompt import TerminalOperator, require_terminal
 from linewise.errors import ConfigError
-from linewise.records import EpisodeSummary
 from linewise.runtime.debug.stepper import StepThroughHooks
 from linewise.runtime.run import default_out_dir, run_tasks
 from linewise.runtime.tasks.loader import adhoc_task, load_task_file, select_tasks
@@ -75,29 +75,6 @@ def tasks_from_args(args: argparse.Namespace) -> list[AnyTask]:
     return select_tasks(tasks, args.task, args.max_steps)
 
 
-def print_summary_table(summaries: list[EpisodeSummary], out_dir: Path) -> None:
-    rows = [("task", "success", "reward", "steps", "tokens", "time", "note")]
-    for s in summaries:
-        success = "-" if s.success is None else ("yes" if s.success else "no")
-        note = s.error or s.budget_stop or s.termination
-        rows.append((s.task_id, success, f"{s.reward:.2f}", str(s.n_steps),
-                     str(s.tokens.total), f"{s.time.wall_s:.1f}s", note[:60]))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-    solved = sum(1 for s in summaries if s.success)
-    infra = [s for s in summaries if s.outcome == "infrastructure"]
-    print(f"\n{solved}/{len(summaries)} succeeded. Traces in {out_dir}/")
-    config = [s for s in infra if s.infra_kind == "config"]
-    infra = [s for s in infra if s.infra_kind != "config"]
-    if infra:
-        kinds = ", ".join(sorted({s.infra_kind or "unknown" for s in infra}))
-        print(f"{len(infra)} ended on an infrastructure fault ({kinds}), not the agent's doing.")
-    if config:
-        print(f"{len(config)} ended on a configuration error, not the agent's doing: "
-              f"{config[0].error}")
-
-
 def step_through(args: argparse.Namespace, settings: LinewiseSettings) -> StepThroughHooks | None:
     """The step-through debugger for this run: with ``--step`` (which needs a terminal),
     and in a headed run from a terminal, where the first Ctrl+C pauses into it."""
@@ -122,7 +99,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         stop=stepper.stop if stepper is not None else None, pause=pause,
     ))
     if outcome.result is not None:
-        print_summary_table(outcome.result, out_dir)
+        print_summary_table(outcome.result, out_dir,
+                            [task.id for task in tasks[len(outcome.result):]])
         if len(outcome.result) < len(tasks) and not outcome.interrupted:
             print(f"{len(tasks) - len(outcome.result)} tasks not started: the run budget is "
                   "spent (--max-run-cost / --max-run-tokens).")

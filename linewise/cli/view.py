@@ -9,7 +9,7 @@ from pathlib import Path
 
 from linewise.cli.flags import add_log_level_flag
 from linewise.runtime.viewer.build import write_viewer
-from linewise.runtime.viewer.serve import serve_viewer
+from linewise.runtime.viewer.serve import require_loopback, serve_viewer
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -18,8 +18,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     view.add_argument("path", type=Path, help="an episode, run or bench folder")
     view.add_argument("--serve", action="store_true",
-                      help="serve the viewer on localhost and follow episodes still running")
-    view.add_argument("--host", default="127.0.0.1", help="address to serve on")
+                      help="serve the viewer on localhost and follow episodes still running "
+                      "(only under the printed URL's random token, and only the viewer's "
+                      "pages and screenshots)")
+    view.add_argument("--host", default="127.0.0.1",
+                      help="loopback address to serve on (127.0.0.1, ::1 or localhost)")
     view.add_argument("--port", type=int, default=8790,
                       help="port to serve on (0: any free; default 8790)")
     add_log_level_flag(view, "WARNING")
@@ -27,12 +30,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def cmd_view(args: argparse.Namespace) -> int:
+    if args.serve:
+        require_loopback(args.host)
     index = write_viewer(args.path)
     print(f"viewer: {index.resolve()}")
     if not args.serve:
         return 0
     server = serve_viewer(args.path, args.host, args.port)
-    print(f"serving {server.url} (Ctrl+C stops)", flush=True)
+    print(f"serving {server.url} (Ctrl+C stops; the URL's token is the only way in, "
+          "keep it to yourself)", flush=True)
     try:
         while server.thread.is_alive():
             time.sleep(0.5)

@@ -17,7 +17,7 @@ import asyncio
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from linewise.agent.models import ChatModel
 from linewise.agent.policy import ActionAgent, Decision, page_key
 from linewise.agent.prompt import PageView
 from linewise.agent.prompt_fit import fit_view
+from linewise.axtree import bids_in
 from linewise.errors import (
     BrowserCrashed,
     BrowserStalled,
@@ -444,12 +445,10 @@ class _Episode:
             if obs.screenshot_png
             else None
         )
-        misses: list[str] = []
-        if step.action is not None and len(filtered.kept_lines) < len(obs.lines):
-            shown = set(filtered.shown_bids)
-            misses = [bid for bid in step.action.bids if bid not in shown]
-            if misses:
-                log.info("filter miss", task_id=self.task_id, bids=misses)
+        misses, absent = filter_misses(step.action, obs.lines, filtered.shown_bids,
+                                       whole=len(filtered.kept_lines) >= len(obs.lines))
+        if misses:
+            log.info("filter miss", task_id=self.task_id, bids=misses)
         timings.total_ms = (time.perf_counter() - started) * 1000
         return StepRecord(
             episode_id=self.summary.episode_id,
@@ -476,6 +475,7 @@ class _Episode:
             action_decoding=decision.decoding,
             reasks_stopped=decision.reasks_stopped,
             action_error=step.outcome.error if step.outcome else None,
+            absent_bids=absent,
             target_box=step.outcome.target_box if step.outcome else None,
             reward=reward,
             done=done,
@@ -503,6 +503,20 @@ class _Episode:
         self.summary.attack = await self.env.judge_attack(self.summary.answer)
         if success is not None and self.env.agent_can_end:
             self.summary.reward = 1.0 if success else 0.0
+
+
+def filter_misses(action: ParsedAction | None, tree_lines: Sequence[str],
+                  shown_bids: Iterable[str], *, whole: bool = False
+                  ) -> tuple[list[str], list[str]]:
+    """The action's bids the filter hid (in the tree, not shown), and those in no line
+    of the tree at all: a guess of the model's, which no filter could have shown. A
+    filter that kept every line (``whole``) hid nothing."""
+    if action is None or not action.bids:
+        return [], []
+    in_tree = set(bids_in(tree_lines))
+    shown = in_tree if whole else set(shown_bids)
+    misses = [bid for bid in action.bids if bid in in_tree and bid not in shown]
+    return misses, [bid for bid in action.bids if bid not in in_tree]
 
 
 def _what_ran(step: StepContext) -> Decision:

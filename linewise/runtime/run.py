@@ -338,11 +338,14 @@ def environment_manifest(settings: LinewiseSettings) -> dict[str, object]:
     }
 
 
-def write_run_manifest(out_dir: Path, settings: LinewiseSettings, argv: list[str]) -> None:
-    """``run.json``: what was run, with which versions and settings."""
+def write_run_manifest(out_dir: Path, settings: LinewiseSettings, argv: list[str],
+                       task_ids: Sequence[str] = ()) -> None:
+    """``run.json``: what was run (the tasks in order, so that those that never started
+    are known), with which versions and settings."""
     out_dir.mkdir(parents=True, exist_ok=True)
     manifest = {
         "argv": redact_argv(argv),
+        "tasks": list(task_ids),
         "started_at": datetime.now().isoformat(timespec="seconds"),
         **environment_manifest(settings),
     }
@@ -384,7 +387,7 @@ async def run_tasks(
     """
     choice: FilterChoice = filter if filter is not None else settings.filter.name
     settings = prepare_run(settings, tasks)
-    write_run_manifest(out_dir, settings, argv or sys.argv)
+    write_run_manifest(out_dir, settings, argv or sys.argv, [task.id for task in tasks])
     summaries: list[EpisodeSummary] = []
     watching = highlight_hooks(settings, pause)
     async with open_run_resources(

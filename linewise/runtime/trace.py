@@ -22,10 +22,17 @@ import json
 import os
 import re
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import structlog
+from pydantic import ValidationError
+
+from linewise.errors import DamagedTraceError
 from linewise.records import EpisodeSummary, StepRecord
 from linewise.runtime.redaction import redacted_json
+
+log = structlog.get_logger(__name__)
 
 
 def safe_name(text: str) -> str:
@@ -78,23 +85,82 @@ def _write_json_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def read_steps(directory: str | os.PathLike[str]) -> list[StepRecord]:
-    """The steps of an episode folder; a torn last line (a kill mid-write) is ignored."""
-    steps: list[StepRecord] = []
-    path = Path(directory) / "steps.jsonl"
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
+@dataclass
+class StepsRead:
+    """The steps of a ``steps.jsonl`` that could be read, and what could not.
+
+    A damaged line (not UTF-8, not JSON, nested too deeply, not a step) is skipped with
+    a problem saying which and why; the lines after it are still read, so one bad line
+    never hides the rest of an episode. A last line without its newline is a step still
+    being written (or torn by a kill): it is left out, and is no problem.
+    """
+
+    records: list[StepRecord] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    complete_bytes: int = 0
+    """How much of the file the complete lines took (where a follower reads on)."""
+
+
+def parse_step_line(raw: bytes) -> StepRecord:
+    """One line of ``steps.jsonl``; ``DamagedTraceError`` says why it is not a step."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DamagedTraceError(f"not UTF-8 (byte {exc.start})") from None
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise DamagedTraceError("JSON nested too deeply") from None
+    except json.JSONDecodeError as exc:
+        raise DamagedTraceError(f"not JSON ({exc.msg} at column {exc.colno})") from None
+    try:
+        return StepRecord.model_validate(data)
+    except (ValidationError, RecursionError) as exc:
+        first = str(exc).splitlines()
+        raise DamagedTraceError(f"not a step record ({first[0] if first else exc})") from None
+
+
+def read_step_lines(data: bytes, first_line: int = 1) -> StepsRead:
+    """The steps of the complete lines in ``data`` (a ``steps.jsonl`` or the part of it
+    from line ``first_line`` on)."""
+    read = StepsRead()
+    complete = data[: data.rfind(b"\n") + 1]
+    read.complete_bytes = len(complete)
+    for number, raw in enumerate(complete.split(b"\n")[:-1], start=first_line):
+        if not raw.strip():
             continue
         try:
-            steps.append(StepRecord.model_validate(json.loads(line)))
-        except (json.JSONDecodeError, ValueError):
-            break
-    return steps
+            read.records.append(parse_step_line(raw))
+        except DamagedTraceError as exc:
+            read.problems.append(f"steps.jsonl line {number} skipped: {exc}")
+    return read
+
+
+def read_steps_checked(directory: str | os.PathLike[str]) -> StepsRead:
+    """``read_steps`` with the problems of the lines it skipped."""
+    return read_step_lines((Path(directory) / "steps.jsonl").read_bytes())
+
+
+def read_steps(directory: str | os.PathLike[str]) -> list[StepRecord]:
+    """The steps of an episode folder. A damaged line is skipped with a warning (the
+    lines after it are kept); a torn last line (a kill mid-write) is ignored."""
+    read = read_steps_checked(directory)
+    for problem in read.problems:
+        log.warning("damaged trace line", episode=str(directory), problem=problem)
+    return read.records
 
 
 def read_summary(directory: str | os.PathLike[str]) -> EpisodeSummary:
-    """The summary of an episode folder (its ``directory`` is that folder)."""
+    """The episode's summary (its ``directory`` is that folder); ``DamagedTraceError``
+    when summary.json is damaged."""
     folder = Path(directory)
-    summary = EpisodeSummary.model_validate_json((folder / "summary.json").read_text("utf-8"))
-    summary.directory = folder
-    return summary
+    raw = (folder / "summary.json").read_bytes()
+    try:
+        summary = EpisodeSummary.model_validate_json(raw)
+        summary.directory = folder
+        return summary
+    except ValidationError as exc:
+        first = str(exc).splitlines()
+        raise DamagedTraceError(
+            f"summary.json is damaged ({first[1].strip() if len(first) > 1 else exc})"
+        ) from None

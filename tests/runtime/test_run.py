@@ -61,6 +61,7 @@ async def test_run_tasks_uses_the_callers_model_and_filter_object(
     assert shared.steps == 2 and "button 'Submit'" not in prompt
     manifest = json.loads((tmp_path / "run" / "run.json").read_text())
     assert manifest["settings"]["action"]["base_url"] is None
+    assert manifest["tasks"] == [task.id]  # what it set out to run, for the viewer
 
 
 async def test_run_tasks_opens_the_retriever_only_for_a_filter_that_needs_one(

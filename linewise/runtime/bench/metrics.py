@@ -6,7 +6,10 @@
   nothing about the agent, so it is counted beside the rate (``infrastructure``), never
   in it. Episodes whose success is unknown (a web task without a success check) are
   left out of the rate too; agent failures (wrong answer, step limit, answers that never
-  parsed) count as failures. Steps and F-AE are over agent outcomes as well.
+  parsed) count as failures. Steps and F-AE are over agent outcomes as well. An
+  episode a person assisted at the step-through prompt (outcome ``assisted``) is the
+  person's work as much as the agent's: counted beside the rate (``assisted``), never
+  in it.
 - Observation reduction ``1 - |o_r| / |o_i|`` per step, averaged over an episode's
   steps, then over episodes.
 - F-AE (WebClipper, Appendix A): the harmonic mean of accuracy and efficiency
@@ -64,10 +67,16 @@ class GroupMetrics(BaseModel):
     label: dict[str, str]
     episodes: int
     judged: int = Field(description="Agent outcomes whose success is known.")
+    agent_episodes: int = Field(default=0, description="Agent outcomes (what steps and "
+                                "F-AE are over).")
     infrastructure: int = Field(
         default=0, description="Episodes that ended on an infrastructure fault (not judged)."
     )
     infra_kinds: dict[str, int] = Field(default_factory=dict)
+    assisted: int = Field(
+        default=0, description="Episodes a person assisted at the step-through prompt "
+        "(not judged: a person's work is not the agent's)."
+    )
     successes: int
     success_rate: float | None
     success_se: float | None
@@ -81,6 +90,11 @@ class GroupMetrics(BaseModel):
     cost_total: float
     wall_s: float
     errors: dict[str, int]
+    step_errors: dict[str, int] = Field(
+        default_factory=dict,
+        description="Steps whose action failed ('action') or whose answer held no usable "
+        "action ('parse'): the episodes go on after them, so they are no episode error.",
+    )
     repeats_escaped: int = Field(default=0, description="Loops left after a re-ask.")
     repeats_kept: int = Field(default=0, description="Loops every re-ask repeated.")
     max_rounds: float
@@ -107,8 +121,10 @@ def summarize(results: list[EpisodeResult], label: dict[str, str], prices: Price
         label=label,
         episodes=n,
         judged=len(judged),
+        agent_episodes=len(agent),
         infrastructure=sum(infra.values()),
         infra_kinds=dict(sorted(infra.items())),
+        assisted=sum(r.outcome == "assisted" for r in results),
         successes=sum(judged),
         success_rate=rate,
         success_se=se,
@@ -122,6 +138,10 @@ def summarize(results: list[EpisodeResult], label: dict[str, str], prices: Price
         cost_total=sum(costs),
         wall_s=statistics.fmean(r.wall_s for r in results) if results else 0.0,
         errors={kind: errors[kind] for kind in ERROR_KINDS if errors[kind]},
+        step_errors={kind: count for kind, count in (
+            ("action", sum(r.action_errors for r in results)),
+            ("parse", sum(r.parse_errors for r in results)),
+        ) if count},
         repeats_escaped=sum(r.repeats_escaped for r in results),
         repeats_kept=sum(r.repeats_kept for r in results),
         max_rounds=rounds_cap,

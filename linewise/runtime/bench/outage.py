@@ -80,7 +80,7 @@ class EndpointWatch:
             if (self.probe is not None and not self.down and not self.gave_up
                     and self.consecutive >= self.settings.failures_to_pause):
                 self._pause()
-        elif result.outcome == "agent":
+        elif result.outcome in ("agent", "assisted"):
             self.consecutive = 0
 
     async def wait_until_up(self) -> bool:

@@ -23,6 +23,7 @@ from typing import NamedTuple
 import structlog
 from pydantic import BaseModel, ConfigDict
 
+from linewise.records import FINAL_OUTCOMES
 from linewise.runtime.tasks.schema import AnyTask, BrowserGymTask, MiniWoBTask, Task
 from linewise.runtime.trace import read_summary, safe_name
 
@@ -162,4 +163,4 @@ def finished_summary(out_dir: Path, spec: EpisodeSpec) -> bool:
     except ValueError:
         return False
     return (summary.status != "running" and summary.error != "episode was interrupted"
-            and summary.outcome in ("agent", "budget"))
+            and summary.outcome in FINAL_OUTCOMES)

@@ -86,7 +86,17 @@ def infra_text(g: GroupMetrics) -> str:
 
 
 def errors_text(g: GroupMetrics) -> str:
-    return ", ".join(f"{kind} {count}" for kind, count in g.errors.items()) or "-"
+    """Episodes that ended on an error, by kind; then steps whose action failed or
+    whose answer held no action (the episode went on after them)."""
+    parts = [f"{kind} {count}" for kind, count in g.errors.items()]
+    parts += [f"{count} {kind} error step{'s' if count != 1 else ''}"
+              for kind, count in g.step_errors.items()]
+    return ", ".join(parts) or "-"
+
+
+def steps_text(g: GroupMetrics) -> str:
+    """Mean steps over agent outcomes; none when the group has none (all assisted, say)."""
+    return f"{g.steps:.1f}" if g.agent_episodes else "-"
 
 
 def tokens(value: float) -> str:
@@ -96,8 +106,9 @@ def tokens(value: float) -> str:
 def group_columns(g: GroupMetrics) -> list[str]:
     """The metric cells shared by the agent/filter and benchmark tables."""
     return [
-        str(g.episodes), success_text(g), infra_text(g), "-" if g.f_ae is None else f"{g.f_ae:.3f}",
-        f"{g.steps:.1f}", pct(g.reduction),
+        str(g.episodes), success_text(g), infra_text(g), str(g.assisted),
+        "-" if g.f_ae is None else f"{g.f_ae:.3f}",
+        steps_text(g), pct(g.reduction),
         tokens(g.action_tokens_per_step), tokens(g.retriever_tokens_per_step),
         tokens(g.action_tokens_per_episode), tokens(g.retriever_tokens_per_episode),
         f"${g.cost_per_episode:.4f}", f"{g.wall_s:.1f}",
@@ -106,19 +117,19 @@ def group_columns(g: GroupMetrics) -> list[str]:
 
 
 GROUP_HEADER = [
-    "episodes", "success % ± SE", "infra endings", "F-AE", "steps", "reduction %",
+    "episodes", "success % ± SE", "infra endings", "assisted", "F-AE", "steps", "reduction %",
     "action tok/step", "retriever tok/step", "action tok/episode", "retriever tok/episode",
     "cost/episode", "wall s/episode", "loops escaped / kept", "errors",
 ]
 TASK_HEADER = ["task", "filter", "agent", "episodes", "success % ± SE", "infra endings",
-               "steps",
+               "assisted", "steps",
                "reduction %", "tokens/episode", "errors"]
 
 
 def task_columns(g: GroupMetrics) -> list[str]:
     return [
         g.label["task"], g.label["filter"], g.label["agent"], str(g.episodes),
-        success_text(g), infra_text(g), f"{g.steps:.1f}", pct(g.reduction),
+        success_text(g), infra_text(g), str(g.assisted), steps_text(g), pct(g.reduction),
         tokens(g.action_tokens_per_episode + g.retriever_tokens_per_episode), errors_text(g),
     ]
 
@@ -133,6 +144,10 @@ def preamble(report: Report) -> list[str]:
         "the episodes that ended with an agent outcome; episodes that ended on an "
         "infrastructure fault (model endpoint, browser, runtime) are counted beside it "
         "under 'infra endings', never in it (`linewise bench --resume` runs them again); "
+        "so are episodes a person assisted at the step-through prompt (overrode, skipped "
+        "or did a step by hand: 'assisted'), whose result is not the agent's alone; "
+        "errors: episodes that ended on an error by kind, then steps whose action failed "
+        "or whose answer held no action; "
         "reduction is 1 − shown/full observation tokens per step, averaged per episode "
         "then over episodes; F-AE is WebClipper's accuracy–efficiency score with "
         f"Max_Rounds = {rounds}.",

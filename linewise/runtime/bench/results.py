@@ -23,6 +23,7 @@ import structlog
 from pydantic import BaseModel, Field, model_validator
 
 from linewise.records import (
+    FINAL_OUTCOMES,
     EpisodeSummary,
     InfraKind,
     Outcome,
@@ -81,6 +82,11 @@ class EpisodeResult(BaseModel):
     repeats_escaped: int = Field(default=0, description="Futile repeats a re-ask replaced.")
     repeats_kept: int = Field(default=0, description="Futile repeats every re-ask kept.")
     blocked_navigations: int = Field(default=0, description="Page loads the policy refused.")
+    action_errors: int = Field(default=0, description="Steps whose action failed.")
+    parse_errors: int = Field(default=0, description="Steps with no usable action.")
+    assisted_steps: int = Field(
+        default=0, description="Steps a person decided (outcome 'assisted' when any)."
+    )
     obs_tokens_full: int = 0
     obs_tokens_shown: int = 0
     reduction: float | None = Field(
@@ -116,7 +122,7 @@ class EpisodeResult(BaseModel):
     @property
     def is_final(self) -> bool:
         """Whether the line stands: an infrastructure or stopped ending runs again."""
-        return self.outcome in ("agent", "budget")
+        return self.outcome in FINAL_OUTCOMES
 
     @property
     def action_tokens(self) -> int:
@@ -180,6 +186,9 @@ def result_from_summary(
         repeats_escaped=summary.repeats_escaped,
         repeats_kept=summary.repeats_kept,
         blocked_navigations=summary.blocked_navigations,
+        action_errors=summary.action_errors,
+        parse_errors=summary.parse_errors,
+        assisted_steps=summary.assisted_steps,
         obs_tokens_full=summary.obs_tokens_full,
         obs_tokens_shown=summary.obs_tokens_shown,
         reduction=sum(reductions) / len(reductions) if reductions else None,
@@ -261,7 +270,8 @@ def read_results(path: Path) -> list[EpisodeResult]:
     """
     if not path.exists():
         return []
-    lines = path.read_text(encoding="utf-8").split("\n")
+    # A line that is not UTF-8 becomes an invalid line, skipped with a warning.
+    lines = path.read_bytes().decode("utf-8", errors="replace").split("\n")
     results: list[EpisodeResult] = []
     seen: set[EpisodeKey] = set()
     for number, line in enumerate(lines, start=1):

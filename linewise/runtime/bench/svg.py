@@ -3,11 +3,18 @@
 Hand-written rather than matplotlib: the report must be one self-contained file that
 opens anywhere, the charts are simple, and the runtime should not pull a plotting stack.
 Every chart is an ``<svg class="plot">`` with a title, axes, ticks and a legend.
+
+Every mark stays inside its chart: data are drawn in the frame inset by ``INSET``
+pixels, so a point on an axis is whole; the value range grows to hold every value
+(a negative reduction, a whisker past the top); an error bar is clipped to the range
+its quantity can have (a rate within 0–100 %); legend labels are cut to the legend's
+width, with the whole label in their tooltip.
 """
 
 from __future__ import annotations
 
 import html
+import math
 import statistics
 from dataclasses import dataclass
 
@@ -16,6 +23,12 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 
 WIDTH, HEIGHT = 560, 340
 LEFT, RIGHT, TOP, BOTTOM = 64, 150, 36, 56
+INSET = 10
+"""Pixels between the frame and the nearest data: a point of radius 6 on an axis is whole."""
+POINT_RADIUS = 6
+LEGEND_CHARS = 16
+"""Characters of a legend label that fit beside its swatch (12 px sans-serif)."""
+LEGEND_ROWS = (HEIGHT - TOP - 8) // 18
 
 
 @dataclass
@@ -40,17 +53,29 @@ def _esc(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _ticks(low: float, high: float, count: int = 5) -> list[float]:
+def axis_ticks(low: float, high: float, count: int = 5) -> list[float]:
+    """Round ticks (steps of 1, 2, 2.5 or 5 times a power of ten) from at or below ``low`` to
+    at or above ``high``: the axis then spans whole ticks."""
     if high <= low:
         high = low + 1
-    step = (high - low) / count
-    return [low + i * step for i in range(count + 1)]
+    rough = (high - low) / count
+    power = 10 ** math.floor(math.log10(rough))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= rough)
+    first = math.floor(low / step + 1e-9) * step
+    ticks = [first]
+    while ticks[-1] < high - 1e-9:
+        ticks.append(round(first + len(ticks) * step, 9))
+    return ticks
 
 
-def _fmt(value: float) -> str:
+def tick_label(value: float) -> str:
+    """A tick label: short, and exact for the round values ``axis_ticks`` makes (12500 is
+    "12.5k", not "12k")."""
+    if abs(value) >= 1_000_000:
+        return f"{value / 1_000_000:.4g}M"
     if abs(value) >= 1000:
-        return f"{value / 1000:.0f}k" if abs(value) >= 10000 else f"{value / 1000:.1f}k"
-    return f"{value:.0f}" if abs(value) >= 10 or value == int(value) else f"{value:.2f}"
+        return f"{value / 1000:.4g}k"
+    return f"{value:.4g}"
 
 
 class _Frame:
@@ -60,9 +85,8 @@ class _Frame:
                  y_range: tuple[float, float]) -> None:
         self.name = name
         self.parts: list[str] = []
-        self.y_low, self.y_high = y_range
-        if self.y_high <= self.y_low:
-            self.y_high = self.y_low + 1
+        self.y_ticks = axis_ticks(*y_range)
+        self.y_low, self.y_high = self.y_ticks[0], self.y_ticks[-1]
         self.plot_w = WIDTH - LEFT - RIGHT
         self.plot_h = HEIGHT - TOP - BOTTOM
         self.parts.append(
@@ -77,32 +101,42 @@ class _Frame:
             f'<text transform="translate(16,{TOP + self.plot_h / 2}) rotate(-90)" '
             f'text-anchor="middle">{_esc(y_label)}</text>'
         )
-        for tick in _ticks(self.y_low, self.y_high):
+        for tick in self.y_ticks:
             y = self.y(tick)
             self.parts.append(
                 f'<line x1="{LEFT}" x2="{LEFT + self.plot_w}" y1="{y:.1f}" y2="{y:.1f}" '
                 'stroke="#e5e5e5"/>'
                 f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end" '
-                f'font-size="11">{_fmt(tick)}</text>'
+                f'font-size="11">{tick_label(tick)}</text>'
             )
         self.parts.append(
-            f'<rect x="{LEFT}" y="{TOP}" width="{self.plot_w}" height="{self.plot_h}" '
-            'fill="none" stroke="#444"/>'
+            f'<rect class="frame" x="{LEFT}" y="{TOP}" width="{self.plot_w}" '
+            f'height="{self.plot_h}" fill="none" stroke="#444"/>'
         )
 
     def y(self, value: float) -> float:
         share = (value - self.y_low) / (self.y_high - self.y_low)
-        return TOP + self.plot_h * (1 - share)
+        return TOP + INSET + (self.plot_h - 2 * INSET) * (1 - share)
+
+    def clip_y(self, value: float) -> float:
+        """``value`` held to the chart's range (an error bar past what can be)."""
+        return min(self.y_high, max(self.y_low, value))
 
     def legend(self, entries: list[tuple[str, str]]) -> None:
-        for i, (label, color) in enumerate(entries):
+        shown = entries if len(entries) <= LEGEND_ROWS else entries[:LEGEND_ROWS - 1]
+        x = WIDTH - RIGHT + 12
+        for i, (label, color) in enumerate(shown):
             y = TOP + 8 + i * 18
-            x = WIDTH - RIGHT + 12
+            text = label if len(label) <= LEGEND_CHARS else label[:LEGEND_CHARS - 1] + "…"
             self.parts.append(
-                f'<rect class="legend" x="{x}" y="{y - 9}" width="10" height="10" '
-                f'fill="{color}"/><text x="{x + 16}" y="{y}" font-size="12">'
-                f"{_esc(label[:20])}</text>"
+                f'<g class="legend"><title>{_esc(label)}</title>'
+                f'<rect x="{x}" y="{y - 9}" width="10" height="10" fill="{color}"/>'
+                f'<text x="{x + 16}" y="{y}" font-size="12">{_esc(text)}</text></g>'
             )
+        if len(shown) < len(entries):
+            y = TOP + 8 + len(shown) * 18
+            self.parts.append(f'<text class="legend" x="{x}" y="{y}" font-size="12">'
+                              f"+{len(entries) - len(shown)} more</text>")
 
     def svg(self) -> str:
         body = "".join(self.parts)
@@ -117,28 +151,30 @@ def scatter(name: str, points: list[Point], *, title: str, x_label: str, y_label
             x_range: tuple[float, float], y_range: tuple[float, float]) -> str:
     """Points with vertical error bars; each point's label goes in the legend."""
     frame = _Frame(name, title, x_label, y_label, y_range)
-    x_low, x_high = x_range
-    if x_high <= x_low:
-        x_high = x_low + 1
+    x_ticks = axis_ticks(min([x_range[0], *(p.x for p in points)]),
+                     max([x_range[1], *(p.x for p in points)]))
+    x_low, x_high = x_ticks[0], x_ticks[-1]
 
     def x_of(value: float) -> float:
-        return LEFT + frame.plot_w * (value - x_low) / (x_high - x_low)
+        return LEFT + INSET + (frame.plot_w - 2 * INSET) * (value - x_low) / (x_high - x_low)
 
-    for tick in _ticks(x_low, x_high):
+    for tick in x_ticks:
         frame.parts.append(
             f'<text x="{x_of(tick):.1f}" y="{TOP + frame.plot_h + 16}" text-anchor="middle" '
-            f'font-size="11">{_fmt(tick)}</text>'
+            f'font-size="11">{tick_label(tick)}</text>'
         )
     for p in points:
-        cx, cy = x_of(p.x), frame.y(p.y)
+        cx, cy = x_of(p.x), frame.y(frame.clip_y(p.y))
         if p.y_err:
-            top, bottom = frame.y(p.y + p.y_err), frame.y(p.y - p.y_err)
+            top = frame.y(frame.clip_y(p.y + p.y_err))
+            bottom = frame.y(frame.clip_y(p.y - p.y_err))
             frame.parts.append(
-                f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{top:.1f}" y2="{bottom:.1f}" '
-                f'stroke="{p.color}" stroke-width="2"/>'
+                f'<line class="error-bar" x1="{cx:.1f}" x2="{cx:.1f}" y1="{top:.1f}" '
+                f'y2="{bottom:.1f}" stroke="{p.color}" stroke-width="2"/>'
             )
         frame.parts.append(
-            f'<circle class="point" cx="{cx:.1f}" cy="{cy:.1f}" r="6" fill="{p.color}">'
+            f'<circle class="point" cx="{cx:.1f}" cy="{cy:.1f}" r="{POINT_RADIUS}" '
+            f'fill="{p.color}">'
             f"<title>{_esc(p.label)}: {p.x:.1f}, {p.y:.1f} ± {p.y_err:.1f}</title></circle>"
         )
     frame.legend([(p.label, p.color) for p in points])
@@ -158,8 +194,10 @@ def box_plot(name: str, categories: list[tuple[str, list[Box]]], *, title: str,
              x_label: str, y_label: str, y_range: tuple[float, float] | None = None) -> str:
     """Side-by-side boxes (min, quartiles, max) per category, one colour per series."""
     values = [v for _, boxes in categories for b in boxes for v in b.values]
-    if y_range is None:
-        y_range = (min(0.0, *values) if values else 0.0, max(values) if values else 1.0)
+    expected = y_range if y_range is not None else (0.0, max(values, default=1.0))
+    # A value outside the expected range (a filter that grew the page: a negative
+    # reduction) widens it, so its whisker stays on the chart.
+    y_range = (min([expected[0], *values]), max([expected[1], *values]))
     frame = _Frame(name, title, x_label, y_label, y_range)
     slot = frame.plot_w / max(1, len(categories))
     series: dict[str, str] = {}
@@ -178,7 +216,7 @@ def box_plot(name: str, categories: list[tuple[str, list[Box]]], *, title: str,
             left = x0 + slot * 0.1 + j * width
             mid = left + width / 2
             frame.parts.append(
-                f'<line x1="{mid:.1f}" x2="{mid:.1f}" y1="{frame.y(high):.1f}" '
+                f'<line class="whisker" x1="{mid:.1f}" x2="{mid:.1f}" y1="{frame.y(high):.1f}" '
                 f'y2="{frame.y(low):.1f}" stroke="{box.color}"/>'
                 f'<rect class="box" x="{left + 2:.1f}" y="{frame.y(q3):.1f}" '
                 f'width="{max(2.0, width - 4):.1f}" '

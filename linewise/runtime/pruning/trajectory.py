@@ -21,7 +21,7 @@ import structlog
 from pydantic import BaseModel, Field
 
 from linewise.records import HUMAN_OPERATORS, Operator, Tab
-from linewise.runtime.trace import read_steps, read_summary, safe_name
+from linewise.runtime.trace import read_steps_checked, read_summary, safe_name
 
 log = structlog.get_logger(__name__)
 
@@ -94,9 +94,17 @@ def read_trajectory(run_dir: Path, episode_dir: Path) -> Trajectory | str:
     """The episode's trajectory, or the reason it cannot be one."""
     try:
         summary = read_summary(episode_dir)
-        records = read_steps(episode_dir)
+        read = read_steps_checked(episode_dir)
     except (OSError, ValueError) as exc:
+        log.warning("episode left out: unreadable trace", episode=str(episode_dir),
+                    error=str(exc))
         return f"unreadable trace: {exc}"
+    if read.problems:
+        # A trajectory with a step missing would teach a history that never happened.
+        log.warning("episode left out: damaged trace", episode=str(episode_dir),
+                    problems=read.problems)
+        return "damaged trace: " + "; ".join(read.problems)
+    records = read.records
     if summary.status == "running":
         return "episode never finished (summary status is running)"
     if not records:

@@ -22,15 +22,17 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import structlog
 from pydantic import BaseModel
 
-from linewise.runtime.trace import read_steps, read_summary
-from linewise.runtime.viewer.data import episode_outline, index_row, step_detail
+from linewise.runtime.trace import read_steps_checked
+from linewise.runtime.viewer.data import episode_outline, index_row, step_detail, summary_of
 from linewise.runtime.viewer.discover import (
     EpisodeFolder,
     FolderKind,
     find_episodes,
     folder_kind,
+    planned_tasks,
     read_result_rows,
 )
 from linewise.runtime.viewer.paths import (
@@ -42,7 +44,11 @@ from linewise.runtime.viewer.paths import (
     step_script,
 )
 
+log = structlog.get_logger(__name__)
+
 ASSETS = ("viewer.css", "episode.js", "index.js")
+PROBLEMS_FILE = "problems.json"
+"""Beside an episode's data: what of its trace could not be read, for the index."""
 
 
 def asset_text(name: str) -> str:
@@ -82,36 +88,54 @@ def _newer_than_trace(marker: Path, folder: Path) -> bool:
 
 
 def write_episode(view: Path, folder: EpisodeFolder) -> None:
-    """The episode's page and data files (skipped when already newer than the trace)."""
+    """The episode's page and data files (skipped when already newer than the trace).
+    A damaged part of the trace is skipped with a warning, shown on the page too."""
     data = view / data_dir(folder.rel)
     outline_path = data / "outline.js"
-    summary = read_summary(folder.path)
+    summary, problems = summary_of(folder)
     page = view / ("index.html" if folder.rel == SINGLE_EPISODE else episode_page(folder.rel))
     page.parent.mkdir(parents=True, exist_ok=True)
     page.write_text(episode_page_html(folder.rel, summary.task_id), encoding="utf-8")
     if _newer_than_trace(outline_path, folder.path):
+        for problem in stored_problems(data):  # said again at every look, not only the first
+            log.warning("damaged trace", episode=str(folder.path), problem=problem)
         return
-    steps = read_steps(folder.path)
+    read = read_steps_checked(folder.path)
+    steps, problems = read.records, [*problems, *read.problems]
+    for problem in problems:
+        log.warning("damaged trace", episode=str(folder.path), problem=problem)
     data.mkdir(parents=True, exist_ok=True)
+    (data / PROBLEMS_FILE).unlink(missing_ok=True)
+    if problems:
+        (data / PROBLEMS_FILE).write_text(json.dumps(problems), encoding="utf-8")
     key = episode_key(folder.rel)
     for record in steps:
         detail = step_detail(folder.rel, record)
         (data / step_script(record.index)).write_text(
             data_script("step", key, detail), encoding="utf-8"
         )
-    outline = episode_outline(folder, summary, steps)
+    outline = episode_outline(folder, summary, steps, problems)
     outline_path.write_text(data_script("outline", key, outline), encoding="utf-8")
+
+
+def stored_problems(data: Path) -> list[str]:
+    """The damage ``write_episode`` found in an episode's trace (its data folder)."""
+    path = data / PROBLEMS_FILE
+    return list(json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else []
 
 
 def index_payload(root: Path, kind: FolderKind, episodes: list[EpisodeFolder]) -> dict[str, Any]:
     results = read_result_rows(root)
-    rows = [
-        index_row(folder, read_summary(folder.path), results.get(folder.rel)).model_dump(
-            mode="json"
-        )
-        for folder in episodes
-    ]
-    return {"title": root.resolve().name, "kind": kind, "episodes": rows}
+    rows = []
+    for folder in episodes:
+        summary, problems = summary_of(folder)
+        found = stored_problems(root / VIEW_DIR / data_dir(folder.rel))
+        row = index_row(folder, summary, results.get(folder.rel),
+                        len(set(problems) | set(found)))
+        rows.append(row.model_dump(mode="json"))
+    ran = {row["task_id"] for row in rows}
+    not_run = [task for task in planned_tasks(root) if task not in ran]
+    return {"title": root.resolve().name, "kind": kind, "episodes": rows, "not_run": not_run}
 
 
 def write_viewer(root: Path) -> Path:

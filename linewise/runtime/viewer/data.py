@@ -13,15 +13,18 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from linewise.agent.action_parser import parse_action
-from linewise.errors import ActionParseError
+from linewise.axtree import bids_in
+from linewise.errors import ActionParseError, DamagedTraceError
 from linewise.records import (
     EpisodeSummary,
     LLMCall,
     ManualStep,
     Operator,
+    Outcome,
     StepRecord,
     TargetBox,
 )
+from linewise.runtime.trace import read_summary
 from linewise.runtime.viewer.discover import EpisodeFolder, ResultRow
 from linewise.runtime.viewer.paths import episode_key, episode_page, from_view
 
@@ -53,6 +56,9 @@ class EpisodeOutline(BaseModel):
     rel: str
     summary: EpisodeSummary
     steps: list[StepOutline]
+    problems: list[str] = Field(
+        default_factory=list, description="What of the trace could not be read (skipped)."
+    )
 
 
 class LineSets(BaseModel):
@@ -64,7 +70,10 @@ class LineSets(BaseModel):
     guard: list[int]
     retrieved: list[tuple[int, int]]
     target_bid: str | None
-    misses: list[str]
+    misses: list[str] = Field(description="Bids the action used that the tree had and "
+                              "the filter hid.")
+    absent: list[str] = Field(default_factory=list, description="Bids the action used "
+                              "that no line of the tree had: not the filter's doing.")
 
 
 class StepDetail(BaseModel):
@@ -96,6 +105,9 @@ class StepDetail(BaseModel):
     operator: Operator | None = None
     model_action: str | None = None
     manual: ManualStep | None = None
+    manual_after_screenshot: str | None = Field(
+        default=None, description="The page after a person's work by hand, relative to view/."
+    )
 
 
 class IndexRow(BaseModel):
@@ -110,13 +122,19 @@ class IndexRow(BaseModel):
     status: str
     termination: str
     success: bool | None
+    outcome: Outcome
+    agent_success: bool | None
+    assisted_steps: int
     reward: float
     steps: int
     tokens: int
     wall_s: float
     error_kind: str | None
     error: str | None
+    action_errors: int = Field(default=0, description="Steps whose action failed.")
+    parse_errors: int = Field(default=0, description="Steps with no usable action.")
     started_at: datetime
+    problems: int = Field(default=0, description="Damaged parts of the trace.")
 
 
 def target_bid(action: str | None) -> str | None:
@@ -142,7 +160,7 @@ def step_outline(rel: str, record: StepRecord) -> StepOutline:
         kept_lines=record.filter_result.kept_lines or record.axtree_lines,
         total_lines=record.axtree_lines,
         tokens=sum(c.prompt_tokens + c.completion_tokens for c in record.llm_calls),
-        misses=len(record.filter_result.misses),
+        misses=len(misses_and_absent(record)[0]),
         screenshot=from_view(rel, record.screenshot) if record.screenshot else None,
         target_box=record.target_box,
         operator=record.operator,
@@ -150,11 +168,36 @@ def step_outline(rel: str, record: StepRecord) -> StepOutline:
 
 
 def episode_outline(folder: EpisodeFolder, summary: EpisodeSummary,
-                    steps: list[StepRecord]) -> EpisodeOutline:
+                    steps: list[StepRecord], problems: list[str]) -> EpisodeOutline:
     return EpisodeOutline(
         key=episode_key(folder.rel), rel=folder.rel, summary=summary,
-        steps=[step_outline(folder.rel, s) for s in steps],
+        steps=[step_outline(folder.rel, s) for s in steps], problems=problems,
     )
+
+
+def summary_of(folder: EpisodeFolder) -> tuple[EpisodeSummary, list[str]]:
+    """The episode's summary, with what was wrong with it: a damaged summary.json is
+    replaced by a stand-in that says so, so that the steps can still be shown."""
+    try:
+        return read_summary(folder.path), []
+    except DamagedTraceError as exc:
+        name = folder.path.resolve().name
+        stand_in = EpisodeSummary(episode_id="", task_id=name, status="failed",
+                                  termination="error", error=str(exc))
+        return stand_in, [str(exc)]
+
+
+def misses_and_absent(record: StepRecord) -> tuple[list[str], list[str]]:
+    """The filter's misses, and the bids the action named that were in no line of the
+    tree. Traces written before ``absent_bids`` counted those as misses: the tree
+    itself says which were there to hide."""
+    misses = record.filter_result.misses
+    if not misses:
+        return [], record.absent_bids
+    in_tree = set(bids_in(line.partition("|")[2] for line in record.axtree.split("\n")))
+    absent = [bid for bid in misses if bid not in in_tree]
+    return ([bid for bid in misses if bid in in_tree],
+            list(dict.fromkeys([*record.absent_bids, *absent])))
 
 
 def line_sets(record: StepRecord) -> LineSets:
@@ -167,6 +210,7 @@ def line_sets(record: StepRecord) -> LineSets:
         else:  # a trace from before kept_ranges: the retriever's ranges approximate it
             kept, known = result.ranges, False
     guard = result.notes.get("guard_added_lines", [])
+    misses, absent = misses_and_absent(record)
     return LineSets(
         known=known,
         kept=kept,
@@ -174,7 +218,8 @@ def line_sets(record: StepRecord) -> LineSets:
         guard=[n for n in guard if isinstance(n, int)] if isinstance(guard, list) else [],
         retrieved=result.ranges,
         target_bid=target_bid(record.action),
-        misses=result.misses,
+        misses=misses,
+        absent=absent,
     )
 
 
@@ -207,6 +252,10 @@ def step_detail(rel: str, record: StepRecord) -> StepDetail:
         operator=record.operator,
         model_action=record.model_action,
         manual=record.manual,
+        manual_after_screenshot=(
+            from_view(rel, record.manual.after.screenshot)
+            if record.manual is not None and record.manual.after.screenshot else None
+        ),
     )
 
 
@@ -217,7 +266,8 @@ def error_kind(summary: EpisodeSummary, row: ResultRow | None) -> str | None:
     return summary.termination if summary.status == "failed" else None
 
 
-def index_row(folder: EpisodeFolder, summary: EpisodeSummary, row: ResultRow | None) -> IndexRow:
+def index_row(folder: EpisodeFolder, summary: EpisodeSummary, row: ResultRow | None,
+              problems: int = 0) -> IndexRow:
     return IndexRow(
         key=episode_key(folder.rel),
         rel=folder.rel,
@@ -228,11 +278,17 @@ def index_row(folder: EpisodeFolder, summary: EpisodeSummary, row: ResultRow | N
         status=summary.status,
         termination=summary.termination,
         success=summary.success,
+        outcome=summary.outcome,
+        agent_success=summary.agent_success,
+        assisted_steps=summary.assisted_steps,
         reward=summary.reward,
         steps=summary.n_steps,
         tokens=summary.tokens.total,
         wall_s=summary.time.wall_s,
         error_kind=error_kind(summary, row),
         error=summary.error,
+        action_errors=summary.action_errors,
+        parse_errors=summary.parse_errors,
         started_at=summary.started_at,
+        problems=problems,
     )

@@ -86,7 +86,8 @@ def read_result_rows(root: Path) -> dict[str, ResultRow]:
     rows: dict[str, ResultRow] = {}
     if not path.is_file():
         return rows
-    for line in path.read_text(encoding="utf-8").splitlines():
+    # A line that is not UTF-8 is no row: it is skipped like a torn one.
+    for line in path.read_bytes().decode("utf-8", errors="replace").splitlines():
         try:
             row = ResultRow.model_validate(json.loads(line))
         except (json.JSONDecodeError, ValidationError):
@@ -94,3 +95,13 @@ def read_result_rows(root: Path) -> dict[str, ResultRow]:
         if row.episode_dir:
             rows[row.episode_dir.strip("/")] = row
     return rows
+
+
+def planned_tasks(root: Path) -> list[str]:
+    """The task ids a run set out to run (``run.json``), in order; empty when unknown."""
+    path = root / RUN_MANIFEST
+    try:
+        tasks = json.loads(path.read_bytes()).get("tasks", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [task for task in tasks if isinstance(task, str)] if isinstance(tasks, list) else []

@@ -4,32 +4,49 @@ The server hands out the same files ``write_viewer`` writes, but makes the data
 scripts (and the pages of episodes that started after the viewer was written) from the
 trace at each request, so a page that re-reads them sees new steps as ``steps.jsonl``
 grows. Each episode's steps file is read on from where the last request stopped; a
-last line still being written is left for the next request, as ``read_steps`` ignores a
-torn line.
+last line still being written is left for the next request, and a damaged line is
+skipped with a warning the page shows.
+
+A trace holds prompts, pages and settings (``run.json`` is private to its owner on
+disk), and every local user and every page open in a local browser can reach a
+loopback port. So the server listens on loopback only, answers only under a random
+token that is in the printed URL alone, and hands out only what the viewer's pages
+load: the ``view/`` folder and the episodes' screenshots. Nothing else of the folder
+(``run.json``, ``steps.jsonl``, Playwright traces, downloads) is ever served.
 """
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
+import mimetypes
 import re
+import secrets
+import socket
 import threading
 from dataclasses import dataclass, field
-from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from pydantic import ValidationError
+import structlog
 
+from linewise.errors import ConfigError
 from linewise.records import StepRecord
-from linewise.runtime.trace import read_summary
+from linewise.runtime.trace import read_step_lines
 from linewise.runtime.viewer.build import data_script, episode_page_html, index_payload
-from linewise.runtime.viewer.data import episode_outline, step_detail
+from linewise.runtime.viewer.data import episode_outline, step_detail, summary_of
 from linewise.runtime.viewer.discover import EpisodeFolder, find_episodes, folder_kind
 from linewise.runtime.viewer.paths import VIEW_DIR, episode_key
+
+log = structlog.get_logger(__name__)
 
 _DATA = re.compile(rf"^/{VIEW_DIR}/data/(?P<key>[^/]+)/(?P<file>outline\.js|step-(?P<i>\d+)\.js)$")
 _PAGE = re.compile(rf"^/{VIEW_DIR}/episodes/(?P<key>[^/]+)\.html$")
 _INDEX = f"/{VIEW_DIR}/data/index.js"
+SCREENSHOTS_DIR = "screenshots"
+SERVED_SUFFIXES = frozenset({".html", ".js", ".css", ".png"})
+"""What the viewer's pages load; any other file is not served, whatever its folder."""
 
 
 @dataclass
@@ -38,25 +55,25 @@ class StepsFollower:
 
     path: Path
     offset: int = 0
+    lines: int = 0
     records: list[StepRecord] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
 
     def read(self) -> list[StepRecord]:
         size = self.path.stat().st_size if self.path.exists() else 0
         if size < self.offset:  # the file was replaced: read it again from the start
-            self.offset, self.records = 0, []
+            self.offset, self.lines, self.records, self.problems = 0, 0, [], []
         if size > self.offset:
             with self.path.open("rb") as handle:
                 handle.seek(self.offset)
                 chunk = handle.read(size - self.offset)
-            complete = chunk[: chunk.rfind(b"\n") + 1]
-            for line in complete.splitlines():
-                if not line.strip():
-                    continue
-                try:
-                    self.records.append(StepRecord.model_validate_json(line))
-                except ValidationError:
-                    break
-            self.offset += len(complete)
+            read = read_step_lines(chunk, first_line=self.lines + 1)
+            for problem in read.problems:
+                log.warning("damaged trace", episode=str(self.path.parent), problem=problem)
+            self.records += read.records
+            self.problems += read.problems
+            self.offset += read.complete_bytes
+            self.lines += chunk[: read.complete_bytes].count(b"\n")
         return self.records
 
 
@@ -80,10 +97,34 @@ class LiveTraces:
             self.rescan()
         return self.episodes.get(key)
 
-    def steps(self, folder: EpisodeFolder) -> list[StepRecord]:
+    def follower(self, folder: EpisodeFolder) -> StepsFollower:
         key = episode_key(folder.rel)
         follower = self.followers.setdefault(key, StepsFollower(folder.path / "steps.jsonl"))
-        return follower.read()
+        follower.read()
+        return follower
+
+    def file(self, path: str) -> Path | None:
+        """The file at ``path`` if the viewer's pages may load it: under ``view/``, or a
+        screenshot of a known episode; None for anything else."""
+        parts = path.strip("/").split("/")
+        if not parts or any(part in ("", ".", "..") or "\\" in part for part in parts):
+            return None
+        if Path(parts[-1]).suffix not in SERVED_SUFFIXES:
+            return None
+        if parts[0] == VIEW_DIR:
+            allowed = self.root / VIEW_DIR
+        elif len(parts) >= 2 and parts[-2] == SCREENSHOTS_DIR:
+            rel = "/".join(parts[:-2]) or "."
+            with self.lock:
+                known = {f.rel: f for f in self.rescan()}
+            if rel not in known:
+                return None
+            allowed = known[rel].path / SCREENSHOTS_DIR
+        else:
+            return None
+        candidate = (self.root / "/".join(parts)).resolve()
+        inside = candidate.is_relative_to(allowed.resolve())
+        return candidate if inside and candidate.is_file() else None
 
     def answer(self, path: str) -> tuple[str, str] | None:
         """(content type, body) for the files made from the trace; None for the rest."""
@@ -95,13 +136,16 @@ class LiveTraces:
                 page = self.episode(match["key"])
                 if page is None:
                     return None
-                return "text/html", episode_page_html(page.rel, read_summary(page.path).task_id)
+                return "text/html", episode_page_html(page.rel, summary_of(page)[0].task_id)
             match = _DATA.match(path)
             if match is None or (folder := self.episode(match["key"])) is None:
                 return None
-            steps = self.steps(folder)
+            follower = self.follower(folder)
+            steps = follower.records
             if match["i"] is None:
-                outline = episode_outline(folder, read_summary(folder.path), steps)
+                summary, problems = summary_of(folder)
+                outline = episode_outline(folder, summary, steps,
+                                          [*problems, *follower.problems])
                 return "text/javascript", data_script("outline", match["key"], outline)
             index = int(match["i"])
             if index >= len(steps):
@@ -110,21 +154,38 @@ class LiveTraces:
             return "text/javascript", data_script("step", match["key"], detail)
 
 
-class _Handler(SimpleHTTPRequestHandler):
+class _Handler(BaseHTTPRequestHandler):
     live: LiveTraces
+    token: str
 
     def do_GET(self) -> None:
-        path = unquote(urlsplit(self.path).path)
-        answer = self.live.answer(path)
-        if answer is None:
-            super().do_GET()
+        prefix, _, rest = unquote(urlsplit(self.path).path).lstrip("/").partition("/")
+        if not hmac.compare_digest(prefix.encode(), self.token.encode()):
+            self.send_error(404)
             return
-        content_type, text = answer
-        body = text.encode("utf-8")
+        path = "/" + rest
+        answer = self.live.answer(path)
+        if answer is not None:
+            content_type, text = answer
+            self._send(f"{content_type}; charset=utf-8", text.encode("utf-8"))
+            return
+        file = self.live.file(path)
+        if file is None:
+            self.send_error(404)
+            return
+        content_type = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
+        if content_type.startswith("text/") or content_type.endswith("javascript"):
+            content_type += "; charset=utf-8"
+        self._send(content_type, file.read_bytes())
+
+    def _send(self, content_type: str, body: bytes) -> None:
         self.send_response(200)
-        self.send_header("Content-Type", f"{content_type}; charset=utf-8")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        # The token is in every URL: no page may carry it elsewhere in a Referer.
+        self.send_header("Referrer-Policy", "no-referrer")
         self.end_headers()
         self.wfile.write(body)
 
@@ -134,7 +195,7 @@ class _Handler(SimpleHTTPRequestHandler):
 
 @dataclass
 class ViewerServer:
-    """A running viewer server; ``url`` is the page to open."""
+    """A running viewer server; ``url`` is the page to open (it holds the token)."""
 
     server: ThreadingHTTPServer
     thread: threading.Thread
@@ -146,12 +207,33 @@ class ViewerServer:
         self.thread.join(timeout=5)
 
 
+class _IPv6Server(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
+def require_loopback(host: str) -> None:
+    """Refuse any address other people could reach: the viewer shows whole traces."""
+    if host == "localhost":
+        return
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise ConfigError(f"the viewer serves on a loopback address only (127.0.0.1, ::1, "
+                          f"localhost), not {host!r}: a trace holds every prompt and page")
+
+
 def serve_viewer(root: Path, host: str = "127.0.0.1", port: int = 0) -> ViewerServer:
-    """Serve ``root`` (whose ``view/`` was written) in a background thread."""
-    handler = type("ViewerHandler", (_Handler,), {"live": LiveTraces(root)})
-    server = ThreadingHTTPServer((host, port), partial(handler, directory=str(root)))
+    """Serve ``root`` (whose ``view/`` was written) in a background thread, on a
+    loopback address, under a fresh random token."""
+    require_loopback(host)
+    token = secrets.token_urlsafe(24)
+    handler = type("ViewerHandler", (_Handler,), {"live": LiveTraces(root), "token": token})
+    server_class = _IPv6Server if ":" in host else ThreadingHTTPServer
+    server = server_class((host, port), handler)
     thread = threading.Thread(target=server.serve_forever, name="linewise-view", daemon=True)
     thread.start()
-    return ViewerServer(server, thread, f"http://{host}:{server.server_port}/{VIEW_DIR}/index.html")
-
-
+    shown = f"[{host}]" if ":" in host else host
+    return ViewerServer(server, thread,
+                        f"http://{shown}:{server.server_port}/{token}/{VIEW_DIR}/index.html")

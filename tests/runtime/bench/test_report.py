@@ -14,7 +14,9 @@ import pytest
 
 from linewise.runtime.bench.metrics import Prices, f_ae, success_rate
 from linewise.runtime.bench.report import write_report
+from linewise.runtime.bench.report_data import build_report, task_columns
 from linewise.runtime.bench.results import EpisodeResult, ResultsWriter
+from linewise.runtime.bench.svg import axis_ticks, tick_label
 from linewise.runtime.browser.chromium import BrowserSession
 
 _SEEDS = itertools.count()
@@ -111,10 +113,10 @@ def test_report_numbers(tmp_path: Path) -> None:
     assert tasks[("miniwob.a", "none")].success_rate == 0.5
 
     markdown = (bench / "report.md").read_text()
-    assert "| gpt-x | none | 4 | 66.7 ± 27.2 | 1 (timeout 1) | 0.683 | 3.0 | 0.0 |" in markdown
+    assert "| gpt-x | none | 4 | 66.7 ± 27.2 | 1 (timeout 1) | 0 | 0.683 | 3.0 | 0.0 |" in markdown
     assert "timeout 1" in markdown and "model 1" in markdown
     assert "| 2 / 1 | timeout 1 |" in markdown
-    assert "| miniwob.b | lines+structure | gpt-x | 1 | 100.0 | 0 | 2.0 |" in markdown
+    assert "| miniwob.b | lines+structure | gpt-x | 1 | 100.0 | 0 | 0 | 2.0 |" in markdown
     # a fixed Max_Rounds (the paper's 100) changes F-AE only
     fixed, _ = write_report(bench, Prices(), 100)
     assert fixed.overall[1].f_ae == pytest.approx(2 * 2 / 3 * 0.97 / (2 / 3 + 0.97))
@@ -149,7 +151,7 @@ async def test_html_report_renders_with_its_plots(
             marks: [...svg.querySelectorAll('circle.point, rect.box')]
                 .filter(e => { const b = e.getBoundingClientRect();
                                return b.width > 0 && b.height > 0; }).length,
-            legend: svg.querySelectorAll('rect.legend').length,
+            legend: svg.querySelectorAll('.legend rect').length,
         }))""",
     )
     by_name = {p["name"]: p for p in plots}
@@ -162,3 +164,86 @@ async def test_html_report_renders_with_its_plots(
     assert by_name["reduction-vs-size"]["legend"] == 1
     rows = await page.eval_on_selector_all("table", "ts => ts.map(t => t.rows.length)")
     assert rows == [3, 4, 6]
+
+
+def test_assisted_episodes_and_step_errors_are_reported_beside_the_rate(
+    tmp_path: Path,
+) -> None:
+    """A person's success is not the agent's: out of the rate, in its own column; steps
+    whose action failed show under errors although the episode itself ended cleanly."""
+    rows = [
+        _result("miniwob.a", "none", True, 2),
+        _result("miniwob.a", "none", False, 3, action_errors=3),
+        _result("miniwob.a", "none", True, 4, outcome="assisted", assisted_steps=2),
+    ]
+    with ResultsWriter(tmp_path / "results.jsonl") as writer:
+        for row in rows:
+            writer.append(row)
+    report, _ = write_report(tmp_path)
+    [group] = report.overall
+    assert (group.judged, group.successes, group.assisted) == (2, 1, 1)
+    assert group.success_rate == 0.5
+    assert group.step_errors == {"action": 3}
+    markdown = (tmp_path / "report.md").read_text()
+    header, _, row = markdown.split("## Agents and filters")[1].strip().splitlines()[:3]
+    cells = dict(zip([c.strip() for c in header.split("|")], [c.strip() for c in row.split("|")],
+                     strict=True))
+    assert cells["assisted"] == "1" and cells["success % ± SE"] == "50.0 ± 35.4"
+    assert cells["errors"] == "3 action error steps"
+    per_task = markdown.split("## Per task")[1]
+    assert "| miniwob.a | none | gpt-x | 3 | 50.0 ± 35.4 | 0 | 1 | 2.5 |" in per_task
+    only_assisted = [_result("miniwob.c", "none", True, 4, outcome="assisted")]
+    report = build_report(only_assisted, "b", Prices())
+    assert task_columns(report.by_task[0])[4:8] == ["-", "0", "1", "-"]  # no rate, no steps
+
+
+async def test_every_mark_lies_inside_its_chart(tmp_path: Path, session: BrowserSession) -> None:
+    """Extremes that clipped before: a point at x = 0 and y = 100, an error bar past
+    100 %, a filter whose steps grew the page (negative reduction), long filter names."""
+    long_name = "lines+structure+a-very-long-filter-name"
+    rows = [
+        _result("miniwob.a", "none", True, 1, step_obs_tokens=[(100, 100)], reduction=0.0),
+        _result("miniwob.b", "none", True, 1, step_obs_tokens=[(90, 90)], reduction=0.0),
+        _result("miniwob.a", long_name, True, 2, step_obs_tokens=[(100, 180), (5000, 50)],
+                reduction=0.1, action_prompt_tokens=90_000),
+        _result("miniwob.b", long_name, False, 2, step_obs_tokens=[(120, 250)], reduction=-1.0),
+    ]
+    with ResultsWriter(tmp_path / "results.jsonl") as writer:
+        for row in rows:
+            writer.append(row)
+    write_report(tmp_path)
+    page = session.page
+    await page.goto((tmp_path / "report.html").as_uri())
+    outside = await page.eval_on_selector_all(
+        "svg.plot",
+        """svgs => svgs.flatMap(svg => {
+            const chart = svg.getBoundingClientRect();
+            const frame = svg.querySelector('rect.frame').getBoundingClientRect();
+            const within = (b, r) => b.left >= r.left - 0.5 && b.right <= r.right + 0.5 &&
+                                     b.top >= r.top - 0.5 && b.bottom <= r.bottom + 0.5;
+            const out = [];
+            for (const e of svg.querySelectorAll('*')) {
+                const b = e.getBoundingClientRect();
+                if (!b.width && !b.height) continue;
+                const what = `${svg.dataset.plot}: ${e.tagName}.${e.getAttribute('class')}`;
+                if (!within(b, chart)) out.push(`${what} off the chart`);
+                const mark = 'circle.point, rect.box, line.whisker, line.error-bar';
+                if (e.matches(mark) && !within(b, frame)) out.push(`${what} off the frame`);
+            }
+            return out;
+        })""",
+    )
+    assert outside == []
+    marks = await page.locator("circle.point, rect.box, line.whisker, line.error-bar").count()
+    assert marks >= 8
+
+
+@pytest.mark.parametrize("low, high", [(0, 100), (-8.7, 100), (0, 10_242), (0, 0.3),
+                                       (3, 3), (0, 2_600_000), (1500, 1800)])
+def test_axis_ticks_are_round_cover_the_values_and_read_exactly(low: float, high: float) -> None:
+    ticks = axis_ticks(low, high)
+    assert ticks[0] <= low and ticks[-1] >= high and 3 <= len(ticks) <= 7
+    for tick in ticks:
+        label = tick_label(tick)
+        scale = {"k": 1e3, "M": 1e6}.get(label[-1], 1)
+        assert float(label.rstrip("kM")) * scale == pytest.approx(tick), label

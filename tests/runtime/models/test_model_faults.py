@@ -212,7 +212,7 @@ def test_run_exits_0_on_agent_outcomes_and_4_on_infrastructure(tmp_path: Path) -
         infra = _run(tmp_path, server.base_url, "--retry-budget", "0")
     assert infra.returncode == 4, infra.stderr[-2000:]
     assert "1 ended on an infrastructure fault (model)" in infra.stdout
-    assert "1/2 succeeded" in infra.stdout
+    assert "1/1 succeeded" in infra.stdout
 
 
 def test_run_stops_at_once_on_a_refused_key_with_exit_3(tmp_path: Path) -> None:

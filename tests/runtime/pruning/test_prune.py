@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog.testing
 
 from linewise.agent.models import TokenLogprob, call_model, call_model_with_logprobs
 from linewise.agent.response import parse_answer
@@ -24,7 +25,7 @@ from linewise.runtime.pruning.extractor import GraphExtractor
 from linewise.runtime.pruning.graph import StateGraph, load_graph
 from linewise.runtime.pruning.miner import mine
 from linewise.runtime.pruning.rewriter import clean_thought, gbnf_literal, span_perplexity
-from linewise.runtime.pruning.trajectory import collect_trajectories
+from linewise.runtime.pruning.trajectory import collect_trajectories, read_trajectory
 from linewise.runtime.pruning.vote import required_agreement, tally
 from linewise.runtime.pruning.workspace import Intentions, PageHistory, Workspace
 from linewise.runtime.trace import EpisodeTraceWriter
@@ -701,3 +702,15 @@ def test_each_verdict_is_on_disk_before_the_next_trajectory_starts(run_dir: Path
     assert first["task_id"] == "ok" and first["status"] == "unpruned"
     keys = [r.get("key", r.get("episode")) for r in read_jsonl(out / "trajectories.jsonl")]
     assert len(keys) == len(set(keys)) == 3  # ok, signup, and the skipped failed episode
+
+
+def test_a_damaged_trace_is_left_out_with_its_reason_never_silently(run_dir: Path) -> None:
+    """A garbage line mid-file would hide a step: the trajectory would teach a history
+    that never happened, so the episode is left out, said why, and warned about."""
+    steps = run_dir / "signup" / "steps.jsonl"
+    first, *rest = steps.read_bytes().splitlines(keepends=True)
+    steps.write_bytes(first + b"\xff{garbage\n" + b"".join(rest))
+    with structlog.testing.capture_logs() as logs:
+        reason = read_trajectory(run_dir, run_dir / "signup")
+    assert reason == "damaged trace: steps.jsonl line 2 skipped: not UTF-8 (byte 0)"
+    assert any(e["event"] == "episode left out: damaged trace" for e in logs)

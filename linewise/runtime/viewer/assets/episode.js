@@ -27,7 +27,8 @@ const KEEP_STEPS = 6; // step details kept in memory (a 20,000-line tree is a fe
 const POLL_MS = 1500;
 const served = location.protocol.startsWith("http");
 const $ = (id) => document.getElementById(id);
-const state = { index: 0, mode: "tree", fold: false, rows: [], found: -1, stepToken: 0 };
+// The tree opens folded: what the filter kept comes first, dropped runs one line each.
+const state = { index: 0, mode: "tree", fold: true, rows: [], found: -1, stepToken: 0 };
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -81,7 +82,7 @@ function receiveOutline(outline) {
   renderTimeline();
   const n = outline.steps.length;
   if (first) {
-    const wanted = Number((location.hash.match(/step=(\d+)/) || [])[1] || 1) - 1;
+    const wanted = Number((location.hash.match(/step=(\d+)/) || [])[1] || 0);
     show(Math.min(Math.max(0, wanted), Math.max(0, n - 1)));
   } else if (n > before && state.index >= before - 1) {
     show(n - 1); // following a live episode: stay on its newest step
@@ -91,17 +92,33 @@ function receiveOutline(outline) {
   }
 }
 
-function renderHeader() {
-  const s = LW.outline.summary;
-  $("task").textContent = `${s.task_id} · ${s.filter}`;
-  $("task").title = s.goal;
-  const badge = $("outcome");
-  if (s.status === "running") { badge.textContent = "running…"; badge.className = "badge running"; }
-  else {
-    const ok = s.success === true;
-    badge.textContent = `${s.success === null ? s.termination : ok ? "success" : "failure"} · reward ${s.reward}`;
-    badge.className = "badge " + (ok ? "ok" : "bad");
+// What the episode's ending says about the agent: only an agent outcome is its own
+// success or failure; a person's help, a stop or a fault is named for what it is.
+function outcomeText(s) {
+  if (s.status === "running") return ["running…", "running"];
+  if (s.outcome === "assisted") {
+    return [`assisted by a person (${s.assisted_steps} step${s.assisted_steps === 1 ? "" : "s"}) · task ${s.success ? "done" : "not done"} · not the agent's result`, "assisted"];
   }
+  if (s.outcome === "stopped") return [`stopped (${s.termination}) · not judged`, "assisted"];
+  if (s.outcome === "infrastructure") return [`infrastructure fault (${s.infra_kind || s.termination}) · not judged`, "bad"];
+  if (s.outcome === "budget") return [`budget (${s.budget_stop || "limit"}) · not judged`, "bad"];
+  if (s.success === null) return [`${s.termination} · no success check`, ""];
+  return [s.success ? "success" : `failure (${s.termination})`, s.success ? "ok" : "bad"];
+}
+
+function renderHeader() {
+  const o = LW.outline;
+  const s = o.summary;
+  $("task").textContent = `${s.task_id} · ${s.filter}`;
+  $("goal").replaceChildren(el("b", {}, "goal "), s.goal || "(none recorded)");
+  const [text, cls] = outcomeText(s);
+  const badge = $("outcome");
+  badge.textContent = s.status === "running" ? text : `${text} · reward ${s.reward}`;
+  badge.className = "badge " + cls;
+  const problems = $("problems");
+  problems.hidden = !o.problems.length;
+  problems.replaceChildren(el("b", {}, "damaged trace: "), o.problems.join(" · "),
+    " (the rest of the episode is shown)");
 }
 
 function renderTimeline() {
@@ -111,8 +128,9 @@ function renderTimeline() {
     const human = step.operator && step.operator !== "approved";
     const cls = [step.error ? "err" : "", step.done ? "done" : "", step.misses ? "miss" : "",
                  human ? "human" : "", step.index === state.index ? "current" : ""].join(" ");
-    const button = el("button", { class: cls, title: `step ${step.index + 1}: ${step.action || "no action"}`,
-                                  "data-index": step.index }, step.index + 1);
+    const who = human ? ` (a person: ${step.operator})` : "";
+    const button = el("button", { class: cls, title: `step ${step.index}: ${step.action || "no action"}${who}`,
+                                  "data-index": step.index }, step.index);
     button.onclick = () => show(step.index);
     box.append(button);
   }
@@ -124,11 +142,13 @@ async function show(index) {
   index = Math.max(0, Math.min(index, steps.length - 1));
   state.index = index;
   const token = ++state.stepToken;
-  history.replaceState(null, "", `#step=${index + 1}`);
-  $("step-label").textContent = `step ${index + 1} / ${steps.length}`;
+  // Steps are numbered from 0, as the terminal and the step-NNN files number them.
+  history.replaceState(null, "", `#step=${index}`);
+  $("step-label").textContent = `step ${index} (${index + 1} of ${steps.length})`;
   document.body.dataset.step = String(index);
   for (const b of $("timeline").children) b.classList.toggle("current", Number(b.dataset.index) === index);
   renderShot(steps[index]);
+  $("manual-after").hidden = true;
   const detail = await getStep(index);
   if (token !== state.stepToken) return; // the user moved on while it loaded
   renderDecision(detail);
@@ -185,6 +205,27 @@ function kv(pairs) {
   return dl;
 }
 
+function renderManual(d) {
+  const figure = $("manual-after");
+  figure.hidden = !d.manual_after_screenshot;
+  if (d.manual_after_screenshot) $("manual-after-img").src = LW.base + d.manual_after_screenshot;
+  else $("manual-after-img").removeAttribute("src");
+  if (!d.manual) return null;
+  const { before, after } = d.manual;
+  const same = before.url === after.url;
+  return el("span", {}, same ? `stayed on ${after.url}` : `${before.url} → ${after.url}`,
+    ` · tree ${before.axtree_lines} → ${after.axtree_lines} lines`,
+    d.manual_after_screenshot ? " · the page after it is shown under the screenshot" : " · no screenshot after it");
+}
+
+const OPERATOR_TEXT = {
+  approved: "approved the model's action",
+  overridden: "ran another action instead of the model's",
+  skipped: "skipped the model's action",
+  manual: "worked in the browser by hand",
+  stopped: "stopped the episode",
+};
+
 function renderDecision(d) {
   $("decision").replaceChildren(
     el("h2", {}, "step"),
@@ -193,26 +234,49 @@ function renderDecision(d) {
       ["previous error", d.last_action_error, "error"],
       ["thought", d.think],
       ["action", d.action ? el("code", { class: "action" }, d.action) : null],
-      ["person", d.operator],
+      ["person", d.operator ? OPERATOR_TEXT[d.operator] || d.operator : null, d.operator && d.operator !== "approved" ? "human" : null],
       ["model proposed", d.model_action ? el("code", { class: "action" }, d.model_action) : null],
-      ["by hand", d.manual ? `${d.manual.before.url} → ${d.manual.after.url}` : null],
+      ["by hand", renderManual(d)],
       ["model wrote", d.action_raw && d.action_raw !== d.action ? d.action_raw : null],
       ["parse error", d.parse_error, "error"],
       ["action error", d.action_error, "error"],
       ["repeat", d.repeat_escape],
       ["reward", String(d.reward) + (d.done ? " (done)" : "")],
       ["focused", d.focused_bid],
-      ["hooks", Object.keys(d.hook_notes).length ? JSON.stringify(d.hook_notes) : null],
+      ["hooks", Object.keys(d.hook_notes).length ? noteValue(d.hook_notes) : null],
     ]),
   );
+}
+
+// A filter note as a person reads it: words for keys, lists and runs of lines spelled out.
+function noteValue(value) {
+  if (value === null || value === undefined) return "–";
+  if (Array.isArray(value)) {
+    if (!value.length) return "none";
+    if (value.every((v) => Array.isArray(v) && v.length === 2 && v.every(Number.isInteger))) {
+      return value.map(([a, b]) => (a === b ? `${a}` : `${a}–${b}`)).join(", ");
+    }
+    return value.map((v) => (typeof v === "object" && v !== null ? noteValue(v) : String(v))).join(", ");
+  }
+  if (typeof value === "object") {
+    return Object.entries(value).map(([k, v]) => `${k.replaceAll("_", " ")}: ${noteValue(v)}`).join("; ");
+  }
+  if (typeof value === "number" && !Number.isInteger(value)) return value.toFixed(3);
+  return String(value);
+}
+
+function renderNotes(notes) {
+  const keys = Object.keys(notes || {});
+  if (!keys.length) return null;
+  const list = kv(keys.map((k) => [k.replaceAll("_", " "), noteValue(notes[k])]));
+  list.classList.add("notes");
+  return el("details", { class: "notes" }, el("summary", {}, `filter notes (${keys.length})`), list);
 }
 
 function renderFilter(d) {
   const f = d.filter;
   const ranges = d.lines.retrieved.map(([a, b]) => (a === b ? `${a}` : `${a}–${b}`)).join(", ");
-  const notes = Object.keys(f.notes || {}).length
-    ? el("details", {}, el("summary", {}, "filter notes"), el("pre", {}, JSON.stringify(f.notes, null, 1)))
-    : null;
+  const notes = renderNotes(f.notes);
   $("filter").replaceChildren(
     el("h2", {}, "filter"),
     kv([
@@ -223,10 +287,11 @@ function renderFilter(d) {
       ["tokens", `${f.tokens_shown} shown of ${f.tokens_full} (${(100 * f.reduction).toFixed(1)} % less)`],
       ["retrieved", ranges],
       ["misses", d.lines.misses.length ? d.lines.misses.join(", ") + " (used by the action, hidden by the filter)" : null, "error"],
+      ["not in the tree", d.lines.absent.length ? d.lines.absent.join(", ") + " (the action named an element no line of the page's tree has: not the filter's doing)" : null],
       ["fallback", f.fallback_reason, "error"],
       ["latency", f.latency_ms ? `${f.latency_ms.toFixed(0)} ms` : null],
     ]),
-    notes,
+    ...(notes ? [notes] : []),
   );
 }
 
@@ -307,12 +372,16 @@ function treeRows(detail) {
   const lines = splitTree(detail.axtree);
   const flags = lineFlags(detail, lines);
   const rows = [];
+  // Folding never hides the action's target or a filter miss: those are what to look at.
+  const SHOWN = KEPT | CONTEXT | GUARD | MISS | TARGET;
   for (let n = 1; n <= lines.length; n++) {
     const f = flags[n];
-    if (state.fold && !(f & (KEPT | CONTEXT | GUARD))) {
+    if (state.fold && !(f & SHOWN)) {
       let end = n;
-      while (end < lines.length && !(flags[end + 1] & (KEPT | CONTEXT | GUARD))) end++;
-      rows.push({ cls: "fold", no: "", text: `… ${end - n + 1} lines dropped (${n}–${end}) …`, line: n });
+      while (end < lines.length && !(flags[end + 1] & SHOWN)) end++;
+      const count = end - n + 1;
+      const text = count === 1 ? `… 1 line dropped (${n}) …` : `… ${count} lines dropped (${n}–${end}) …`;
+      rows.push({ cls: "fold", no: "", text, line: n });
       n = end;
       continue;
     }
@@ -478,6 +547,12 @@ async function setMode(mode) {
   const detail = LW.steps.get(state.index);
   if (detail) await renderTree(detail, true);
 }
+
+// An address edited to another #step=N shows that step (the page is not reloaded).
+window.addEventListener("hashchange", () => {
+  const wanted = (location.hash.match(/step=(\d+)/) || [])[1];
+  if (wanted !== undefined && LW.outline) show(Number(wanted));
+});
 
 document.addEventListener("keydown", (e) => {
   if (e.target instanceof HTMLInputElement || !LW.outline) return;

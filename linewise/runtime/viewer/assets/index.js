@@ -18,10 +18,31 @@ function cell(text, cls) {
   return td;
 }
 
+// The success column says what the agent achieved on its own: a person's help, a stop
+// or an infrastructure fault is named, never shown as the agent's success or failure.
 function outcome(row) {
   if (row.status === "running") return "running";
+  if (row.outcome === "assisted") return "assisted";
+  if (row.outcome === "stopped") return "stopped";
+  if (row.outcome === "infrastructure") return "infra";
+  if (row.outcome === "budget") return "budget";
   if (row.success === true) return "success";
   return row.success === false ? "failure" : row.termination;
+}
+
+function outcomeLabel(row) {
+  const kind = outcome(row);
+  if (kind === "assisted") return `assisted by a person (task ${row.success ? "done" : "not done"})`;
+  if (kind === "infra") return `infrastructure fault (${row.error_kind || row.termination})`;
+  return kind;
+}
+
+// The episode's error, then its steps whose action failed or held no action (the
+// episode went on after them, so they are no error kind of its own).
+function errorsText(row) {
+  const steps = [[row.action_errors, "action"], [row.parse_errors, "parse"]]
+    .filter(([n]) => n).map(([n, kind]) => `${n} ${kind} error step${n === 1 ? "" : "s"}`);
+  return [row.error_kind, ...steps].filter(Boolean).join(", ");
 }
 
 function matches(row) {
@@ -30,10 +51,12 @@ function matches(row) {
   if (q && !text.includes(q)) return false;
   if ($("filter-name").value && row.filter !== $("filter-name").value) return false;
   const wanted = $("status").value;
-  if (wanted === "success") return row.success === true;
-  if (wanted === "failure") return row.success !== true && row.status !== "running";
-  if (wanted === "error") return !!row.error_kind;
+  if (wanted === "success") return row.agent_success === true;
+  if (wanted === "failure") return row.agent_success !== true && row.status !== "running";
+  if (wanted === "assisted") return row.outcome === "assisted";
+  if (wanted === "error") return !!row.error_kind || row.action_errors + row.parse_errors > 0;
   if (wanted === "running") return row.status === "running";
+  if (wanted === "not-run") return false;
   return true;
 }
 
@@ -58,16 +81,33 @@ function render() {
     const first = document.createElement("td");
     first.append(link);
     tr.append(
-      first, cell(row.filter), cell(row.seed ?? "", "num"), cell(row.status),
-      cell(outcome(row), "outcome"), cell(row.steps, "num"), cell(row.tokens.toLocaleString(), "num"),
-      cell(row.wall_s.toFixed(1), "num"), cell(row.error_kind || ""),
+      first, cell(row.filter), cell(row.seed ?? "", "num"),
+      cell(row.problems ? `${row.status} · damaged trace` : row.status, row.problems ? "problem" : null),
+      cell(outcomeLabel(row), "outcome"), cell(row.steps, "num"), cell(row.tokens.toLocaleString(), "num"),
+      cell(row.wall_s.toFixed(1), "num"), cell(errorsText(row)),
     );
     if (row.error) tr.title = row.error;
     body.append(tr);
   }
+  // Tasks the run set out to run that never started (it was stopped, or a budget ran out).
+  const notRun = $("status").value && $("status").value !== "not-run" ? [] : LW.index.not_run || [];
+  for (const task of notRun) {
+    if ($("query").value && !task.toLowerCase().includes($("query").value.toLowerCase())) continue;
+    const tr = document.createElement("tr");
+    tr.className = "not-run";
+    tr.append(cell(task), cell(""), cell(""), cell("never started"), cell("not run", "outcome"),
+              cell(""), cell(""), cell(""), cell(""));
+    body.append(tr);
+  }
   const all = LW.index.episodes;
-  const solved = all.filter((r) => r.success === true).length;
-  $("counts").textContent = `${LW.index.kind} · ${all.length} episodes, ${solved} succeeded · showing ${rows.length}`;
+  const judged = all.filter((r) => r.agent_success !== null).length;
+  const solved = all.filter((r) => r.agent_success === true).length;
+  const aside = [["assisted", "assisted by a person"], ["stopped", "stopped"], ["infrastructure", "infrastructure faults"], ["budget", "ended by a budget"]]
+    .map(([kind, text]) => [all.filter((r) => r.outcome === kind && r.status !== "running").length, text])
+    .filter(([n]) => n).map(([n, text]) => `${n} ${text}`);
+  if ((LW.index.not_run || []).length) aside.push(`${LW.index.not_run.length} not run`);
+  $("counts").textContent = `${LW.index.kind} · ${all.length} episodes · ${solved} of ${judged} judged succeeded on the agent's own` +
+    (aside.length ? ` (not counted: ${aside.join(", ")})` : "") + ` · showing ${rows.length}`;
   for (const th of document.querySelectorAll("th[data-sort]")) {
     th.classList.toggle("asc", th.dataset.sort === sorting.key && sorting.dir === 1);
     th.classList.toggle("desc", th.dataset.sort === sorting.key && sorting.dir === -1);

@@ -1,0 +1,83 @@
+"""The table ``linewise run`` prints at its end: every task, run or not, and a count of
+what the agent achieved on its own.
+
+Only agent outcomes are judged: an episode a person assisted at the step-through
+prompt, one stopped there (``q``) or by Ctrl+C, one that ended on an infrastructure
+fault or on a budget says nothing about the agent, so each is named for what it is
+and left out of "N/M succeeded". Tasks that never started are listed too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from linewise.records import EpisodeSummary
+
+HEADER = ("task", "success", "reward", "steps", "tokens", "time", "note")
+
+
+def success_cell(summary: EpisodeSummary) -> str:
+    """The success column: the agent's own result, or why there is none to judge."""
+    outcome = summary.outcome
+    if outcome == "assisted":
+        done = "task done" if summary.success else "task not done"
+        return f"assisted ({done})"
+    if outcome == "stopped":
+        return "stopped"
+    if outcome == "infrastructure":
+        return "infra fault"
+    if outcome == "budget":
+        return "budget"
+    return "-" if summary.success is None else ("yes" if summary.success else "no")
+
+
+def note_cell(summary: EpisodeSummary) -> str:
+    if summary.outcome == "assisted":
+        return (f"a person decided {summary.assisted_steps} of {summary.n_steps} steps: "
+                "not counted as the agent's")
+    return summary.error or summary.budget_stop or summary.termination
+
+
+def count_line(summaries: Sequence[EpisodeSummary], not_run: int) -> str:
+    """``1/2 succeeded``, over the judged agent outcomes only, then every episode the
+    count leaves out, by why."""
+    judged = [s for s in summaries if s.agent_success is not None]
+    solved = sum(1 for s in judged if s.agent_success)
+    text = f"{solved}/{len(judged)} succeeded: the agent's own work, judged"
+    aside = [
+        (sum(s.outcome == "assisted" for s in summaries), "assisted by a person"),
+        (sum(s.outcome == "stopped" for s in summaries), "stopped"),
+        (sum(s.outcome == "infrastructure" for s in summaries), "infrastructure faults"),
+        (sum(s.outcome == "budget" for s in summaries), "ended by a budget"),
+        (sum(s.outcome == "agent" and s.success is None for s in summaries),
+         "with no success check"),
+        (not_run, "not run"),
+    ]
+    left_out = [f"{count} {why}" for count, why in aside if count]
+    if left_out:
+        text += " (not counted: " + ", ".join(left_out) + ")"
+    return text + "."
+
+
+def print_summary_table(summaries: Sequence[EpisodeSummary], out_dir: Path,
+                        not_run: Sequence[str] = ()) -> None:
+    """The table of the episodes that ran, then the tasks in ``not_run`` (their ids)."""
+    rows = [HEADER]
+    for s in summaries:
+        rows.append((s.task_id, success_cell(s), f"{s.reward:.2f}", str(s.n_steps),
+                     str(s.tokens.total), f"{s.time.wall_s:.1f}s", note_cell(s)[:60]))
+    rows += [(task_id, "not run", "", "", "", "", "never started") for task_id in not_run]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    print(f"\n{count_line(summaries, len(not_run))} Traces in {out_dir}/")
+    infra = [s for s in summaries if s.outcome == "infrastructure"]
+    config = [s for s in infra if s.infra_kind == "config"]
+    infra = [s for s in infra if s.infra_kind != "config"]
+    if infra:
+        kinds = ", ".join(sorted({s.infra_kind or "unknown" for s in infra}))
+        print(f"{len(infra)} ended on an infrastructure fault ({kinds}), not the agent's doing.")
+    if config:
+        print(f"{len(config)} ended on a configuration error, not the agent's doing: "
+              f"{config[0].error}")
