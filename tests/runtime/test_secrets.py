@@ -122,7 +122,7 @@ async def test_a_secret_is_typed_only_on_its_domains(
         finally:
             await model.close()
         second_prompt = llm.requests[1]["messages"][1]["content"]
-    assert "may not be typed on this page (127.0.0.1)" in second_prompt
+    assert "may not be typed on this page (127.0.0.1:" in second_prompt
     assert "nothing was typed" in second_prompt
     steps = [json.loads(line) for line in
              next((tmp_path / "run").glob("login*/steps.jsonl")).read_text().splitlines()]
