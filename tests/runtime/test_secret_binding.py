@@ -44,7 +44,7 @@ PLANTED = "".join(f"<input bid='{i}' aria-label='Password'>" for i in range(60))
 """Inputs carrying every id the model could name, under BrowserGym's attribute name."""
 
 GO = ("<script>let done = false; setInterval(async () => {{ const r = await fetch('/go'); "
-      "if ((await r.text()) === '1' && !done) {{ done = true; {action}; }} }}, 50)</script>")
+      "if ((await r.text()) === '1' && !done) {{ done = true; {action}; }} }}, 400)</script>")
 """(``str.format`` it with ``action``; ``_page`` keeps the braces as they are.)"""
 """A page that does ``action`` once the test says so (while the model thinks)."""
 

@@ -31,8 +31,14 @@ PLACEHOLDER = "<secret:password>"
 
 
 def leaked_forms(value: str) -> list[bytes]:
+    """``value`` as written, JSON-escaped, and as Python, ``encodeURIComponent`` and a
+    browser's form encoding (space as ``+``, ``~ ! ' ( )`` escaped) percent-encode it."""
+    form = "".join(
+        c if (c.isascii() and c.isalnum()) or c in "*-._" else "+" if c == " "
+        else "".join(f"%{b:02X}" for b in c.encode()) for c in value
+    )
     forms = {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1],
-             quote(value, safe=""), quote_plus(value)}
+             quote(value, safe=""), quote_plus(value), quote(value, safe="~*!'()"), form}
     return [form.encode() for form in forms]
 
 
