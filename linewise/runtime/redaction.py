@@ -30,6 +30,13 @@ from pydantic import BaseModel
 from linewise.runtime.value_forms import any_encoding_of
 
 API_KEY_PLACEHOLDER = "<api-key>"
+
+
+def placeholder(name: str) -> str:
+    """What the model, the traces and the logs read instead of secret ``name``'s value."""
+    return f"<secret:{name}>"
+
+
 REDACTED = "<redacted>"
 
 API_KEY_ENV_VARS = ("OPENAI_API_KEY", "LINEWISE_ACTION__API_KEY", "LINEWISE_RETRIEVER__API_KEY")

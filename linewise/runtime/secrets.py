@@ -34,17 +34,13 @@ from linewise.runtime.browser.executor import ActionOutcome
 from linewise.runtime.browser.observation import Observation
 from linewise.runtime.envs.base import Environment
 from linewise.runtime.envs.chromium import ChromiumEnv
-from linewise.runtime.redaction import REDACTOR, redact_data, redact_text
+from linewise.runtime.redaction import REDACTOR, placeholder, redact_data, redact_text
 from linewise.runtime.tasks.browser_task import TaskStart, TaskStatus
 from linewise.settings import SecretSpec
 
 log = structlog.get_logger(__name__)
 
 PLACEHOLDER = re.compile(r"<secret:([A-Za-z0-9_.-]+)>")
-
-def placeholder(name: str) -> str:
-    return f"<secret:{name}>"
-
 
 @dataclass(frozen=True)
 class Secret:

@@ -60,16 +60,16 @@ def fresh_redactor() -> Iterator[None]:
     REDACTOR.clear()
 
 
-def login_script(messages: list[dict[str, Any]]) -> str:
-    """Types <secret:password> into the text field, then the password field, submits,
-    and reports once the page echoes what it received."""
+def login_script(messages: list[dict[str, Any]], secret: str = PLACEHOLDER) -> str:
+    """Types ``secret`` into the text field, then the password field, submits, and
+    reports once the page echoes what it received."""
     prompt = messages[1]["content"]
     tree = prompt_section(prompt, "Current page")
     history = prompt_section(prompt, "History of your previous steps")
     fills = history.count("fill(")
     if fills < 2:
         field = bid_matching(tree, "textbox 'User'" if fills == 0 else "textbox 'Password'")
-        return f"<action>fill('{field}', '{PLACEHOLDER}')</action>"
+        return f"<action>fill('{field}', '{secret}')</action>"
     if "Echo:" not in tree:
         button = bid_matching(tree, "button 'Sign in'")
         return f"<action>click('{button}')</action>"
@@ -108,6 +108,30 @@ def test_a_typed_secret_reaches_the_page_and_nothing_else(
     assert any(echo in p for p in prompts)
     assert any(echo in line for line in (episode / "steps.jsonl").read_text().splitlines())
     assert list((episode / "screenshots").glob("*.png"))  # screenshots were taken
+    assert grep_folder(run, SECRET) == []
+    for text in (result.stdout, result.stderr, *prompts):
+        assert not any(form.decode() in text for form in leaked_forms(SECRET))
+
+
+def test_a_secret_marked_in_the_goal_is_typed_and_never_recorded(
+    pages: StaticServer, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    goal = f"Sign in as the user and password {{{{secret:{SECRET}}}}}."
+    with ScriptedChatServer(lambda m: login_script(m, "<secret:goal_1>")) as llm:
+        result = linewise(
+            "run", "--url", pages.url("login.html"), "--goal", goal,
+            "--base-url", llm.base_url, "--model", "scripted",
+            "--out", str(run), "--log-json", "--log-level", "DEBUG",
+        )
+        prompts = [json.dumps(r["messages"], ensure_ascii=False) for r in llm.requests]
+    assert result.returncode == 0, result.stderr
+    [episode] = [p for p in run.iterdir() if p.is_dir()]
+    summary = json.loads((episode / "summary.json").read_text())
+    assert summary["answer"] == "signed in", summary
+    assert "Sign in as the user and password <secret:goal_1>." in prompts[0]
+    assert any("Echo: <secret:goal_1> / <secret:goal_1>" in p for p in prompts)
+    assert "<secret:goal_1>" in (run / "run.json").read_text()
     assert grep_folder(run, SECRET) == []
     for text in (result.stdout, result.stderr, *prompts):
         assert not any(form.decode() in text for form in leaked_forms(SECRET))
