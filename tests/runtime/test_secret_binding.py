@@ -23,7 +23,7 @@ from linewise.runtime.browser.chromium import Browser
 from linewise.runtime.episode import EpisodeConfig, EpisodeResources, run_episode
 from linewise.runtime.redaction import REDACTOR
 from linewise.runtime.secrets import Secret, SecretStore
-from linewise.runtime.tasks.schema import WebTask
+from linewise.runtime.tasks.schema import BrowserGymTask, WebTask
 from linewise.runtime.trace import read_steps
 from linewise.testing import FunctionModel, bid_matching, prompt_section
 from tests.runtime.test_secrets import grep_folder, leaked_forms
@@ -219,23 +219,47 @@ async def test_the_screenshot_masks_a_secret_field_beside_a_refused_file_frame(
     assert_nothing_leaked(model, evil, tmp_path)
 
 
+AUCTION = _page(
+    "<h1>Lot 12</h1><div bid='12'>Current bid: 40</div>"
+    "<button bid='0' onclick=\"fetch('/wrong')\">Watch</button>"
+    "<button bid='1' onclick=\"fetch('/placed')\">Place bid</button>"
+)
+"""An auction page whose elements carry ``bid`` attributes of their own."""
+
+def place_bid(tree: str) -> str:
+    return f"click('{bid_matching(tree, re.escape(PLACE_BID_BUTTON))}')"
+
+
+PLACE_BID_BUTTON = "button 'Place bid'"
+PLACE_BID: list[str | Callable[[str], str]] = [place_bid, place_bid]
+
+
 async def test_a_page_with_its_own_bid_attributes_finishes_its_episode(
     browser: Browser, servers: tuple[Site, Site], tmp_path: Path
 ) -> None:
     site, _ = servers
-    site.pages["/auction"] = _page(
-        "<h1>Lot 12</h1><div bid='12'>Current bid: 40</div>"
-        "<button bid='0' onclick=\"fetch('/wrong')\">Watch</button>"
-        "<button bid='1' onclick=\"fetch('/placed')\">Place bid</button>"
-    )
-    clicks = ["click('{}')".format, "click('{}')".format]
-    model = Model([
-        lambda tree: clicks[0](bid_matching(tree, re.escape("button 'Place bid'"))),
-        lambda tree: clicks[1](bid_matching(tree, re.escape("button 'Place bid'"))),
-    ])
-    summary = await run(browser, site, "/auction", model, tmp_path)
+    site.pages["/auction"] = AUCTION
+    summary = await run(browser, site, "/auction", Model(list(PLACE_BID)), tmp_path)
     assert summary.termination == "agent_done", summary
     steps = read_steps(tmp_path / "secret")
     assert [s.action_error for s in steps[:2]] == [None, None]
+    assert "Current bid: 40" in steps[0].axtree
+    assert site.hits["/placed"] == 2 and site.hits["/wrong"] == 0
+
+
+async def test_a_page_with_its_own_bid_attributes_works_in_browsergym(
+    browser: Browser, servers: tuple[Site, Site], tmp_path: Path
+) -> None:
+    site, _ = servers
+    site.pages["/auction"] = AUCTION
+    task = BrowserGymTask(
+        id="bgym-bid", browsergym="openended", max_steps=2,
+        task_kwargs={"start_url": f"http://127.0.0.1:{site.port}/auction", "goal": "Bid."},
+    )
+    summary = await run_episode(task, EpisodeResources(browser, Model(list(PLACE_BID))),
+                                tmp_path)
+    assert summary.status == "finished", summary.error
+    steps = read_steps(tmp_path / "bgym-bid")
+    assert [s.action_error for s in steps] == [None, None]
     assert "Current bid: 40" in steps[0].axtree
     assert site.hits["/placed"] == 2 and site.hits["/wrong"] == 0
