@@ -116,7 +116,6 @@ def install(*, memory_chat: bool = True) -> None:
     global _ORIGINAL_CHAT
     import browsergym.core.chat as chat_module
     import browsergym.core.env as env_module
-
     import browsergym.core.observation as observation_module
     import browsergym.utils.obs as obs_utils
 
