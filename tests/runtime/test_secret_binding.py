@@ -17,9 +17,11 @@ from typing import Any
 import pytest
 
 from linewise.agent.models import Completion
+from linewise.errors import ActionError
 from linewise.records import EpisodeSummary
-from linewise.runtime.browser.binding import MASK_COLOR
-from linewise.runtime.browser.chromium import Browser
+from linewise.runtime.browser.binding import MASK_COLOR, origin_of
+from linewise.runtime.browser.chromium import Browser, BrowserSession
+from linewise.runtime.browser.extraction import observe
 from linewise.runtime.episode import EpisodeConfig, EpisodeResources, run_episode
 from linewise.runtime.redaction import REDACTOR
 from linewise.runtime.secrets import Secret, SecretStore
@@ -263,3 +265,38 @@ async def test_a_page_with_its_own_bid_attributes_works_in_browsergym(
     assert [s.action_error for s in steps] == [None, None]
     assert "Current bid: 40" in steps[0].axtree
     assert site.hits["/placed"] == 2 and site.hits["/wrong"] == 0
+
+
+async def test_a_bound_fill_replaces_the_text_of_every_kind_of_field(
+    session: BrowserSession
+) -> None:
+    await session.page.set_content(
+        "<input id='text' value='old'><input id='email' type='email' value='a@b.c'>"
+        "<input id='password' type='password'><textarea id='area'>old text</textarea>"
+        "<div id='editable' contenteditable='true'>old</div><button id='button'>b</button>"
+        "<input id='off' disabled>"
+        "<script>window.seen = []; document.addEventListener('input', e => "
+        "window.seen.push(e.target.id))</script>"
+    )
+    await observe(session, screenshot=False)
+    origin = origin_of(session.page.url)
+
+    async def bid(element_id: str) -> str:
+        found = await session.page.get_attribute(f"#{element_id}", session.bid_attribute)
+        assert found is not None
+        return found
+
+    for element_id in ("text", "email", "password", "area", "editable"):
+        await session.binding.type_secret(await bid(element_id), "x@y.z s3cr!t", origin)
+    values = await session.page.evaluate(
+        "['text', 'email', 'password', 'area'].map(id => document.getElementById(id).value)"
+        ".concat([document.getElementById('editable').textContent])"
+    )
+    assert values == ["x@y.z s3cr!t"] * 5
+    seen = await session.page.evaluate("window.seen")
+    assert set(seen) == {"text", "email", "password", "area", "editable"}  # frameworks see it
+    for element_id, why in (("button", "not a text field"), ("off", "disabled")):
+        with pytest.raises(ActionError, match=why):
+            await session.binding.type_secret(await bid(element_id), "v", origin)
+    with pytest.raises(ActionError, match="not the observed"):
+        await session.binding.type_secret(await bid("text"), "v", "http://127.0.0.1:1")
