@@ -17,8 +17,9 @@ from functools import cache
 _HTML_NAMES = {"&": ("amp",), "<": ("lt",), ">": ("gt",), '"': ("quot",),
                "'": ("apos",), "\xa0": ("nbsp",)}
 _HIGH_BYTE = "(?:%(?:25)?[89A-Fa-f][0-9A-Fa-f])"
-_JSON_SHORT = {'"': '"', "\\": "\\", "/": "/", "\b": "b", "\f": "f", "\n": "n",
-               "\r": "r", "\t": "t"}
+_BACKSLASH_ESCAPES = {'"': '"', "'": "'", "\\": "\\", "/": "/", "\b": "b", "\f": "f",
+                      "\n": "n", "\r": "r", "\t": "t"}
+"""JSON's short escapes, and JavaScript's and Python's ``\\'`` (a ``repr`` writes it)."""
 
 
 def any_encoding_of(value: str) -> str:
@@ -51,8 +52,8 @@ def char_forms(char: str) -> str:
     forms.append(f"&#0*{code};")
     forms.append(f"&#[xX]0*{_hex_digits(f'{code:x}')};")
     forms.extend(f"&{name};" for name in _HTML_NAMES.get(char, ()))
-    if char in _JSON_SHORT:
-        forms.append(re.escape("\\" + _JSON_SHORT[char]))
+    if char in _BACKSLASH_ESCAPES:
+        forms.append(re.escape("\\" + _BACKSLASH_ESCAPES[char]))
     forms.append("".join(rf"\\u{_hex_digits(f'{unit:04x}')}" for unit in _utf16(code)))
     if code < 0x100:
         forms.append(rf"\\x{_hex_digits(f'{code:02x}')}")

@@ -31,14 +31,17 @@ PLACEHOLDER = "<secret:password>"
 
 
 def leaked_forms(value: str) -> list[bytes]:
-    """``value`` as written, JSON-escaped, and as Python, ``encodeURIComponent`` and a
-    browser's form encoding (space as ``+``, ``~ ! ' ( )`` escaped) percent-encode it."""
+    """``value`` as written, JSON-escaped, quoted as in the AXTree's lines (``\\'``), and
+    as Python, ``encodeURIComponent`` and a browser's form encoding (space as ``+``,
+    ``~ ! ' ( )`` escaped) percent-encode it."""
     form = "".join(
         c if (c.isascii() and c.isalnum()) or c in "*-._" else "+" if c == " "
         else "".join(f"%{b:02X}" for b in c.encode()) for c in value
     )
     forms = {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1],
-             quote(value, safe=""), quote_plus(value), quote(value, safe="~*!'()"), form}
+             quote(value, safe=""), quote_plus(value), quote(value, safe="~*!'()"), form,
+             value.replace("'", "\\'"), repr(value)[1:-1]}
+    forms |= {json.dumps(form)[1:-1] for form in forms}  # as a JSON record holds them
     return [form.encode() for form in forms]
 
 
@@ -135,6 +138,51 @@ def test_a_secret_marked_in_the_goal_is_typed_and_never_recorded(
     assert grep_folder(run, SECRET) == []
     for text in (result.stdout, result.stderr, *prompts):
         assert not any(form.decode() in text for form in leaked_forms(SECRET))
+
+
+BROWSER_SPELLED = "S3cr~t*P@ss! w0rd'(x)"
+"""``~ * ! ' ( )`` and a space: a GET form and ``encodeURIComponent`` spell it otherwise."""
+
+
+def get_form_script(messages: list[dict[str, Any]]) -> str:
+    """Types the secret into the GET form, submits it, then follows the echo's link."""
+    prompt = messages[1]["content"]
+    tree = prompt_section(prompt, "Current page")
+    if "fill(" not in prompt_section(prompt, "History of your previous steps"):
+        field = bid_matching(tree, "textbox 'Password'")
+        return f"<action>fill('{field}', '{PLACEHOLDER}')</action>"
+    if "?q=" in tree.split("\n")[0]:
+        return "<action>send_msg_to_user('signed in')</action>"
+    if "Echo:" not in tree:
+        return f"<action>click('{bid_matching(tree, SIGN_IN)}')</action>"
+    return f"<action>click('{bid_matching(tree, AGAIN)}')</action>"
+
+
+SIGN_IN, AGAIN = "button 'Sign in'", "link 'again'"
+
+
+def test_a_secret_sent_by_a_get_form_stays_redacted_in_every_record(
+    pages: StaticServer, tmp_path: Path
+) -> None:
+    tasks = write_task_file(tmp_path / "tasks.yaml", pages.url("login_get.html"))
+    run = tmp_path / "run"
+    with ScriptedChatServer(get_form_script) as llm:
+        result = linewise(
+            "run", str(tasks), "--base-url", llm.base_url, "--model", "scripted",
+            "--out", str(run), "--log-json", "--log-level", "DEBUG",
+            env={"SITE_PASSWORD": BROWSER_SPELLED},
+        )
+        prompts = [json.dumps(r["messages"], ensure_ascii=False) for r in llm.requests]
+    assert result.returncode == 0, result.stderr
+    [episode] = [p for p in run.iterdir() if p.is_dir()]
+    summary = json.loads((episode / "summary.json").read_text())
+    assert summary["answer"] == "signed in", summary
+    # the page URL carried the form-encoded value, then the encodeURIComponent one
+    assert any(f"login_get.html?pw={PLACEHOLDER}" in p for p in prompts)
+    assert any(f"login_get.html?q={PLACEHOLDER}" in p for p in prompts)
+    assert grep_folder(run, BROWSER_SPELLED) == []
+    for text in (result.stdout, result.stderr, *prompts):
+        assert not any(form.decode() in text for form in leaked_forms(BROWSER_SPELLED))
 
 
 async def test_a_secret_is_typed_only_on_its_domains(
