@@ -119,7 +119,7 @@ class SecretStore:
             if not self.allowed_on(secret, url, start_url):
                 raise ActionError(
                     f"{placeholder(name)} may not be typed on this page "
-                    f"({urlsplit(url).netloc or urlsplit(url).scheme + ':'}); "
+                    f"({origin_of(url).partition('://')[2] or urlsplit(url).scheme + ':'}); "
                     "nothing was typed."
                 )
             return secret.value

@@ -223,6 +223,14 @@ def test_store_refuses_unknown_names_frames_and_other_hosts() -> None:
     assert scoped.reveal("<secret:pin>", "https://a.example.org/", start) == "4711-x"
     with pytest.raises(Exception, match="may not be typed"):
         scoped.reveal("<secret:pin>", "https://example.org.evil.com/", start)
+    # Without domains the start origin, port included; a domain with a port pins it.
+    for other in ("https://bank.example:8443/", "http://bank.example/"):
+        with pytest.raises(Exception, match="may not be typed"):
+            store.reveal("<secret:pin>", other, start)
+    pinned = SecretStore({"pin": Secret("pin", "4711-x", ("example.org:8443",))})
+    assert pinned.reveal("<secret:pin>", "https://a.example.org:8443/", start) == "4711-x"
+    with pytest.raises(Exception, match=r"may not be typed on this page \(example.org\)"):
+        pinned.reveal("<secret:pin>", "https://user:pw@example.org/", start)
 
 
 def test_redactor_covers_encoded_forms_and_argv() -> None:
