@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, quote_plus
@@ -89,55 +91,63 @@ def write_task_file(path: Path, url: str, domains: list[str] | None = None) -> P
     return path
 
 
+@dataclass
+class SignIn:
+    """A ``linewise run`` that signed in: its folder, episode, output and prompts."""
+
+    folder: Path
+    episode: Path
+    result: subprocess.CompletedProcess[str]
+    prompts: list[str]
+
+    def assert_never_leaked(self, value: str) -> None:
+        assert grep_folder(self.folder, value) == []
+        for text in (self.result.stdout, self.result.stderr, *self.prompts):
+            assert not any(form.decode() in text for form in leaked_forms(value))
+
+
+def sign_in(script: Callable[[list[dict[str, Any]]], str], tmp_path: Path, *args: str,
+            env: dict[str, str] | None = None) -> SignIn:
+    """``linewise run ARGS`` against a scripted model; it must end signed in."""
+    folder = tmp_path / "run"
+    with ScriptedChatServer(script) as llm:
+        result = linewise(
+            "run", *args, "--base-url", llm.base_url, "--model", "scripted",
+            "--out", str(folder), "--log-json", "--log-level", "DEBUG", env=env,
+        )
+        prompts = [json.dumps(r["messages"], ensure_ascii=False) for r in llm.requests]
+    assert result.returncode == 0, result.stderr
+    [episode] = [p for p in folder.iterdir() if p.is_dir()]
+    summary = json.loads((episode / "summary.json").read_text())
+    assert summary["answer"] == "signed in", summary
+    return SignIn(folder, episode, result, prompts)
+
+
 def test_a_typed_secret_reaches_the_page_and_nothing_else(
     pages: StaticServer, tmp_path: Path
 ) -> None:
     tasks = write_task_file(tmp_path / "tasks.yaml", pages.url("login.html"))
-    run = tmp_path / "run"
-    with ScriptedChatServer(login_script) as llm:
-        result = linewise(
-            "run", str(tasks), "--base-url", llm.base_url, "--model", "scripted",
-            "--out", str(run), "--log-json", "--log-level", "DEBUG",
-            env={"SITE_PASSWORD": SECRET},
-        )
-        prompts = [json.dumps(r["messages"], ensure_ascii=False) for r in llm.requests]
-    assert result.returncode == 0, result.stderr
-    [episode] = [p for p in run.iterdir() if p.is_dir()]
-    summary = json.loads((episode / "summary.json").read_text())
-    assert summary["answer"] == "signed in", summary
+    run = sign_in(login_script, tmp_path, str(tasks), env={"SITE_PASSWORD": SECRET})
+    episode, prompts = run.episode, run.prompts
     # The page received the value in both fields: it echoed it, and the model read the
     # echo with each value replaced by its placeholder.
     echo = f"Echo: {PLACEHOLDER} / {PLACEHOLDER}"
     assert any(echo in p for p in prompts)
     assert any(echo in line for line in (episode / "steps.jsonl").read_text().splitlines())
     assert list((episode / "screenshots").glob("*.png"))  # screenshots were taken
-    assert grep_folder(run, SECRET) == []
-    for text in (result.stdout, result.stderr, *prompts):
-        assert not any(form.decode() in text for form in leaked_forms(SECRET))
+    run.assert_never_leaked(SECRET)
 
 
 def test_a_secret_marked_in_the_goal_is_typed_and_never_recorded(
     pages: StaticServer, tmp_path: Path
 ) -> None:
-    run = tmp_path / "run"
     goal = f"Sign in as the user and password {{{{secret:{SECRET}}}}}."
-    with ScriptedChatServer(lambda m: login_script(m, "<secret:goal_1>")) as llm:
-        result = linewise(
-            "run", "--url", pages.url("login.html"), "--goal", goal,
-            "--base-url", llm.base_url, "--model", "scripted",
-            "--out", str(run), "--log-json", "--log-level", "DEBUG",
-        )
-        prompts = [json.dumps(r["messages"], ensure_ascii=False) for r in llm.requests]
-    assert result.returncode == 0, result.stderr
-    [episode] = [p for p in run.iterdir() if p.is_dir()]
-    summary = json.loads((episode / "summary.json").read_text())
-    assert summary["answer"] == "signed in", summary
-    assert "Sign in as the user and password <secret:goal_1>." in prompts[0]
-    assert any("Echo: <secret:goal_1> / <secret:goal_1>" in p for p in prompts)
-    assert "<secret:goal_1>" in (run / "run.json").read_text()
-    assert grep_folder(run, SECRET) == []
-    for text in (result.stdout, result.stderr, *prompts):
-        assert not any(form.decode() in text for form in leaked_forms(SECRET))
+    run = sign_in(lambda m: login_script(m, "<secret:goal_1>"), tmp_path,
+                  "--url", pages.url("login.html"), "--goal", goal)
+    assert "Sign in as the user and password <secret:goal_1>." in run.prompts[0]
+    assert any("Echo: <secret:goal_1> / <secret:goal_1>" in p for p in run.prompts)
+    assert "<secret:goal_1>" in (run.folder / "run.json").read_text()
+    run.assert_never_leaked(SECRET)
 
 
 BROWSER_SPELLED = "S3cr~t*P@ss! w0rd'(x)"
@@ -165,24 +175,11 @@ def test_a_secret_sent_by_a_get_form_stays_redacted_in_every_record(
     pages: StaticServer, tmp_path: Path
 ) -> None:
     tasks = write_task_file(tmp_path / "tasks.yaml", pages.url("login_get.html"))
-    run = tmp_path / "run"
-    with ScriptedChatServer(get_form_script) as llm:
-        result = linewise(
-            "run", str(tasks), "--base-url", llm.base_url, "--model", "scripted",
-            "--out", str(run), "--log-json", "--log-level", "DEBUG",
-            env={"SITE_PASSWORD": BROWSER_SPELLED},
-        )
-        prompts = [json.dumps(r["messages"], ensure_ascii=False) for r in llm.requests]
-    assert result.returncode == 0, result.stderr
-    [episode] = [p for p in run.iterdir() if p.is_dir()]
-    summary = json.loads((episode / "summary.json").read_text())
-    assert summary["answer"] == "signed in", summary
+    run = sign_in(get_form_script, tmp_path, str(tasks), env={"SITE_PASSWORD": BROWSER_SPELLED})
     # the page URL carried the form-encoded value, then the encodeURIComponent one
-    assert any(f"login_get.html?pw={PLACEHOLDER}" in p for p in prompts)
-    assert any(f"login_get.html?q={PLACEHOLDER}" in p for p in prompts)
-    assert grep_folder(run, BROWSER_SPELLED) == []
-    for text in (result.stdout, result.stderr, *prompts):
-        assert not any(form.decode() in text for form in leaked_forms(BROWSER_SPELLED))
+    assert any(f"login_get.html?pw={PLACEHOLDER}" in p for p in run.prompts)
+    assert any(f"login_get.html?q={PLACEHOLDER}" in p for p in run.prompts)
+    run.assert_never_leaked(BROWSER_SPELLED)
 
 
 async def test_a_secret_is_typed_only_on_its_domains(
