@@ -297,8 +297,9 @@ class SecretSpec(BaseModel):
 
     The value is read from the environment variable ``env`` when the run starts and is
     never stored in settings; the model only sees ``<secret:NAME>``. ``domains``: hosts
-    the secret may be typed on (``example.com`` also covers its subdomains); empty means
-    the host of the task's start URL.
+    the secret may be typed on (``example.com`` also covers its subdomains, on any port;
+    ``example.com:8443`` only that port); empty means the origin of the task's start URL
+    (scheme, host and port).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

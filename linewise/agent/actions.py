@@ -25,6 +25,11 @@ class Tabs(Protocol):
     @property
     def page(self) -> Page: ...
 
+    @property
+    def bid_attribute(self) -> str:
+        """The DOM attribute the marking wrote element ids into."""
+        ...
+
     async def open_tab(self) -> Page: ...
 
     async def focus_tab(self, index: int) -> Page: ...
@@ -82,15 +87,20 @@ class ActionContext:
             while frame_prefix_end < len(bid) and bid[frame_prefix_end].isupper():
                 frame_prefix_end += 1
             frame_bid = bid[:frame_prefix_end]
-            frame_element = scope.get_by_test_id(frame_bid)
+            frame_element = scope.locator(self._selector(frame_bid))
             if await frame_element.count() == 0:
                 raise ElementNotFound(bid, f"its frame {frame_bid!r} is not on the page")
             scope = frame_element.frame_locator(":scope")
-        element = scope.get_by_test_id(bid)
+        element = scope.locator(self._selector(bid))
         count = await element.count()
         if count == 0:
             raise ElementNotFound(bid)
         return element.first
+
+    def _selector(self, bid: str) -> str:
+        """A CSS selector for the element marked ``bid`` (any text, quoted as CSS needs)."""
+        quoted = bid.replace("\\", "\\\\").replace('"', '\\"')
+        return f'[{self.session.bid_attribute}="{quoted}"]'
 
 
 @action

@@ -8,8 +8,11 @@ knows its secrets. Everything the run writes goes through it — trace records a
 summaries (``trace.py``), ``run.json``/``bench.json`` (``redact_argv``, ``redact_data``),
 results lines and prune outputs — and so does every log line (``log_processor``).
 
-Values are matched as written and in their URL-encoded forms (a GET form puts
-``?password=…`` into the page URL).
+Values are matched as written and in every encoding a browser, a server or a JSON
+writer produces, character by character (``value_forms.py``): percent-encoding with any
+set of characters left as they are (``encodeURIComponent``, form encoding, Python's
+``quote``), a space as ``+``, HTML character references and JSON/JS escapes, even mixed
+within one value.
 """
 
 from __future__ import annotations
@@ -20,12 +23,20 @@ import re
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import quote, quote_plus
 
 import structlog
 from pydantic import BaseModel
 
+from linewise.runtime.value_forms import any_encoding_of
+
 API_KEY_PLACEHOLDER = "<api-key>"
+
+
+def placeholder(name: str) -> str:
+    """What the model, the traces and the logs read instead of secret ``name``'s value."""
+    return f"<secret:{name}>"
+
+
 REDACTED = "<redacted>"
 
 API_KEY_ENV_VARS = ("OPENAI_API_KEY", "LINEWISE_ACTION__API_KEY", "LINEWISE_RETRIEVER__API_KEY")
@@ -45,15 +56,15 @@ class Redactor:
     def __init__(self) -> None:
         self._replacements: dict[str, str] = {}
         self._pattern: re.Pattern[str] | None = None
+        self._groups: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def add(self, value: str | None, placeholder: str) -> None:
-        """Redact ``value`` (and its URL-encoded forms) as ``placeholder`` from now on."""
+        """Redact ``value`` (in any encoding) as ``placeholder`` from now on."""
         if not value:
             return
         with self._lock:
-            for form in {value, quote(value, safe=""), quote_plus(value)}:
-                self._replacements[form] = placeholder
+            self._replacements[value] = placeholder
             self._pattern = None
 
     def add_api_keys(self, keys: Iterable[str | None] = ()) -> None:
@@ -62,13 +73,21 @@ class Redactor:
             self.add(key, API_KEY_PLACEHOLDER)
 
     def is_sensitive(self, text: str) -> bool:
-        return text in self._replacements
+        return self._whole(text) is not None
+
+    def _whole(self, text: str) -> str | None:
+        """The placeholder of ``text`` if it is a registered value (in any encoding)."""
+        for value, placeholder in self._replacements.items():
+            if re.fullmatch(any_encoding_of(value), text):
+                return placeholder
+        return None
 
     def text(self, text: str) -> str:
-        pattern = self._compiled()
-        if pattern is None:
+        compiled = self._compiled()
+        if compiled is None:
             return text
-        return pattern.sub(lambda m: self._replacements[m.group(0)], text)
+        pattern, placeholders = compiled
+        return pattern.sub(lambda m: placeholders[m.lastgroup or ""], text)
 
     def data(self, value: Any) -> Any:
         """``value`` (JSON-like: dicts, lists, strings, numbers) with every string redacted."""
@@ -100,10 +119,12 @@ class Redactor:
                     out.append(arg)
                     hide_next = True
                 continue
-            out.append(self._replacements.get(arg, self.text(arg)))
+            out.append(self._whole(arg) or self.text(arg))
         return out
 
-    def _compiled(self) -> re.Pattern[str] | None:
+    def _compiled(self) -> tuple[re.Pattern[str], dict[str, str]] | None:
+        """One pattern for every value long enough, a named group each, and the
+        placeholder of each group."""
         with self._lock:
             if self._pattern is None:
                 long_enough = [v for v in self._replacements if len(v) >= MIN_VALUE_LENGTH]
@@ -111,8 +132,11 @@ class Redactor:
                     return None
                 # Longest first, so a value containing another is replaced whole.
                 ordered = sorted(long_enough, key=len, reverse=True)
-                self._pattern = re.compile("|".join(re.escape(v) for v in ordered))
-            return self._pattern
+                self._groups = {f"v{i}": self._replacements[v] for i, v in enumerate(ordered)}
+                self._pattern = re.compile("|".join(
+                    f"(?P<v{i}>{any_encoding_of(v)})" for i, v in enumerate(ordered)
+                ))
+            return self._pattern, self._groups
 
     def clear(self) -> None:
         """Forget every value (tests; a new run in the same process keeps them)."""

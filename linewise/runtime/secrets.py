@@ -4,9 +4,11 @@ A run's secrets come from ``--secret NAME=ENV_VAR`` and the task file's ``secret
 their values are read from the environment once, registered with the redactor (so no
 file or log line of the run holds them) and kept here. The model reads and writes only
 ``<secret:NAME>``: ``fill('12', '<secret:password>')`` types the value, and only when
-the page is on one of the secret's domains (by default the host of the task's start
-URL) and the field is in the page's own document, not in a frame another site could
-serve. Anything else is an action error and nothing is typed.
+the page is on one of the secret's domains (by default the origin of the task's start
+URL: scheme, host and port) and the field is in the page's own document, not in a frame
+another site could serve. In linewise's own browser the value is typed into the very
+document that was observed, checked in the page at the moment of typing
+(``browser/binding.py``). Anything else is an action error and nothing is typed.
 
 ``SecretsEnvironment`` wraps the episode's environment, so the loop stays as it is:
 every observation and action error is redacted before the filter or the model reads
@@ -27,25 +29,18 @@ import structlog
 from linewise.agent.action_parser import ParsedAction
 from linewise.errors import ActionError, ConfigError
 from linewise.records import AttackVerdict, NavigationEvents, Tab
+from linewise.runtime.browser.binding import origin_of
 from linewise.runtime.browser.executor import ActionOutcome
 from linewise.runtime.browser.observation import Observation
 from linewise.runtime.envs.base import Environment
 from linewise.runtime.envs.chromium import ChromiumEnv
-from linewise.runtime.redaction import REDACTOR, redact_data, redact_text
+from linewise.runtime.redaction import REDACTOR, placeholder, redact_data, redact_text
 from linewise.runtime.tasks.browser_task import TaskStart, TaskStatus
 from linewise.settings import SecretSpec
 
 log = structlog.get_logger(__name__)
 
 PLACEHOLDER = re.compile(r"<secret:([A-Za-z0-9_.-]+)>")
-
-SECRET_FIELD_ATTRIBUTE = "data-linewise-secret"
-"""Set on a field a secret was typed into, so screenshots mask it (``mask_secrets.js``)."""
-
-
-def placeholder(name: str) -> str:
-    return f"<secret:{name}>"
-
 
 @dataclass(frozen=True)
 class Secret:
@@ -58,6 +53,26 @@ def host_matches(host: str, pattern: str) -> bool:
     """``example.com`` (or ``*.example.com``) matches example.com and its subdomains."""
     host, pattern = host.lower().rstrip("."), pattern.lower().strip().removeprefix("*.")
     return bool(pattern) and (host == pattern or host.endswith("." + pattern))
+
+
+def domain_matches(url: str, pattern: str) -> bool:
+    """An http(s) ``url`` on domain ``pattern`` (``host_matches``); a pattern with a port
+    (``example.com:8443``) also pins the port."""
+    page = urlsplit(url)
+    if page.scheme not in ("http", "https"):
+        return False
+    name, colon, port = pattern.strip().rpartition(":")
+    if not colon or not port.isdigit():
+        return host_matches(page.hostname or "", pattern)
+    return host_matches(page.hostname or "", name) and _port(url) == int(port)
+
+
+def _port(url: str) -> int | None:
+    parts = urlsplit(url)
+    try:
+        return parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    except ValueError:
+        return None
 
 
 class SecretStore:
@@ -104,7 +119,7 @@ class SecretStore:
             if not self.allowed_on(secret, url, start_url):
                 raise ActionError(
                     f"{placeholder(name)} may not be typed on this page "
-                    f"({urlsplit(url).hostname or urlsplit(url).scheme + ':'}); "
+                    f"({origin_of(url).partition('://')[2] or urlsplit(url).scheme + ':'}); "
                     "nothing was typed."
                 )
             return secret.value
@@ -122,17 +137,16 @@ class SecretStore:
 
     @staticmethod
     def allowed_on(secret: Secret, url: str, start_url: str) -> bool:
-        """On one of the secret's domains; without domains, on the start URL's host (or,
-        for a ``file:`` start URL, on ``file:`` pages)."""
+        """On one of the secret's domains; without domains, on the start URL's origin
+        (scheme, host and port: another port of the same host is another site), or, for
+        a ``file:`` start URL, on ``file:`` pages."""
         page, start = urlsplit(url), urlsplit(start_url)
         if secret.domains:
-            return page.scheme in ("http", "https") and any(
-                host_matches(page.hostname or "", d) for d in secret.domains
-            )
+            return any(domain_matches(url, d) for d in secret.domains)
         if start.scheme == "file":
             return page.scheme == "file"
         return (page.scheme in ("http", "https") and page.hostname is not None
-                and page.hostname == start.hostname)
+                and origin_of(url) == origin_of(start_url))
 
 
 def has_placeholder(action: ParsedAction) -> bool:
@@ -187,23 +201,11 @@ class SecretsEnvironment:
         except ActionError as exc:
             log.warning("secret refused", action=str(action), url=self._url, reason=str(exc))
             return ActionOutcome(error=str(exc))
+        if isinstance(self.inner, ChromiumEnv):
+            return _redacted(await self.inner.type_secret(action, value, origin_of(self._url)))
+        # BrowserGym's env runs its own fill: the check above is the only one there.
         filled = action.model_copy(update={"arguments": {**action.arguments, "value": value}})
-        outcome = await self.inner.act(filled)
-        if outcome.error is None:
-            await self._mark_secret_field(bid)
-        return _redacted(outcome)
-
-    async def _mark_secret_field(self, bid: str) -> None:
-        """Tag the field so that screenshots mask it (linewise's Chromium only)."""
-        if not isinstance(self.inner, ChromiumEnv):
-            return
-        try:
-            page = self.inner.session.page
-            await page.get_by_test_id(bid).first.evaluate(
-                "(el, name) => el.setAttribute(name, '')", SECRET_FIELD_ATTRIBUTE
-            )
-        except Exception as exc:  # the page may have navigated away: nothing to mask then
-            log.debug("could not tag a secret field", bid=bid, error=str(exc))
+        return _redacted(await self.inner.act(filled))
 
     async def page_changed(self) -> None:
         await self.inner.page_changed()

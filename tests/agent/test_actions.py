@@ -107,7 +107,7 @@ async def test_element_actions(session: BrowserSession, pages: StaticServer) -> 
 async def _keys_bid(d: Driver) -> str:
     handle = await d.session.page.query_selector("#keys")
     assert handle is not None
-    bid = await handle.get_attribute("bid")
+    bid = await handle.get_attribute(d.session.bid_attribute)
     assert bid
     return bid
 
@@ -178,6 +178,6 @@ async def test_failures_become_feedback(session: BrowserSession, pages: StaticSe
 async def _bid_of_selector(d: Driver, selector: str) -> str:
     handle = await d.session.page.query_selector(selector)
     assert handle is not None
-    bid = await handle.get_attribute("bid")
+    bid = await handle.get_attribute(d.session.bid_attribute)
     assert bid
     return bid

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, quote_plus
@@ -31,8 +33,17 @@ PLACEHOLDER = "<secret:password>"
 
 
 def leaked_forms(value: str) -> list[bytes]:
+    """``value`` as written, JSON-escaped, quoted as in the AXTree's lines (``\\'``), and
+    as Python, ``encodeURIComponent`` and a browser's form encoding (space as ``+``,
+    ``~ ! ' ( )`` escaped) percent-encode it."""
+    form = "".join(
+        c if (c.isascii() and c.isalnum()) or c in "*-._" else "+" if c == " "
+        else "".join(f"%{b:02X}" for b in c.encode()) for c in value
+    )
     forms = {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1],
-             quote(value, safe=""), quote_plus(value)}
+             quote(value, safe=""), quote_plus(value), quote(value, safe="~*!'()"), form,
+             value.replace("'", "\\'"), repr(value)[1:-1]}
+    forms |= {json.dumps(form)[1:-1] for form in forms}  # as a JSON record holds them
     return [form.encode() for form in forms]
 
 
@@ -54,16 +65,16 @@ def fresh_redactor() -> Iterator[None]:
     REDACTOR.clear()
 
 
-def login_script(messages: list[dict[str, Any]]) -> str:
-    """Types <secret:password> into the text field, then the password field, submits,
-    and reports once the page echoes what it received."""
+def login_script(messages: list[dict[str, Any]], secret: str = PLACEHOLDER) -> str:
+    """Types ``secret`` into the text field, then the password field, submits, and
+    reports once the page echoes what it received."""
     prompt = messages[1]["content"]
     tree = prompt_section(prompt, "Current page")
     history = prompt_section(prompt, "History of your previous steps")
     fills = history.count("fill(")
     if fills < 2:
         field = bid_matching(tree, "textbox 'User'" if fills == 0 else "textbox 'Password'")
-        return f"<action>fill('{field}', '{PLACEHOLDER}')</action>"
+        return f"<action>fill('{field}', '{secret}')</action>"
     if "Echo:" not in tree:
         button = bid_matching(tree, "button 'Sign in'")
         return f"<action>click('{button}')</action>"
@@ -80,31 +91,95 @@ def write_task_file(path: Path, url: str, domains: list[str] | None = None) -> P
     return path
 
 
+@dataclass
+class SignIn:
+    """A ``linewise run`` that signed in: its folder, episode, output and prompts."""
+
+    folder: Path
+    episode: Path
+    result: subprocess.CompletedProcess[str]
+    prompts: list[str]
+
+    def assert_never_leaked(self, value: str) -> None:
+        assert grep_folder(self.folder, value) == []
+        for text in (self.result.stdout, self.result.stderr, *self.prompts):
+            assert not any(form.decode() in text for form in leaked_forms(value))
+
+
+def sign_in(script: Callable[[list[dict[str, Any]]], str], tmp_path: Path, *args: str,
+            env: dict[str, str] | None = None) -> SignIn:
+    """``linewise run ARGS`` against a scripted model; it must end signed in."""
+    folder = tmp_path / "run"
+    with ScriptedChatServer(script) as llm:
+        result = linewise(
+            "run", *args, "--base-url", llm.base_url, "--model", "scripted",
+            "--out", str(folder), "--log-json", "--log-level", "DEBUG", env=env,
+        )
+        prompts = [json.dumps(r["messages"], ensure_ascii=False) for r in llm.requests]
+    assert result.returncode == 0, result.stderr
+    [episode] = [p for p in folder.iterdir() if p.is_dir()]
+    summary = json.loads((episode / "summary.json").read_text())
+    assert summary["answer"] == "signed in", summary
+    return SignIn(folder, episode, result, prompts)
+
+
 def test_a_typed_secret_reaches_the_page_and_nothing_else(
     pages: StaticServer, tmp_path: Path
 ) -> None:
     tasks = write_task_file(tmp_path / "tasks.yaml", pages.url("login.html"))
-    run = tmp_path / "run"
-    with ScriptedChatServer(login_script) as llm:
-        result = linewise(
-            "run", str(tasks), "--base-url", llm.base_url, "--model", "scripted",
-            "--out", str(run), "--log-json", "--log-level", "DEBUG",
-            env={"SITE_PASSWORD": SECRET},
-        )
-        prompts = [json.dumps(r["messages"], ensure_ascii=False) for r in llm.requests]
-    assert result.returncode == 0, result.stderr
-    [episode] = [p for p in run.iterdir() if p.is_dir()]
-    summary = json.loads((episode / "summary.json").read_text())
-    assert summary["answer"] == "signed in", summary
+    run = sign_in(login_script, tmp_path, str(tasks), env={"SITE_PASSWORD": SECRET})
+    episode, prompts = run.episode, run.prompts
     # The page received the value in both fields: it echoed it, and the model read the
     # echo with each value replaced by its placeholder.
     echo = f"Echo: {PLACEHOLDER} / {PLACEHOLDER}"
     assert any(echo in p for p in prompts)
     assert any(echo in line for line in (episode / "steps.jsonl").read_text().splitlines())
     assert list((episode / "screenshots").glob("*.png"))  # screenshots were taken
-    assert grep_folder(run, SECRET) == []
-    for text in (result.stdout, result.stderr, *prompts):
-        assert not any(form.decode() in text for form in leaked_forms(SECRET))
+    run.assert_never_leaked(SECRET)
+
+
+def test_a_secret_marked_in_the_goal_is_typed_and_never_recorded(
+    pages: StaticServer, tmp_path: Path
+) -> None:
+    goal = f"Sign in as the user and password {{{{secret:{SECRET}}}}}."
+    run = sign_in(lambda m: login_script(m, "<secret:goal_1>"), tmp_path,
+                  "--url", pages.url("login.html"), "--goal", goal)
+    assert "Sign in as the user and password <secret:goal_1>." in run.prompts[0]
+    assert any("Echo: <secret:goal_1> / <secret:goal_1>" in p for p in run.prompts)
+    assert "<secret:goal_1>" in (run.folder / "run.json").read_text()
+    run.assert_never_leaked(SECRET)
+
+
+BROWSER_SPELLED = "S3cr~t*P@ss! w0rd'(x)"
+"""``~ * ! ' ( )`` and a space: a GET form and ``encodeURIComponent`` spell it otherwise."""
+
+
+def get_form_script(messages: list[dict[str, Any]]) -> str:
+    """Types the secret into the GET form, submits it, then follows the echo's link."""
+    prompt = messages[1]["content"]
+    tree = prompt_section(prompt, "Current page")
+    if "fill(" not in prompt_section(prompt, "History of your previous steps"):
+        field = bid_matching(tree, "textbox 'Password'")
+        return f"<action>fill('{field}', '{PLACEHOLDER}')</action>"
+    if "?q=" in tree.split("\n")[0]:
+        return "<action>send_msg_to_user('signed in')</action>"
+    if "Echo:" not in tree:
+        return f"<action>click('{bid_matching(tree, SIGN_IN)}')</action>"
+    return f"<action>click('{bid_matching(tree, AGAIN)}')</action>"
+
+
+SIGN_IN, AGAIN = "button 'Sign in'", "link 'again'"
+
+
+def test_a_secret_sent_by_a_get_form_stays_redacted_in_every_record(
+    pages: StaticServer, tmp_path: Path
+) -> None:
+    tasks = write_task_file(tmp_path / "tasks.yaml", pages.url("login_get.html"))
+    run = sign_in(get_form_script, tmp_path, str(tasks), env={"SITE_PASSWORD": BROWSER_SPELLED})
+    # the page URL carried the form-encoded value, then the encodeURIComponent one
+    assert any(f"login_get.html?pw={PLACEHOLDER}" in p for p in run.prompts)
+    assert any(f"login_get.html?q={PLACEHOLDER}" in p for p in run.prompts)
+    run.assert_never_leaked(BROWSER_SPELLED)
 
 
 async def test_a_secret_is_typed_only_on_its_domains(
@@ -122,7 +197,7 @@ async def test_a_secret_is_typed_only_on_its_domains(
         finally:
             await model.close()
         second_prompt = llm.requests[1]["messages"][1]["content"]
-    assert "may not be typed on this page (127.0.0.1)" in second_prompt
+    assert "may not be typed on this page (127.0.0.1:" in second_prompt
     assert "nothing was typed" in second_prompt
     steps = [json.loads(line) for line in
              next((tmp_path / "run").glob("login*/steps.jsonl")).read_text().splitlines()]
@@ -145,6 +220,14 @@ def test_store_refuses_unknown_names_frames_and_other_hosts() -> None:
     assert scoped.reveal("<secret:pin>", "https://a.example.org/", start) == "4711-x"
     with pytest.raises(Exception, match="may not be typed"):
         scoped.reveal("<secret:pin>", "https://example.org.evil.com/", start)
+    # Without domains the start origin, port included; a domain with a port pins it.
+    for other in ("https://bank.example:8443/", "http://bank.example/"):
+        with pytest.raises(Exception, match="may not be typed"):
+            store.reveal("<secret:pin>", other, start)
+    pinned = SecretStore({"pin": Secret("pin", "4711-x", ("example.org:8443",))})
+    assert pinned.reveal("<secret:pin>", "https://a.example.org:8443/", start) == "4711-x"
+    with pytest.raises(Exception, match=r"may not be typed on this page \(example.org\)"):
+        pinned.reveal("<secret:pin>", "https://user:pw@example.org/", start)
 
 
 def test_redactor_covers_encoded_forms_and_argv() -> None:

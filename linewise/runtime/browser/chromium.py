@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import shutil
 import socket
 import weakref
@@ -34,6 +35,7 @@ from pydantic import Field
 
 from linewise.errors import BrowserCrashed, BrowserError
 from linewise.records import DialogRecord
+from linewise.runtime.browser.binding import DocumentBinding
 from linewise.runtime.browser.cdp import CDPConnection, CDPSender
 from linewise.runtime.browser.guard import NavigationGuard
 from linewise.runtime.browser.proxy import ProxyServer, resolver_rules
@@ -41,8 +43,19 @@ from linewise.settings import BrowserSettings
 
 log = structlog.get_logger(__name__)
 
-BID_ATTRIBUTE = "bid"
-"""The DOM attribute BrowserGym's marking script writes; Playwright's test-id attribute."""
+def private_bid_attribute() -> str:
+    """A fresh name for the DOM attribute the marking script writes element ids into.
+
+    Never ``bid``: pages set ``bid`` themselves (auction and retail sites), which
+    BrowserGym's marking refuses, and a page that knew the name could plant an element
+    carrying an id the model is about to act on. The model still reads BrowserGym-style
+    ids; only the attribute that holds them on the page is private."""
+    return f"data-lw-{secrets.token_hex(6)}"
+
+
+GYM_BID_ATTRIBUTE = private_bid_attribute()
+"""The attribute name for BrowserGym's own env, whose marking reads a module constant:
+one per process (``envs/browsergym_gym.py`` installs it)."""
 
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "chromium-browser", "chromium", "google-chrome")
 
@@ -126,8 +139,6 @@ class Browser:
     async def start(self) -> Browser:
         self.executable_path = find_chromium(self.config.chromium)
         self._playwright = await async_playwright().start()
-        # Elements are found by the bid attribute that the marking script sets.
-        self._playwright.selectors.set_test_id_attribute(BID_ATTRIBUTE)
         await self._launch()
         return self
 
@@ -278,6 +289,10 @@ class BrowserSession:
         self.proxy = proxy
         self.config = config
         self.devtools_port = devtools_port
+        self.bid_attribute = private_bid_attribute()
+        """Where this episode's marking keeps element ids (``private_bid_attribute``)."""
+        self.binding = DocumentBinding()
+        """The document last observed, where secrets are typed (``binding.py``)."""
         self._history: list[Page] = []
         self._cdp: dict[Page, CDPSender] = {}
         self.fault: BrowserCrashed | None = None

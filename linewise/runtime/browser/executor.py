@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 
 import structlog
 from playwright.async_api import Error as PlaywrightError
@@ -52,15 +53,19 @@ async def execute_action(
     ctx: ActionContext,
     settle: SettleConfig | None = None,
     settle_timeout_s: float | None = None,
+    run: Callable[[ActionContext], Awaitable[None]] | None = None,
 ) -> ActionOutcome:
-    """Run the action, then wait for the page to settle (at most ``settle_timeout_s``:
-    a page busy in a script or a dialog loop is observed as it is). Never raises for
-    page trouble."""
+    """Run the action (or ``run``, which does the action's work another way), then wait
+    for the page to settle (at most ``settle_timeout_s``: a page busy in a script or a
+    dialog loop is observed as it is). Never raises for page trouble."""
     started = time.perf_counter()
     error: str | None = None
     failed_bid: str | None = None
     try:
-        await ACTIONS[action.name](ctx, **action.arguments)
+        if run is not None:
+            await run(ctx)
+        else:
+            await ACTIONS[action.name](ctx, **action.arguments)
     except ElementNotFound as exc:
         error, failed_bid = str(exc), exc.bid
     except ActionError as exc:

@@ -19,6 +19,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import browsergym.core.observation as browsergym_observation
 import structlog
 from browsergym.core.observation import (
     extract_data_items_from_aria,
@@ -30,8 +31,9 @@ from playwright.async_api import Frame, Page
 
 from linewise.errors import BrowserError, BrowserStalled, ObservationError
 from linewise.records import SkippedFrame, Tab
+from linewise.runtime.browser.binding import DocumentBinding
 from linewise.runtime.browser.cdp import CDPSender
-from linewise.runtime.browser.chromium import BID_ATTRIBUTE, BrowserSession
+from linewise.runtime.browser.chromium import BrowserSession
 from linewise.runtime.browser.observation import (
     ElementProperties,
     InvisibleTextMode,
@@ -122,7 +124,8 @@ async def observe(
                 return await _error_page_observation(session, page, started, frame_timeout_s)
             if invisible is not None:
                 invisible.clear()
-            await _mark_frames(page.main_frame, "", frames, lenient=last, invisible=invisible)
+            await _mark_frames(page.main_frame, "", frames, session.bid_attribute,
+                               lenient=last, invisible=invisible)
             if page.main_frame in frames.skipped:
                 if stopped_loading or last:
                     raise _main_frame_stalled(page, frame_timeout_s)
@@ -134,8 +137,11 @@ async def observe(
                 await asyncio.wait_for(cdp.send("Page.stopLoading"), frame_timeout_s)
                 continue
             cdp = await session.cdp(page)
-            dom, axtree = await asyncio.gather(_dom_snapshot(cdp), _merged_axtree(cdp))
-            focused = await _focused_bid(page, frames)
+            dom, axtree = await asyncio.gather(
+                _dom_snapshot(cdp, session.bid_attribute), _merged_axtree(cdp)
+            )
+            focused = await _focused_bid(page, frames, session.bid_attribute)
+            await session.binding.bind(page, cdp, session.bid_attribute)
             break
         except BrowserStalled:
             raise
@@ -155,7 +161,7 @@ async def observe(
     }
     hidden = apply_invisible_text(axtree, invisible or {}, invisible_text)
     lines = flatten_axtree(axtree, elements)
-    png = await _screenshot(cdp, page) if screenshot else None
+    png = await _screenshot(cdp, page, session.binding) if screenshot else None
     tabs = [
         Tab(index=i, url=p.url, title=await _safe_title(p, frame_timeout_s), active=p is page)
         for i, p in enumerate(session.pages)
@@ -204,6 +210,7 @@ async def _mark_frames(
     frame: Frame,
     frame_bid: str,
     frames: _FrameDeadlines,
+    attribute: str,
     *,
     lenient: bool,
     invisible: dict[str, str] | None = None,
@@ -214,7 +221,7 @@ async def _mark_frames(
     if frame in frames.skipped:
         return
     marked = await frames.run(frame, frame.evaluate(
-        browsergym_js("frame_mark_elements.js"), [frame_bid, BID_ATTRIBUTE, "standard_html"]
+        browsergym_js("frame_mark_elements.js"), [frame_bid, attribute, "standard_html"]
     ))
     if frame in frames.skipped:
         return
@@ -225,7 +232,7 @@ async def _mark_frames(
         # for it keeps its text (and is still observed) rather than failing the step.
         try:
             found = await asyncio.wait_for(
-                frame.evaluate(own_js("invisible_text.js"), BID_ATTRIBUTE), frames.timeout_s
+                frame.evaluate(own_js("invisible_text.js"), attribute), frames.timeout_s
             )
             invisible.update(found or {})
         except TimeoutError:
@@ -234,7 +241,7 @@ async def _mark_frames(
     for child in frame.child_frames:
         if not frames.usable(child):
             continue
-        child_bid = await frames.run(child, _child_frame_bid(child))
+        child_bid = await frames.run(child, _child_frame_bid(child, attribute))
         if child in frames.skipped or child_bid == "":
             continue
         if child_bid is None:
@@ -242,12 +249,13 @@ async def _mark_frames(
                 continue
             raise ObservationError("Cannot mark a child frame without a bid")
         children.append(
-            _mark_frames(child, child_bid, frames, lenient=lenient, invisible=invisible)
+            _mark_frames(child, child_bid, frames, attribute, lenient=lenient,
+                         invisible=invisible)
         )
     await asyncio.gather(*children)
 
 
-async def _child_frame_bid(child: Frame) -> str | None:
+async def _child_frame_bid(child: Frame, attribute: str) -> str | None:
     """The bid of the element holding ``child``; "" for frames that are not marked."""
     element = await child.frame_element()
     if await element.content_frame() != child:
@@ -255,7 +263,7 @@ async def _child_frame_bid(child: Frame) -> str | None:
     sandbox = await element.get_attribute("sandbox")
     if sandbox is not None and "allow-scripts" not in sandbox.split():
         return ""
-    return await element.get_attribute(BID_ATTRIBUTE)
+    return await element.get_attribute(attribute)
 
 
 async def _unmark_frames(page: Page, frames: _FrameDeadlines) -> None:
@@ -271,7 +279,7 @@ async def _unmark_frames(page: Page, frames: _FrameDeadlines) -> None:
             continue  # detached or script-blocked frames keep nothing of ours that matters
 
 
-async def _dom_snapshot(cdp: CDPSender) -> dict[str, Any]:
+async def _dom_snapshot(cdp: CDPSender, attribute: str) -> dict[str, Any]:
     # Only visibility (an attribute the marking script sets) and clickability are read
     # from the snapshot: leaving out DOM rects halves its size on large pages.
     snapshot = await cdp.send(
@@ -282,7 +290,29 @@ async def _dom_snapshot(cdp: CDPSender) -> dict[str, Any]:
         document["layout"].setdefault("clientRects", [])
     pop_bids_from_attribute(snapshot, "aria-roledescription")
     pop_bids_from_attribute(snapshot, "aria-description")
+    read_bids_from(snapshot, attribute)
     return snapshot
+
+
+PAGE_BID = "bid (the page's own)"
+"""What a page's own attribute of BrowserGym's name is renamed to before it reads bids."""
+
+
+def read_bids_from(snapshot: dict[str, Any], attribute: str) -> None:
+    """Make BrowserGym's snapshot reader, which reads ids from the attribute its module
+    constant names (``bid``, or the BrowserGym env's private name once that env is
+    installed), read them from this episode's private ``attribute`` instead, and never
+    from an attribute the page set itself.
+
+    Names and values share the snapshot's string table: renaming its entries changes
+    only this copy, which is read for visibility and clickability alone."""
+    read_by_browsergym = browsergym_observation.BID_ATTR
+    strings: list[str] = snapshot["strings"]
+    for i, text in enumerate(strings):
+        if text == read_by_browsergym:
+            strings[i] = PAGE_BID
+        elif text == attribute:
+            strings[i] = read_by_browsergym
 
 
 async def _merged_axtree(cdp: CDPSender) -> dict[str, Any]:
@@ -336,37 +366,40 @@ def _extract_bid(node: dict[str, Any]) -> None:
         node["browsergym_id"] = items[0]
 
 
-async def _focused_bid(page: Page, frames: _FrameDeadlines) -> str:
+async def _focused_bid(page: Page, frames: _FrameDeadlines, attribute: str) -> str:
     """The bid of the focused element, looking inside focused iframes."""
     frame: Frame | None = page.main_frame
     bid = ""
     while frame is not None and frames.usable(frame):
         found = await frames.run(
-            frame, frame.evaluate(own_js("focused_element.js"), BID_ATTRIBUTE)
+            frame, frame.evaluate(own_js("focused_element.js"), attribute)
         )
         if found is None:
             break
         bid = found["bid"] or bid
         if not (found["isFrame"] and found["bid"]):
             break
-        handle = await frame.query_selector(f'[{BID_ATTRIBUTE}="{found["bid"]}"]')
+        handle = await frame.query_selector(f'[{attribute}="{found["bid"]}"]')
         frame = await handle.content_frame() if handle else None
     return bid
 
 
-async def _screenshot(cdp: CDPSender, page: Page) -> bytes | None:
+async def _screenshot(cdp: CDPSender, page: Page, binding: DocumentBinding) -> bytes | None:
     """The viewport, with password fields and fields a secret was typed into masked
-    (``runtime/secrets.py`` tags those); a page that cannot be masked is not shot."""
+    twice: hidden by a style sheet while it is captured (also in same-origin frames),
+    and painted over from the boxes the observed document's private world knows
+    (``binding.py``), which no frame or page script can undo. A page that cannot be
+    masked is not shot."""
     try:
         await page.evaluate(own_js("mask_secret_fields.js"), True)
         shot = await cdp.send("Page.captureScreenshot", {"format": "png"})
+        return await binding.mask(page, base64.b64decode(shot["data"]))
     except (PlaywrightError, BrowserError) as exc:
         log.warning("screenshot failed", error=str(exc).splitlines()[0])
         return None
     finally:
         with contextlib.suppress(PlaywrightError):
             await page.evaluate(own_js("mask_secret_fields.js"), False)
-    return base64.b64decode(shot["data"])
 
 
 async def _safe_title(page: Page, timeout_s: float) -> str:

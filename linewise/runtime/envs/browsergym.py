@@ -31,7 +31,7 @@ from linewise.agent.action_parser import ParsedAction
 from linewise.agent.actions import refused_goto_message
 from linewise.errors import BrowserError, BrowserStalled
 from linewise.records import NavigationEvents, Tab, TargetBox
-from linewise.runtime.browser.chromium import BID_ATTRIBUTE, BrowserConfig
+from linewise.runtime.browser.chromium import GYM_BID_ATTRIBUTE, BrowserConfig
 from linewise.runtime.browser.executor import ActionOutcome
 from linewise.runtime.browser.navigation import NavigationPolicy
 from linewise.runtime.browser.observation import (
@@ -188,7 +188,7 @@ class BrowserGymEnv:
         script = own_js("invisible_text.js")
         for frame in self._gym.unwrapped.page.frames:
             try:
-                hidden.update(frame.evaluate(script, BID_ATTRIBUTE) or {})
+                hidden.update(frame.evaluate(script, GYM_BID_ATTRIBUTE) or {})
             except PlaywrightError as exc:  # a detached or unscriptable frame keeps its text
                 log.debug("invisible-text check skipped a frame", error=str(exc)[:200])
         obs[INVISIBLE_COUNTS] = apply_invisible_text(obs["axtree_object"], hidden, mode)

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from linewise.errors import ConfigError
-from linewise.runtime.browser.chromium import CHROMIUM_ARGS, find_chromium
+from linewise.runtime.browser.chromium import CHROMIUM_ARGS, GYM_BID_ATTRIBUTE, find_chromium
 
 _local = threading.local()
 
@@ -116,9 +116,18 @@ def install(*, memory_chat: bool = True) -> None:
     global _ORIGINAL_CHAT
     import browsergym.core.chat as chat_module
     import browsergym.core.env as env_module
+    import browsergym.core.observation as observation_module
+    import browsergym.utils.obs as obs_utils
 
     env_module._get_global_playwright = thread_playwright
     chat_module._get_global_playwright = thread_playwright
+    # BrowserGym marks elements under the attribute ``bid``, which pages use themselves
+    # (its marking then refuses the page) and can forge: a private name instead, read
+    # where BrowserGym reads its constant (the test-id attribute its actions locate by,
+    # the snapshot and focus readers).
+    env_module.BROWSERGYM_ID_ATTRIBUTE = GYM_BID_ATTRIBUTE
+    observation_module.BID_ATTR = GYM_BID_ATTRIBUTE
+    obs_utils.BID_ATTR = GYM_BID_ATTRIBUTE
     if _ORIGINAL_CHAT is None:
         _ORIGINAL_CHAT = env_module.Chat
     env_module.Chat = MemoryChat if memory_chat else _ORIGINAL_CHAT

@@ -140,7 +140,19 @@ class ChromiumEnv:
         self._last.dialogs = self.session.take_dialogs()
         return self._last
 
-    async def act(self, action: ParsedAction) -> ActionOutcome:
+    async def type_secret(self, action: ParsedAction, value: str, origin: str) -> ActionOutcome:
+        """``action``, a ``fill`` of a secret, typing ``value`` only into the document
+        last observed and only while it is at ``origin`` (``binding.py``)."""
+        bid = str(action.arguments.get("bid", ""))
+
+        async def type_bound(ctx: ActionContext) -> None:
+            await self.session.binding.type_secret(bid, value, origin)
+
+        return await self.act(action, run=type_bound)
+
+    async def act(
+        self, action: ParsedAction, run: Callable[[ActionContext], Awaitable[None]] | None = None
+    ) -> ActionOutcome:
         last = self._last
         config = self.browser.config
         ctx = ActionContext(
@@ -156,7 +168,7 @@ class ChromiumEnv:
         deadline_s = (longest_ms + config.settle_timeout_ms) / 1000 + MARGIN_S
         box = await target_box(action, ctx)
         outcome = await self._guarded(
-            "act", execute_action(action, ctx, self.settle, config.settle_timeout_ms / 1000),
+            "act", execute_action(action, ctx, self.settle, config.settle_timeout_ms / 1000, run),
             deadline_s,
         )
         outcome.target_box = box

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from linewise.errors import ConfigError, TaskFileError
+from linewise.runtime.goal_secrets import take_goal_secrets
 from linewise.runtime.tasks.schema import (
     TASK_MODELS,
     AnyTask,
@@ -96,13 +97,15 @@ def load_task_file(path: str | os.PathLike[str]) -> list[AnyTask]:
 
 
 def adhoc_task(url: str, goal: str, max_steps: int) -> WebTask:
-    """Build the one-off web task of ``linewise run --url URL --goal TEXT``.
+    """Build the one-off web task of ``linewise run --url URL --goal TEXT``; each
+    ``{{secret:VALUE}}`` in the goal becomes a secret (``goal_secrets.py``).
 
     Raises:
         ConfigError: the URL, goal or step budget is not valid.
     """
+    goal, secrets = take_goal_secrets(goal)
     try:
-        return WebTask(id="adhoc", url=url, goal=goal, max_steps=max_steps)
+        return WebTask(id="adhoc", url=url, goal=goal, max_steps=max_steps, secrets=secrets)
     except ValidationError as exc:
         problems = "; ".join(
             f"--{'-'.join(str(p) for p in err['loc']).replace('_', '-')}: "
