@@ -29,6 +29,9 @@ class RunsTheModelsActionAsAnOverride:
     """A person who, at the first step, types in the very action the model proposed:
     still a person's decision, so the episode is no longer the agent's alone."""
 
+    def waiting(self, index: int) -> None:
+        pass
+
     async def choose(self, pending: PendingStep) -> Choice:
         if pending.index == 0:
             return Choice("override", pending.action)
