@@ -59,6 +59,9 @@ SETTINGS_FLAGS: dict[str, tuple[SettingsPath, ...]] = {
     "parse_retries": (("agent", "parse_retries"),),
     "repeat_escapes": (("agent", "repeat_escapes"),),
     "action_grammar": (("agent", "action_grammar"),),
+    "memory": (("agent", "memory"),),
+    "memory_k": (("agent", "memory_k"),),
+    "memory_budget": (("agent", "memory_budget_tokens"),),
     "headless": (("browser", "headless"),),
     "chromium": (("browser", "chromium"),),
     "slow_mo": (("browser", "slow_mo_ms"),),
@@ -273,6 +276,18 @@ def add_agent_flags(parser: argparse.ArgumentParser) -> None:
                         "action space, naming only ids in the view (auto, the default: on "
                         "for the embedded model and --gguf; on: also for an endpoint that "
                         "takes llama.cpp's `grammar` field)")
+    add_memory_flags(parser)
+
+
+def add_memory_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("experience memory (linewise memory build)")
+    group.add_argument("--memory", type=Path, metavar="PATH",
+                       help="show each episode the memory's entries most like its goal and "
+                       "first page as worked examples (never its own task and seed)")
+    group.add_argument("--memory-k", type=int, metavar="K",
+                       help="worked examples per episode, at most (default 3)")
+    group.add_argument("--memory-budget", type=int, metavar="N",
+                       help="tokens the examples may take in the prompt (default 1500)")
 
 
 def add_episode_flags(

@@ -10,6 +10,7 @@
     linewise snapshot URL
     linewise prune RUN_DIR... --out DATASET_DIR
     linewise mine GRAPH.json
+    linewise memory build RUN_DIR... --out MEMORY.jsonl
     linewise setup [--xvfb]
     linewise model path|fetch
 
@@ -23,7 +24,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from linewise.cli import bench, filter_eval, filters, prune, run, setup, snapshot, view
+from linewise.cli import (
+    bench,
+    filter_eval,
+    filters,
+    memory,
+    prune,
+    run,
+    setup,
+    snapshot,
+    view,
+)
 from linewise.cli.exit_codes import EXIT_INTERRUPTED, EXIT_SETUP, EXIT_USAGE
 from linewise.errors import ConfigError, LinewiseError, TaskFileError
 from linewise.runtime.log import configure_logging
@@ -42,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     setup.add_parsers(sub)
     bench.add_parsers(sub)
     prune.add_parsers(sub)
+    memory.add_parser(sub)
     view.add_parser(sub)
     return parser
 
