@@ -11,6 +11,7 @@
     linewise prune RUN_DIR... --out DATASET_DIR
     linewise mine GRAPH.json
     linewise memory build RUN_DIR... --out MEMORY.jsonl
+    linewise improve TASKS.yaml --train-seeds A-B --test-seeds C-D --rounds N --out DIR
     linewise setup [--xvfb]
     linewise model path|fetch
 
@@ -28,6 +29,7 @@ from linewise.cli import (
     bench,
     filter_eval,
     filters,
+    improve,
     memory,
     prune,
     run,
@@ -54,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_parsers(sub)
     prune.add_parsers(sub)
     memory.add_parser(sub)
+    improve.add_parser(sub)
     view.add_parser(sub)
     return parser
 
