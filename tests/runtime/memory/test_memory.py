@@ -3,6 +3,7 @@ back from its JSONL file, retrieved for a running episode and fitted to its budg
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from linewise.agent.experience.store import (
     task_key,
     write_memory,
 )
+from linewise.cli.main import main
 from linewise.errors import ConfigError
 from linewise.records import EpisodeSummary, StepRecord
 from linewise.runtime.bench.driver import run_bench
@@ -26,9 +28,11 @@ from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.memory.build import build_memory
 from linewise.runtime.pruning.dialogue import PrunedStep
 from linewise.runtime.pruning.export import TRAJECTORIES_FILE, TrajectoryOutcome
+from linewise.runtime.run import run
 from linewise.runtime.tasks.schema import MiniWoBTask
-from linewise.runtime.trace import EpisodeTraceWriter
+from linewise.runtime.trace import EpisodeTraceWriter, read_steps
 from linewise.settings import AgentSettings, LinewiseSettings
+from linewise.testing import FunctionModel, miniwob_solver
 from linewise.tokens import count_tokens
 
 PAGE = "\n".join([
@@ -184,3 +188,48 @@ async def test_a_memory_built_from_the_test_seeds_is_refused(tmp_path: Path) -> 
     clean = LinewiseSettings(agent=AgentSettings(memory=path))
     assert check_memory_leak(clean, [TaskKey("miniwob.click-test", 6)]) == []
     assert memory_for(LinewiseSettings()) is None
+
+
+async def test_the_python_api_shows_the_memory_to_the_model_and_records_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in list(os.environ):
+        if name.startswith(("OPENAI_", "LINEWISE_")):
+            monkeypatch.delenv(name)
+    path = tmp_path / "memory.jsonl"
+    write_memory(path, [
+        _entry("miniwob.click-test", 2, "Click the button.", "[4] button 'Click Me!'"),
+        _entry("miniwob.click-test", 1, "Click the button.", "[4] button 'Mine!'"),
+        _entry("miniwob.enter-text", 0, 'Enter "x" into the text field.', "[3] textbox"),
+    ])
+    model = FunctionModel(lambda messages, info: miniwob_solver(messages))
+    settings = LinewiseSettings(screenshots=False, filter={"name": "none"},
+                                agent=AgentSettings(memory_k=1))
+    [summary] = await run(MiniWoBTask(miniwob="click-test", seed=1, max_steps=2), model=model,
+                          settings=settings, out_dir=tmp_path / "run", memory=path)
+    assert summary.success
+    user = model.requests[0].messages[1]["content"]
+    assert user.startswith("# Worked examples") and "'Click Me!'" in user
+    assert "'Mine!'" not in user  # the entry of the running task and seed
+    [step] = read_steps(tmp_path / "run" / "miniwob.click-test.seed1")
+    assert step.memory is not None and step.memory.entries == ["miniwob.click-test.seed2/ep"]
+    assert step.memory.tokens == count_tokens(user.split("\n# Goal", 1)[0])
+
+
+def test_memory_build_and_show_commands(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    runs = tmp_path / "run"
+    _episode(runs, "miniwob.form.seed1", "Sign up as Alice.", True,
+             [("fill('4', 'Alice')", None, "Type the name."), ("click('9')", None, "Submit.")])
+    _episode(runs, "miniwob.form.seed2", "Sign up as Bob.", False, [("noop()", None, None)])
+    out = tmp_path / "memory.jsonl"
+    assert main(["memory", "build", str(runs), "--out", str(out), "--no-embed"]) == 0
+    assert "1 entries (0 from the pruner) from 1 successful of 2 episodes" in (
+        capsys.readouterr().out)
+    assert main(["memory", "show", str(out)]) == 0
+    assert capsys.readouterr().out.startswith(
+        "miniwob.form.seed1/id-miniwob.form.seed1\tminiwob.form\tseed 1\t2 steps")
+    assert main(["memory", "show", str(out), "--goal", "Sign up as Dan",
+                 "--task-id", "miniwob.form.seed5"]) == 0
+    shown = capsys.readouterr().out
+    assert "## Example 1\nTask: Sign up as Alice." in shown and "action: click('9')" in shown
