@@ -8,7 +8,7 @@ from pathlib import Path
 
 from linewise.agent.experience.retrieve import ExperienceMemory
 from linewise.agent.experience.store import MemoryEntry, TaskKey, overlapping, read_memory
-from linewise.agent.filters.registry import shared_embedder
+from linewise.agent.filters.embedders import make_embedder
 from linewise.errors import ConfigError
 from linewise.settings import LinewiseSettings
 
@@ -19,10 +19,19 @@ def memory_for(settings: LinewiseSettings) -> ExperienceMemory | None:
     path = settings.agent.memory
     if path is None:
         return None
-    entries = _entries(*_version(path))
-    embedder = shared_embedder(settings.filter, api_key=settings.action.api_key)()
-    return ExperienceMemory(entries, k=settings.agent.memory_k,
-                            budget_tokens=settings.agent.memory_budget_tokens,
+    return _memory(_version(path), settings.agent.memory_k,
+                   settings.agent.memory_budget_tokens, settings.filter.embedding_base_url,
+                   settings.filter.embedding_model, settings.action.api_key)
+
+
+@cache
+def _memory(version: tuple[Path, int, int], k: int, budget_tokens: int,
+            embedding_base_url: str | None, embedding_model: str | None,
+            api_key: str | None) -> ExperienceMemory:
+    """One memory (and embedder) per file version and settings: a bench asks for it once
+    per episode, and its entries' index and embedder need not be made again."""
+    embedder = make_embedder(embedding_base_url, embedding_model, api_key=api_key)
+    return ExperienceMemory(_entries(*version), k=k, budget_tokens=budget_tokens,
                             embedder=embedder)
 
 
