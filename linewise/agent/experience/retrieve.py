@@ -122,7 +122,10 @@ class ExperienceMemory:
             return NO_EXAMPLES
         query = "\n".join([goal, *page.splitlines()[:QUERY_PAGE_LINES]])
         lexical = self.ranker.scores(query)
-        rankings = [sorted(candidates, key=lambda i: (-lexical[i], i))]
+        # An entry sharing no word with the query gets no lexical vote: a tie of zeros
+        # is no ranking, and would outvote the embedder's.
+        rankings = [sorted((i for i in candidates if lexical[i] > 0),
+                           key=lambda i: (-lexical[i], i))]
         similarity, note = await self._similarity(query, candidates)
         if similarity is not None:
             rankings.append(sorted(candidates, key=lambda i: (-similarity[i], i)))

@@ -18,6 +18,7 @@ from linewise.agent.experience.store import (
     task_key,
     write_memory,
 )
+from linewise.agent.filters.embedders import MiniLMEmbedder
 from linewise.cli.main import main
 from linewise.errors import ConfigError
 from linewise.records import EpisodeSummary, StepRecord
@@ -233,3 +234,24 @@ def test_memory_build_and_show_commands(tmp_path: Path,
                  "--task-id", "miniwob.form.seed5"]) == 0
     shown = capsys.readouterr().out
     assert "## Example 1\nTask: Sign up as Alice." in shown and "action: click('9')" in shown
+
+
+async def test_the_embedder_finds_a_paraphrase_that_shares_no_word(tmp_path: Path) -> None:
+    """Built with the offline MiniLM embedder: an entry that shares no word with the goal
+    is found by meaning, and the record says the ranking used the embedder."""
+    runs = tmp_path / "run"
+    _episode(runs, "miniwob.enter-text.seed0", "Type your favourite colour into the field.",
+             True, [("fill('4', 'blue')", None, "Type it.")])
+    _episode(runs, "miniwob.click-dialog.seed0", "Close the dialog box by pressing the x.",
+             True, [("click('9')", None, "Close it.")])
+    embedder = MiniLMEmbedder()
+    entries, report = await build_memory([runs], embedder=embedder)
+    assert report.embedder == embedder.name and all(e.embedding for e in entries)
+    goal = "Shut the popup window."
+    with_vectors = await ExperienceMemory(entries, k=1, embedder=embedder).examples(
+        "miniwob.other.seed0", goal, "")
+    assert with_vectors.shown.entries == [
+        "miniwob.click-dialog.seed0/id-miniwob.click-dialog.seed0"]
+    assert with_vectors.shown.retrieval == "lexical+embedding" and with_vectors.shown.note is None
+    lexical = await ExperienceMemory(entries, k=1).examples("miniwob.other.seed0", goal, "")
+    assert lexical.shown.retrieval == "lexical"
