@@ -15,14 +15,12 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import structlog
 
 from linewise.agent.experience.store import (
     MemoryEntry,
-    read_memory,
     same_task_and_seed,
     task_key,
 )
@@ -107,10 +105,6 @@ class ExperienceMemory:
         self.embedder = embedder
         texts = [e.search_text() for e in entries]
         self.ranker = LineRanker(texts, word_counts=[_bag(t) for t in texts])
-
-    @classmethod
-    def load(cls, path: Path, **options: object) -> ExperienceMemory:
-        return cls(read_memory(path), **options)  # type: ignore[arg-type]
 
     async def examples(self, task_id: str, goal: str, page: str, seed: int | None = None
                        ) -> Examples:
