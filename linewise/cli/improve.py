@@ -24,7 +24,6 @@ from linewise.cli.flags import (
 )
 from linewise.errors import ConfigError
 from linewise.runtime.bench.local import BenchOptions
-from linewise.runtime.bench.progress import make_progress
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.improve.loop import ImproveLoop, ImproveOptions, SeedRange
 from linewise.runtime.improve.report import REPORT_FILE, TABLE_FILE, improve_table
@@ -87,7 +86,6 @@ def cmd_improve(args: argparse.Namespace) -> int:
         embedder=None if args.no_embed else make_embedder(
             settings.filter.embedding_base_url, settings.filter.embedding_model,
             api_key=settings.action.api_key),
-        progress=make_progress(False, args.log_level),
     )
     report = asyncio.run(loop.run())
     sys.stdout.write(improve_table(report))

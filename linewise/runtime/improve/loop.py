@@ -26,7 +26,6 @@ from linewise.errors import ConfigError
 from linewise.runtime.bench.driver import run_bench
 from linewise.runtime.bench.local import BenchOptions
 from linewise.runtime.bench.plan import EpisodeSpec, default_id, expand
-from linewise.runtime.bench.progress import Progress
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.improve.report import (
     REPORT_FILE,
@@ -110,7 +109,6 @@ class ImproveLoop:
         bench_options: BenchOptions,
         prune_options: PruneOptions | None = None,
         embedder: Embedder | None = None,
-        progress: Progress | None = None,
     ) -> None:
         if options.train_seeds.overlaps(options.test_seeds):
             raise ConfigError(f"training seeds {options.train_seeds} and test seeds "
@@ -124,7 +122,6 @@ class ImproveLoop:
         self.bench_options = bench_options
         self.prune_options = prune_options or PruneOptions()
         self.embedder = embedder
-        self.progress = progress
         name = settings.filter.name
         self.train_specs = seeded_specs(tasks, options.train_seeds, name)
         self.test_specs = seeded_specs(tasks, options.test_seeds, name)
@@ -171,7 +168,7 @@ class ImproveLoop:
             "agent": self.settings.agent.model_copy(update={"memory": memory})})
         outcome = await run_bench(
             specs, settings, self.browser_config, folder, self.bench_options,
-            progress=self.progress, argv=["linewise", "improve", str(self.out_dir)],
+            argv=["linewise", "improve", str(self.out_dir)],
             allow_memory_overlap=train,
         )
         mine = {s.key for s in specs}
