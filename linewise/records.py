@@ -210,6 +210,17 @@ ActionDecoding = Literal["free", "grammar", "refused"]
 grammar (HTTP 400) and was asked again without it."""
 
 
+class MemoryShown(BaseModel):
+    """The experience memory's worked examples a step's prompt showed (``--memory``)."""
+
+    entries: list[str] = Field(default_factory=list, description="The entries' ids, in order.")
+    retrieval: Literal["lexical", "lexical+embedding"] = "lexical"
+    note: str | None = Field(
+        default=None, description="Why retrieval was lexical only, when it was."
+    )
+    tokens: int = Field(default=0, description="Tokens of the examples block.")
+
+
 class StepRecord(BaseModel):
     """Everything about one step: what was seen, asked, answered and done."""
 
@@ -245,6 +256,9 @@ class StepRecord(BaseModel):
         "'escaped': a re-ask chose another action, 'kept': every re-ask repeated it.",
     )
     action_decoding: ActionDecoding = "free"
+    memory: MemoryShown | None = Field(
+        default=None, description="The memory's examples in this step's prompt (--memory)."
+    )
     reasks_stopped: str | None = Field(
         default=None, description="A re-ask was not made: the spending limit it met."
     )

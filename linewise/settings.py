@@ -205,6 +205,16 @@ class AgentSettings(BaseModel):
         "model and --gguf (llama.cpp), off for other endpoints; on: also for an endpoint "
         "(it must accept llama.cpp's `grammar` field; one that refuses it is asked without).",
     )
+    memory: Path | None = Field(
+        default=None,
+        description="An experience memory (`linewise memory build`): each episode's "
+        "prompts show the memory_k entries most like its goal and first page as worked "
+        "examples, never one of the same task and seed.",
+    )
+    memory_k: int = Field(default=3, ge=1, description="Worked examples per episode, at most.")
+    memory_budget_tokens: int = Field(
+        default=1500, ge=100, description="The examples block never takes more tokens."
+    )
     view_budget_tokens: int | None = Field(
         default=None, ge=200,
         description="The page tokens the action model is shown comfortably: ``auto`` shows "

@@ -111,6 +111,9 @@ class ActionAgent:
         self.action_names = action_names
         self.grammar_on = _grammar_on(self.settings.action_grammar, model)
         self.history: list[StepMemory] = []
+        self.examples = ""
+        """The memory's worked examples for this episode (``agent/experience``), shown
+        in every step's prompt."""
         self.limits = PromptLimits(
             context_tokens=getattr(model, "context_tokens", None) or DEFAULT_CONTEXT_TOKENS,
             answer_tokens=getattr(model, "answer_tokens", None)
@@ -122,14 +125,15 @@ class ActionAgent:
         model's context less the rest of the prompt, the answer and one re-ask."""
         empty = view.model_copy(update={"text": ""})
         others = count_message_tokens(
-            build_action_messages(goal, empty, self.history, self.action_names))
+            build_action_messages(goal, empty, self.history, self.action_names, self.examples))
         return self.limits.view_room(others)
 
     async def decide(
         self, goal: str, view: PageView, spend_check: SpendCheck | None = None
     ) -> Decision:
         """One step's action. ``spend_check`` is asked before every re-ask."""
-        messages = build_action_messages(goal, view, self.history, self.action_names)
+        messages = build_action_messages(goal, view, self.history, self.action_names,
+                                         self.examples)
         decision = Decision(page_key=view.page_key)
         grammar = (Constraint.gbnf("action", action_grammar(view.bids, self.action_names))
                    if self.grammar_on else None)

@@ -99,8 +99,13 @@ def build_action_messages(
     view: PageView,
     history: list[StepMemory],
     action_names: list[str] | None = None,
+    examples: str = "",
 ) -> list[dict[str, str]]:
-    """The system and user messages for one action decision (static part first)."""
+    """The system and user messages for one action decision (static part first).
+
+    ``examples`` (the experience memory's worked examples, ``agent/experience``) open the
+    user message: they stay the same for a whole episode, so a prefix cache keeps them
+    with the system prompt, and the page that changes every step comes after them."""
     last_error = (
         f"\n# Error from your last action\n{view.last_action_error}\n"
         if view.last_action_error
@@ -118,7 +123,7 @@ def build_action_messages(
     )
     return [
         {"role": "system", "content": system_prompt(tuple(action_names or ()))},
-        {"role": "user", "content": user},
+        {"role": "user", "content": f"{examples}\n{user}" if examples else user},
     ]
 
 

@@ -90,6 +90,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                        help="always run the retriever (the cost gate skips it on trees too "
                        "small to pay for it, e.g. most MiniWoB++ pages)")
     bench.add_argument("--no-report", action="store_true", help="do not write the report")
+    bench.add_argument("--allow-memory-overlap", action="store_true",
+                       help="run even when --memory was built from episodes of this bench "
+                       "(a training run; flagged in the output and bench.json)")
     _add_report_flags(bench)
     add_log_flags(bench, level="auto", level_help="auto: WARNING under the progress bar, "
                   "else INFO", json_help="JSON log lines, no progress bar, even on a terminal")
@@ -171,6 +174,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         specs, settings, BrowserConfig.from_settings(settings.browser), out_dir, options,
         backend=args.backend, progress=progress, resume=args.resume or args.retry_errors,
         retry_errors=args.retry_errors, argv=sys.argv, stop=stop,
+        allow_memory_overlap=args.allow_memory_overlap,
     )))
     outcome = interruptible.result
     if interruptible.interrupted:
@@ -186,6 +190,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
           f"infrastructure endings {infra_text(summary)}"
           + (f"; assisted by a person (not counted) {summary.assisted}"
              if summary.assisted else ""))
+    if outcome.memory_overlap:
+        print(f"WARNING: the memory was built from {len(outcome.memory_overlap)} episodes of "
+              "this bench: its success rate is not a clean test")
     if outcome.budget_stop is not None:
         print(f"stopped by the run budget: {outcome.budget_stop}; {outcome.not_started} "
               "episodes not started (raise the limit and rerun with --resume to run them)")

@@ -61,6 +61,9 @@ SETTINGS_FLAGS: dict[str, tuple[SettingsPath, ...]] = {
     "parse_retries": (("agent", "parse_retries"),),
     "repeat_escapes": (("agent", "repeat_escapes"),),
     "action_grammar": (("agent", "action_grammar"),),
+    "memory": (("agent", "memory"),),
+    "memory_k": (("agent", "memory_k"),),
+    "memory_budget": (("agent", "memory_budget_tokens"),),
     "headless": (("browser", "headless"),),
     "chromium": (("browser", "chromium"),),
     "slow_mo": (("browser", "slow_mo_ms"),),
@@ -313,6 +316,19 @@ def add_agent_flags(parser: argparse.ArgumentParser) -> None:
                         "action space, naming only ids in the view; auto: for the embedded "
                         "model and --gguf, on: also for an endpoint that takes llama.cpp's "
                         f"`grammar` field ({default_of('action_grammar')})")
+    add_memory_flags(parser)
+
+
+def add_memory_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("experience memory (linewise memory build)")
+    group.add_argument("--memory", type=Path, metavar="PATH",
+                       help="show each episode the memory's entries most like its goal and "
+                       "first page as worked examples (never its own task and seed)")
+    group.add_argument("--memory-k", type=int, metavar="K",
+                       help=f"worked examples per episode, at most ({default_of('memory_k')})")
+    group.add_argument("--memory-budget", type=int, metavar="N",
+                       help="tokens the examples may take in the prompt "
+                       f"({default_of('memory_budget')})")
 
 
 def add_max_obs_tokens_flag(parser: argparse.ArgumentParser) -> None:

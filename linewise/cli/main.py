@@ -11,6 +11,8 @@
     linewise snapshot URL
     linewise prune RUN_DIR... --out DATASET_DIR
     linewise mine GRAPH.json
+    linewise memory build RUN_DIR... --out MEMORY.jsonl
+    linewise improve TASKS.yaml --train-seeds A-B --test-seeds C-D --rounds N --out DIR
     linewise setup [--xvfb]
     linewise model path|fetch
 
@@ -28,6 +30,8 @@ from linewise.cli import (
     bench,
     filter_eval,
     filters,
+    improve,
+    memory,
     prune,
     run,
     setup,
@@ -53,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     setup.add_parsers(sub)
     bench.add_parsers(sub)
     prune.add_parsers(sub)
+    memory.add_parser(sub)
+    improve.add_parser(sub)
     view.add_parser(sub)
     show_trace.add_parser(sub)
     return parser

@@ -26,6 +26,8 @@ import structlog
 from playwright.async_api import Error as PlaywrightError
 
 from linewise.agent.action_parser import ParsedAction, parse_action
+from linewise.agent.experience.load import memory_for
+from linewise.agent.experience.retrieve import ExperienceMemory
 from linewise.agent.filters.base import FilterInput, FilterResult, ObservationFilter
 from linewise.agent.filters.truncate import NoFilter
 from linewise.agent.history import PastAction
@@ -47,6 +49,7 @@ from linewise.records import (
     InfraKind,
     LLMCall,
     ManualStep,
+    MemoryShown,
     Operator,
     StepFailure,
     StepRecord,
@@ -88,6 +91,8 @@ class EpisodeConfig:
     stop: asyncio.Event | None = None
     """Set to stop the episode after its current step (the first Ctrl+C): it ends
     ``stopped``/``interrupted`` with its trace complete."""
+    memory: ExperienceMemory | None = None
+    """Worked examples for the action model (``--memory``), retrieved once per episode."""
 
     @classmethod
     def from_settings(
@@ -101,7 +106,7 @@ class EpisodeConfig:
             screenshots=settings.screenshots,
             secrets=SecretStore.from_specs(settings.secrets),
             budget=budget,
-            **fields,
+            **{"memory": memory_for(settings), **fields},
         )
 
     def make_agent(self, model: ChatModel) -> ActionAgent:
@@ -200,6 +205,7 @@ class _Episode:
             filter=self.filter.name,
             directory=directory,
         )
+        self.memory_shown: MemoryShown | None = None
         self.messages_to_user: list[str] = []
         self.infeasible_reason: str | None = None
         self._deadline: asyncio.Timeout | None = None
@@ -309,6 +315,11 @@ class _Episode:
         obs = await self.env.observe(screenshot=self.config.screenshots)
         step.observation = obs
         step.filter_input = self._filter_input(goal, obs, previous, last_error)
+        if index == 0 and self.config.memory is not None:
+            # Once per episode, on its first page: the same examples in every prompt keep
+            # the prompt's prefix (and the server's cache of it) unchanged.
+            examples = await self.config.memory.examples(self.task_id, goal, obs.text)
+            self.agent.examples, self.memory_shown = examples.text, examples.shown
         view = PageView(
             url=obs.url,
             tabs=obs.tabs,
@@ -473,6 +484,7 @@ class _Episode:
             parse_error=decision.error if decision.action is None else None,
             repeat_escape=decision.repeat_escape,
             action_decoding=decision.decoding,
+            memory=self.memory_shown,
             reasks_stopped=decision.reasks_stopped,
             action_error=step.outcome.error if step.outcome else None,
             absent_bids=absent,

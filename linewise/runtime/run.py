@@ -439,6 +439,7 @@ async def run(
     settings: LinewiseSettings | None = None,
     out_dir: str | os.PathLike[str] | None = None,
     hooks: Sequence[StepHooks] = (),
+    memory: str | os.PathLike[str] | None = None,
 ) -> list[EpisodeSummary]:
     """Run tasks from Python: the library's entry point.
 
@@ -448,7 +449,9 @@ async def run(
     endpoints of ``settings`` are used, or the embedded model. ``filter`` is a registered
     name, a registration, a factory or a filter object. ``settings`` default to the
     environment (``LINEWISE_…``, ``OPENAI_…``). Traces go to ``out_dir`` (default
-    ``runs/<timestamp>``); the summaries come back in task order.
+    ``runs/<timestamp>``); the summaries come back in task order. ``memory``: an
+    experience memory file (``linewise memory build``) whose worked examples the action
+    model is shown (``settings.agent.memory``).
     """
     if not structlog.is_configured():
         # A library writes nothing to stdout: unless the application set logging up,
@@ -462,6 +465,9 @@ async def run(
     else:
         task_list = list(tasks)
     chosen = settings if settings is not None else LinewiseSettings().resolved()
+    if memory is not None:
+        chosen = chosen.model_copy(update={
+            "agent": chosen.agent.model_copy(update={"memory": Path(memory)})})
     return await run_tasks(
         task_list, chosen, Path(out_dir) if out_dir is not None else default_out_dir(),
         action_model=model, retriever_model=retriever, filter=filter, hooks=hooks,

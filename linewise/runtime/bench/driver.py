@@ -26,6 +26,8 @@ from typing import Literal
 
 import structlog
 
+from linewise.agent.experience.load import check_memory_leak
+from linewise.agent.experience.store import task_key
 from linewise.errors import ConfigError
 from linewise.runtime.bench.local import BenchOptions, run_local
 from linewise.runtime.bench.metrics import episode_cost
@@ -73,6 +75,9 @@ class BenchOutcome:
     """Earlier infrastructure endings (and, with retry_errors, errors) run again."""
     stopped: str | None = None
     """Why the bench stopped before running everything (resumable), or None."""
+    memory_overlap: list[str] = field(default_factory=list)
+    """Episodes the memory (``--memory``) was built from that this bench ran anyway
+    (``allow_memory_overlap``): its success rate is not a clean test."""
 
 
 def check_manifest(out_dir: Path, settings: LinewiseSettings, resume: bool) -> None:
@@ -99,6 +104,7 @@ def write_manifest(
     backend: str,
     options: BenchOptions,
     argv: list[str],
+    memory_overlap: list[str] | None = None,
 ) -> None:
     """``bench.json``: the plan and every invocation that worked on this folder."""
     path = out_dir / MANIFEST_FILE
@@ -115,6 +121,7 @@ def write_manifest(
         "retriever_model": settings.retriever.model,
         "filters": sorted({s.filter for s in specs}),
         "episodes": len(specs),
+        **({"memory_overlap": memory_overlap} if memory_overlap else {}),
         **environment_manifest(settings),
         "invocations": [*previous.get("invocations", []), invocation],
     }
@@ -173,16 +180,24 @@ async def run_bench(
     retry_errors: bool = False,
     argv: list[str] | None = None,
     stop: asyncio.Event | None = None,
+    allow_memory_overlap: bool = False,
 ) -> BenchOutcome:
     """Run every spec not already in ``out_dir/results.jsonl`` (infrastructure endings
     run again, and with ``retry_errors`` every ending with an error); return all
-    results. Raises ``EndpointRefused`` when the endpoint refuses the run."""
+    results. Raises ``EndpointRefused`` when the endpoint refuses the run, and
+    ``ConfigError`` when the memory holds an episode of the bench (unless
+    ``allow_memory_overlap``: it is then flagged in the outcome and bench.json)."""
     progress = progress or LogProgress()
+    overlap = [f"{k.task} seed {k.seed}" for k in check_memory_leak(
+        settings, (task_key(s.task.id, s.seed) for s in specs), allow=allow_memory_overlap)]
+    if overlap:
+        log.warning("the memory holds episodes of this bench", episodes=overlap[:10],
+                    count=len(overlap))
     settings = prepare_run(settings, [s.task for s in specs])
     out_dir.mkdir(parents=True, exist_ok=True)
     check_manifest(out_dir, settings, resume)
     write_manifest(out_dir, settings, specs, backend=backend, options=options,
-                   argv=argv if argv is not None else sys.argv)
+                   argv=argv if argv is not None else sys.argv, memory_overlap=overlap)
     path = out_dir / RESULTS_FILE
     retried = take_back_endings(out_dir, specs, retry_errors=retry_errors)
     stopped: str | None = None
@@ -230,6 +245,6 @@ async def run_bench(
     return BenchOutcome(
         results=read_results(path), ran=len(pending) - not_started, recovered=recovered,
         skipped=skipped, set_aside=moved, budget_stop=budget_stop, not_started=not_started,
-        retried=retried, stopped=stopped,
+        retried=retried, stopped=stopped, memory_overlap=overlap,
     )
 

@@ -1,0 +1,135 @@
+"""Memory entries and their file: one ``MemoryEntry`` per line of a JSONL file.
+
+Every line carries ``version``; a reader refuses a line of another version rather than
+misreading it. An entry is one successful episode reduced to the steps that mattered
+(the pruner's kept steps when a pruned trajectory exists, else the steps that ran
+without error), each with a compact excerpt of the page where it acted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import NamedTuple
+
+from pydantic import BaseModel, Field, ValidationError
+
+from linewise.errors import ConfigError
+
+MEMORY_VERSION = 1
+
+_SEEDED_ID = re.compile(r"^(?P<task>.+)\.seed(?P<seed>\d+)$")
+
+
+class TaskKey(NamedTuple):
+    """A task without its seed, and the seed (None: the task has none, or it is not known)."""
+
+    task: str
+    seed: int | None
+
+
+def task_key(task_id: str, seed: int | None = None) -> TaskKey:
+    """The key of a task id: ``miniwob.click-test.seed3`` is (``miniwob.click-test``, 3).
+    A given ``seed`` wins over the one the id names."""
+    match = _SEEDED_ID.match(task_id)
+    if match is None:
+        return TaskKey(task_id, seed)
+    return TaskKey(match["task"], seed if seed is not None else int(match["seed"]))
+
+
+def same_task_and_seed(a: TaskKey, b: TaskKey) -> bool:
+    """Whether two keys may be the same episode: the same task, and the same seed or a
+    seed unknown on either side (then only the task can tell, and it is taken as equal)."""
+    return a.task == b.task and (a.seed is None or b.seed is None or a.seed == b.seed)
+
+
+class MemoryStep(BaseModel):
+    """One kept step: where it acted, what it thought, what it did."""
+
+    index: int = Field(description="The step's index in its episode (0-based).")
+    url: str = ""
+    observation: str = Field(
+        description="The acted element's line with a few lines around it, from the view "
+        "the agent was shown (the first lines of the page for an action without an element)."
+    )
+    think: str = ""
+    action: str
+
+
+class MemoryEntry(BaseModel):
+    """One successful episode as a worked example."""
+
+    version: int = MEMORY_VERSION
+    id: str = Field(description="Unique in its file: <task_id>/<episode_id>.")
+    task_id: str
+    task: str = Field(description="The task without its seed (miniwob.click-test).")
+    seed: int | None = None
+    kind: str = Field(default="", description="The benchmark: miniwob, web, browsergym/<family>.")
+    goal: str
+    source: str = Field(default="", description="The episode folder it was built from.")
+    pruned: bool = Field(default=False, description="Steps are the pruner's kept steps.")
+    steps: list[MemoryStep]
+    embedder: str | None = Field(default=None, description="Who computed ``embedding``.")
+    embedding: list[float] | None = Field(
+        default=None, description="Unit vector of the entry's search text (goal and pages)."
+    )
+
+    @property
+    def key(self) -> TaskKey:
+        return TaskKey(self.task, self.seed)
+
+    def search_text(self) -> str:
+        """What retrieval matches against: the goal and the pages where it acted."""
+        return "\n".join([self.goal, *(s.observation for s in self.steps)])
+
+
+def write_memory(path: Path, entries: Iterable[MemoryEntry]) -> int:
+    """Write ``entries`` as JSONL (replacing the file atomically); returns how many."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    count = 0
+    with tmp.open("w", encoding="utf-8") as handle:
+        for entry in entries:
+            handle.write(entry.model_dump_json() + "\n")
+            count += 1
+    tmp.replace(path)
+    return count
+
+
+def read_memory(path: Path) -> list[MemoryEntry]:
+    """The entries of a memory file.
+
+    Raises:
+        ConfigError: the file is missing, or a line is not an entry of this version.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"memory {path}: {exc.strerror or exc}") from exc
+    entries: list[MemoryEntry] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"memory {path}:{number}: not JSON ({exc.msg})") from exc
+        version = data.get("version") if isinstance(data, dict) else None
+        if version != MEMORY_VERSION:
+            raise ConfigError(f"memory {path}:{number}: version {version!r}, this linewise "
+                              f"reads version {MEMORY_VERSION}; build the memory again")
+        try:
+            entries.append(MemoryEntry.model_validate(data))
+        except ValidationError as exc:
+            raise ConfigError(f"memory {path}:{number}: {exc.errors()[0]['msg']}") from exc
+    return entries
+
+
+def overlapping(entries: Iterable[MemoryEntry], keys: Iterable[TaskKey]) -> list[TaskKey]:
+    """The ``keys`` (e.g. the episodes a bench tests on) that some entry was built from:
+    a memory holding them would leak the answers of the episodes it is tested on."""
+    held = [entry.key for entry in entries]
+    return sorted({key for key in keys if any(same_task_and_seed(key, h) for h in held)},
+                  key=lambda k: (k.task, -1 if k.seed is None else k.seed))

@@ -1,0 +1,101 @@
+"""``linewise improve``: bench, prune, remember, bench again — round after round.
+
+    linewise improve TASKS.yaml --train-seeds A-B --test-seeds C-D [--rounds N] --out DIR
+                     [--no-baseline] [--no-prune] [--prune-repeats N] [--no-embed]
+                     [model, endpoint, agent and browser flags]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from linewise.agent.filters.embedders import make_embedder
+from linewise.cli.flags import (
+    add_agent_flags,
+    add_browser_flags,
+    add_episode_flags,
+    add_log_flags,
+    add_model_flags,
+    default_of,
+    filter_name,
+    settings_from_args,
+)
+from linewise.errors import ConfigError
+from linewise.runtime.bench.local import BenchOptions
+from linewise.runtime.browser.chromium import BrowserConfig
+from linewise.runtime.improve.loop import ImproveLoop, ImproveOptions, SeedRange
+from linewise.runtime.improve.report import REPORT_FILE, TABLE_FILE, improve_table
+from linewise.runtime.log import configure_logging
+from linewise.runtime.pruning.pipeline import PruneOptions
+from linewise.runtime.tasks.loader import load_task_file, select_tasks
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    improve = sub.add_parser(
+        "improve", help="rounds of: bench on training seeds, prune, add the successes to "
+        "an experience memory, bench on test seeds with it",
+        description="The self-improvement loop without training weights: each round "
+        "benches the training seeds with the memory so far, prunes that bench, rebuilds "
+        "the memory from every training bench, and benches the (disjoint) test seeds with "
+        "it. Reports success per round with its standard error.")
+    improve.add_argument("tasks", type=Path, help="a YAML task file of miniwob/browsergym tasks")
+    improve.add_argument("--train-seeds", type=SeedRange.parse, required=True, metavar="A-B",
+                         help="the seeds the memory learns from")
+    improve.add_argument("--test-seeds", type=SeedRange.parse, required=True, metavar="C-D",
+                         help="the seeds success is measured on (disjoint from the training "
+                         "seeds)")
+    improve.add_argument("--rounds", type=int, default=1, metavar="N",
+                         help="train-prune-remember-test rounds (default 1)")
+    improve.add_argument("--out", type=Path, required=True, metavar="DIR",
+                         help="the loop's folder: every bench, dataset and memory")
+    improve.add_argument("--task", action="append", default=[], metavar="ID",
+                         help="only these task ids (repeatable)")
+    improve.add_argument("--max-steps", type=int, help="override every task's step limit")
+    improve.add_argument("--filter", type=filter_name, metavar="NAME",
+                         help="the observation filter of every bench "
+                         f"({default_of('filter')})")
+    improve.add_argument("--concurrency", type=int, default=1, metavar="N",
+                         help="episodes at once in each bench (default 1)")
+    improve.add_argument("--no-baseline", dest="baseline", action="store_false",
+                         help="skip round 0 (the test seeds without a memory)")
+    improve.add_argument("--no-prune", dest="prune", action="store_false",
+                         help="no pruning: entries keep the steps that ran without error")
+    improve.add_argument("--prune-repeats", type=int, default=PruneOptions.repeats,
+                         metavar="N", help="graph builds per trajectory for the pruner's vote")
+    improve.add_argument("--no-embed", action="store_true",
+                         help="lexical retrieval only (no embedder)")
+    add_browser_flags(improve)
+    add_model_flags(improve)
+    add_agent_flags(improve)
+    add_episode_flags(improve, timeout_default=f"{BenchOptions.episode_timeout_s:g}")
+    add_log_flags(improve, level="WARNING")
+    improve.set_defaults(handler=cmd_improve)
+
+
+def cmd_improve(args: argparse.Namespace) -> int:
+    if args.concurrency < 1 or args.rounds < 1 or args.prune_repeats < 1:
+        raise ConfigError("--concurrency, --rounds and --prune-repeats must be at least 1")
+    settings = settings_from_args(args)
+    tasks = select_tasks(load_task_file(args.tasks), args.task, args.max_steps)
+    options = ImproveOptions(rounds=args.rounds, train_seeds=args.train_seeds,
+                             test_seeds=args.test_seeds, baseline=args.baseline,
+                             prune=args.prune)
+    configure_logging(json_lines=True if args.log_json else None, level=args.log_level)
+    loop = ImproveLoop(
+        list(tasks), settings, args.out, options,
+        browser_config=BrowserConfig.from_settings(settings.browser),
+        bench_options=BenchOptions(
+            concurrency=args.concurrency,
+            episode_timeout_s=settings.episode_timeout_s or BenchOptions.episode_timeout_s),
+        prune_options=PruneOptions(repeats=args.prune_repeats),
+        embedder=None if args.no_embed else make_embedder(
+            settings.filter.embedding_base_url, settings.filter.embedding_model,
+            api_key=settings.action.api_key),
+    )
+    report = asyncio.run(loop.run())
+    sys.stdout.write(improve_table(report))
+    print(f"report: {args.out / REPORT_FILE}, {args.out / TABLE_FILE}")
+    return 0

@@ -1,0 +1,93 @@
+"""``linewise memory build`` and ``linewise memory show``: the experience memory.
+
+    linewise memory build RUN_DIR... --out MEMORY.jsonl [--pruned DATASET_DIR]... [--no-embed]
+    linewise memory show MEMORY.jsonl [--goal TEXT [--page FILE] [--task-id ID]]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+from linewise.agent.experience.load import memory_for
+from linewise.agent.experience.retrieve import ExperienceMemory
+from linewise.agent.experience.store import read_memory, write_memory
+from linewise.agent.filters.embedders import Embedder, make_embedder
+from linewise.cli.flags import add_log_level_flag, default_of, settings_from_args
+from linewise.errors import ConfigError
+from linewise.runtime.memory.build import build_memory
+from linewise.settings import LinewiseSettings
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    memory = sub.add_parser("memory", help="build or look at an experience memory (--memory)")
+    actions = memory.add_subparsers(dest="memory_command", required=True,
+                                    help="build: make a memory; show: look into one")
+    build = actions.add_parser(
+        "build", help="successful episodes of run or bench folders -> memory entries",
+        description="Keep the successful episodes, reduced to the pruner's kept steps where "
+        "`linewise prune` judged them (--pruned), else to the steps that ran without error.")
+    build.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR",
+                       help="run or bench folders (searched recursively)")
+    build.add_argument("--out", type=Path, required=True, metavar="MEMORY.jsonl",
+                       help="the memory file to write")
+    build.add_argument("--pruned", action="append", type=Path, default=[],
+                       metavar="DATASET_DIR", help="a `linewise prune --out` folder whose "
+                       "verdicts apply (repeatable)")
+    build.add_argument("--no-embed", action="store_true",
+                       help="no vectors: retrieval of this memory is lexical only")
+    add_log_level_flag(build, "WARNING")
+    build.set_defaults(handler=cmd_build)
+
+    show = actions.add_parser("show", help="list a memory's entries, or the examples an "
+                              "episode would be shown")
+    show.add_argument("memory", type=Path, metavar="MEMORY.jsonl", help="the memory file")
+    show.add_argument("--goal", help="show the examples retrieved for this goal")
+    show.add_argument("--page", type=Path, metavar="FILE", help="the first page's AXTree text")
+    show.add_argument("--task-id", default="", help="the running task id (its entries, same "
+                      "seed, are left out)")
+    show.add_argument("--memory-k", type=int, metavar="K",
+                      help=f"examples retrieved, at most ({default_of('memory_k')})")
+    show.add_argument("--memory-budget", type=int, metavar="N",
+                      help=f"tokens the examples may take ({default_of('memory_budget')})")
+    add_log_level_flag(show, "WARNING")
+    show.set_defaults(handler=cmd_show)
+
+
+def _embedder(settings: LinewiseSettings) -> Embedder:
+    return make_embedder(settings.filter.embedding_base_url, settings.filter.embedding_model,
+                         api_key=settings.action.api_key)
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    for folder in [*args.runs, *args.pruned]:
+        if not folder.is_dir():
+            raise ConfigError(f"{folder}: no such folder")
+    settings = settings_from_args(args, resolve=False)
+    embedder = None if args.no_embed else _embedder(settings)
+    entries, report = asyncio.run(build_memory(args.runs, args.pruned, embedder=embedder))
+    write_memory(args.out, entries)
+    skipped = ", ".join(f"{why} {n}" for why, n in sorted(report.skipped.items())) or "none"
+    print(f"{report.entries} entries ({report.from_pruner} from the pruner) from "
+          f"{report.successful} successful of {report.episodes} episodes; skipped: {skipped}")
+    print(f"embedding: {report.embedder or report.embedding_note}")
+    print(f"memory: {args.out}")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    if args.goal is None:
+        for entry in read_memory(args.memory):
+            seed = "-" if entry.seed is None else entry.seed
+            print(f"{entry.id}\t{entry.task}\tseed {seed}\t{len(entry.steps)} steps"
+                  f"{' (pruned)' if entry.pruned else ''}\t{entry.goal[:80]!r}")
+        return 0
+    settings = settings_from_args(args, resolve=False)  # the positional sets agent.memory
+    memory = memory_for(settings)
+    assert isinstance(memory, ExperienceMemory)
+    page = args.page.read_text(encoding="utf-8") if args.page is not None else ""
+    examples = asyncio.run(memory.examples(args.task_id, args.goal, page))
+    print(examples.shown.model_dump_json(indent=2))
+    print(examples.text)
+    return 0

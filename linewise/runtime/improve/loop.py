@@ -1,0 +1,184 @@
+"""The improve loop: N rounds of train bench -> prune -> memory -> test bench.
+
+    DIR/round-0/test/         the test seeds without a memory (the baseline; optional)
+    DIR/round-R/train/        a bench on the training seeds, with the memory of round R-1
+    DIR/round-R/pruned/       ``linewise prune`` of that bench (optional)
+    DIR/round-R/memory.jsonl  every training round so far, as memory entries
+    DIR/round-R/test/         a bench on the test seeds, with that memory
+    DIR/improve.json          the report (ImproveReport); improve.md its table
+
+Training and test seeds must be disjoint, and every test bench refuses a memory that
+holds one of its episodes (``runtime/memory/load.check_memory_leak``); a training bench
+runs with entries of its own seeds from earlier rounds (an episode never sees its own
+task and seed), and says so in its bench.json.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import structlog
+from pydantic import BaseModel, Field
+
+from linewise.agent.experience.store import write_memory
+from linewise.agent.filters.embedders import Embedder
+from linewise.errors import ConfigError
+from linewise.runtime.bench.driver import run_bench
+from linewise.runtime.bench.local import BenchOptions
+from linewise.runtime.bench.plan import EpisodeSpec, default_id, expand
+from linewise.runtime.browser.chromium import BrowserConfig
+from linewise.runtime.improve.report import (
+    REPORT_FILE,
+    TABLE_FILE,
+    ImproveReport,
+    RoundResult,
+    Success,
+    improve_table,
+)
+from linewise.runtime.memory.build import build_memory
+from linewise.runtime.pruning.pipeline import PruneOptions, run_prune
+from linewise.runtime.tasks.schema import AnyTask, BrowserGymTask, MiniWoBTask
+from linewise.settings import LinewiseSettings
+
+log = structlog.get_logger(__name__)
+
+class SeedRange(BaseModel):
+    """Seeds ``first`` to ``last``, both included."""
+
+    first: int = Field(ge=0)
+    last: int = Field(ge=0)
+
+    @classmethod
+    def parse(cls, text: str) -> SeedRange:
+        """``A-B`` or ``A``."""
+        first, _, last = text.strip().partition("-")
+        try:
+            seeds = cls(first=int(first), last=int(last or first))
+        except ValueError as exc:
+            raise ConfigError(f"seeds must be A-B or A (A <= B, not negative), got {text!r}"
+                              ) from exc
+        if seeds.last < seeds.first:
+            raise ConfigError(f"seeds {text!r}: the first is after the last")
+        return seeds
+
+    @property
+    def count(self) -> int:
+        return self.last - self.first + 1
+
+    def overlaps(self, other: SeedRange) -> bool:
+        return self.first <= other.last and other.first <= self.last
+
+    def __str__(self) -> str:
+        return f"{self.first}-{self.last}"
+
+
+class ImproveOptions(BaseModel):
+    rounds: int = Field(default=1, ge=1)
+    train_seeds: SeedRange
+    test_seeds: SeedRange
+    baseline: bool = Field(default=True, description="Round 0: the test seeds, no memory.")
+    prune: bool = Field(default=True, description="Prune each training bench.")
+
+
+def seeded_specs(tasks: list[AnyTask], seeds: SeedRange, filter_name: str) -> list[EpisodeSpec]:
+    """The bench episodes of ``tasks`` on ``seeds`` (the bench plan's own expansion)."""
+    moved: list[AnyTask] = []
+    for task in tasks:
+        if not isinstance(task, MiniWoBTask | BrowserGymTask):
+            raise ConfigError(f"task {task.id}: the improve loop needs seeded tasks "
+                              "(miniwob or browsergym), whose seeds can be kept apart")
+        derived = task.id == default_id(task, task.seed)
+        update: dict[str, object] = {"seed": seeds.first}
+        if derived:
+            update["id"] = default_id(task, seeds.first)
+        moved.append(task.model_copy(update=update))
+    return expand(moved, [filter_name], seeds.count)
+
+
+class ImproveLoop:
+    """One improve run (see the module's docstring)."""
+
+    def __init__(
+        self,
+        tasks: list[AnyTask],
+        settings: LinewiseSettings,
+        out_dir: Path,
+        options: ImproveOptions,
+        *,
+        browser_config: BrowserConfig,
+        bench_options: BenchOptions,
+        prune_options: PruneOptions | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
+        if options.train_seeds.overlaps(options.test_seeds):
+            raise ConfigError(f"training seeds {options.train_seeds} and test seeds "
+                              f"{options.test_seeds} overlap: the test would see its answers")
+        if settings.agent.memory is not None:
+            raise ConfigError("the improve loop builds its own memory: leave --memory out")
+        self.settings = settings
+        self.out_dir = out_dir
+        self.options = options
+        self.browser_config = browser_config
+        self.bench_options = bench_options
+        self.prune_options = prune_options or PruneOptions()
+        self.embedder = embedder
+        name = settings.filter.name
+        self.train_specs = seeded_specs(tasks, options.train_seeds, name)
+        self.test_specs = seeded_specs(tasks, options.test_seeds, name)
+        self.report = ImproveReport(
+            tasks=list(dict.fromkeys(s.base_task for s in self.train_specs)),
+            train_seeds=str(options.train_seeds),
+            test_seeds=str(options.test_seeds), filter=name, prune=options.prune)
+
+    async def run(self) -> ImproveReport:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        if self.options.baseline:
+            test = await self._bench(self.test_specs, self._round_dir(0) / "test", None)
+            self._record(RoundResult(round=0, test=test))
+        memory: Path | None = None
+        train_dirs: list[Path] = []
+        pruned_dirs: list[Path] = []
+        for number in range(1, self.options.rounds + 1):
+            folder = self._round_dir(number)
+            train = await self._bench(self.train_specs, folder / "train", memory, train=True)
+            train_dirs.append(folder / "train")
+            if self.options.prune:
+                await run_prune([folder / "train"], folder / "pruned", self.settings,
+                                self.prune_options)
+                pruned_dirs.append(folder / "pruned")
+            entries, built = await build_memory(train_dirs, pruned_dirs, embedder=self.embedder)
+            memory = folder / "memory.jsonl"
+            write_memory(memory, entries)
+            if built.embedding_note and built.embedding_note not in self.report.notes:
+                self.report.notes.append(built.embedding_note)
+            log.info("memory built", round=number, entries=built.entries,
+                     from_pruner=built.from_pruner)
+            test = await self._bench(self.test_specs, folder / "test", memory)
+            self._record(RoundResult(round=number, memory_entries=built.entries,
+                                     memory_from_pruner=built.from_pruner, train=train,
+                                     test=test, memory=str(memory)))
+        return self.report
+
+    def _round_dir(self, number: int) -> Path:
+        return self.out_dir / f"round-{number}"
+
+    async def _bench(self, specs: list[EpisodeSpec], folder: Path, memory: Path | None,
+                     *, train: bool = False) -> Success:
+        settings = self.settings.model_copy(update={
+            "agent": self.settings.agent.model_copy(update={"memory": memory})})
+        outcome = await run_bench(
+            specs, settings, self.browser_config, folder, self.bench_options,
+            argv=["linewise", "improve", str(self.out_dir)],
+            allow_memory_overlap=train,
+        )
+        mine = {s.key for s in specs}
+        return Success.of([r for r in outcome.results if r.key in mine])
+
+    def _record(self, row: RoundResult) -> None:
+        """Add a round and rewrite the report, so a loop cut short keeps its rounds."""
+        self.report.rounds.append(row)
+        (self.out_dir / REPORT_FILE).write_text(self.report.model_dump_json(indent=2),
+                                                encoding="utf-8")
+        (self.out_dir / TABLE_FILE).write_text(improve_table(self.report), encoding="utf-8")
+        log.info("round done", round=row.round, test=row.test.rate, entries=row.memory_entries)
+

@@ -1,0 +1,86 @@
+"""The improve loop's report: success per round (``improve.json``) and its table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from linewise.runtime.bench.metrics import success_rate
+from linewise.runtime.bench.results import EpisodeResult
+
+REPORT_FILE = "improve.json"
+TABLE_FILE = "improve.md"
+
+
+class Success(BaseModel):
+    """Success over a bench's agent outcomes, with the standard error."""
+
+    successes: int = 0
+    judged: int = 0
+    rate: float | None = None
+    se: float | None = None
+    infrastructure: int = Field(default=0, description="Endings not judged (not the agent's).")
+
+    @classmethod
+    def of(cls, results: list[EpisodeResult]) -> Success:
+        judged = [bool(r.success) for r in results
+                  if r.outcome == "agent" and r.success is not None]
+        rate, se = success_rate(judged)
+        return cls(successes=sum(judged), judged=len(judged), rate=rate, se=se,
+                   infrastructure=sum(r.outcome == "infrastructure" for r in results))
+
+
+class RoundResult(BaseModel):
+    round: int
+    memory_entries: int = 0
+    memory_from_pruner: int = 0
+    train: Success | None = None
+    test: Success
+    memory: str | None = Field(default=None, description="The memory file the test used.")
+
+
+class ImproveReport(BaseModel):
+    tasks: list[str]
+    train_seeds: str
+    test_seeds: str
+    filter: str
+    prune: bool
+    rounds: list[RoundResult] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+
+def read_report(out_dir: Path) -> ImproveReport:
+    return ImproveReport.model_validate(json.loads((out_dir / REPORT_FILE).read_text("utf-8")))
+
+
+def success_cell(success: Success | None) -> str:
+    """``62.5 ± 17.1 (5/8)``; ``–`` for no bench, ``n/a`` for no judged episode."""
+    if success is None:
+        return "–"
+    if success.rate is None:
+        return "n/a (0 judged)"
+    se = f" ± {success.se * 100:.1f}" if success.se is not None else ""
+    infra = f", {success.infrastructure} infra" if success.infrastructure else ""
+    return f"{success.rate * 100:.1f}{se} ({success.successes}/{success.judged}{infra})"
+
+
+def improve_table(report: ImproveReport) -> str:
+    lines = [
+        f"Tasks: {', '.join(report.tasks)}; training seeds {report.train_seeds}, test seeds "
+        f"{report.test_seeds}; filter {report.filter}; pruning "
+        f"{'on' if report.prune else 'off'}.",
+        "",
+        "| round | memory entries (from the pruner) | train success % ± SE | "
+        "test success % ± SE |",
+        "|---|---|---|---|",
+    ]
+    for row in report.rounds:
+        name = "0 (no memory)" if row.round == 0 else str(row.round)
+        entries = "–" if row.round == 0 else f"{row.memory_entries} ({row.memory_from_pruner})"
+        lines.append(f"| {name} | {entries} | {success_cell(row.train)} | "
+                     f"{success_cell(row.test)} |")
+    if report.notes:
+        lines += ["", *(f"Note: {note}" for note in report.notes)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,197 @@
+"""Building a memory: successful episodes of run and bench folders -> memory entries.
+
+An episode becomes an entry when it succeeded (the pruner's own selection,
+``pruning/trajectory.collect_trajectories``, decides which episodes count). Its steps
+are the pruner's kept steps where ``linewise prune`` left a verdict for it (pruned, or
+agreed that nothing could go: ``trajectories.jsonl`` of the dataset folders given),
+else the steps whose action parsed and ran without error (``noop`` left out). Each step
+keeps a compact excerpt of the view the agent was shown: the acted element's line with
+``context`` lines either side, never the whole page. A problem (task, seed and goal)
+solved several times is one entry, its shortest solution.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from pathlib import Path
+
+import structlog
+from pydantic import BaseModel, Field
+
+from linewise.agent.action_parser import parse_action
+from linewise.agent.experience.store import MemoryEntry, MemoryStep, task_key
+from linewise.agent.filters.embedders import Embedder
+from linewise.errors import ActionParseError, LinewiseError
+from linewise.runtime.pruning.export import TRAJECTORIES_FILE, TrajectoryOutcome
+from linewise.runtime.pruning.trajectory import Trajectory, TrajectoryStep, collect_trajectories
+
+log = structlog.get_logger(__name__)
+
+BENCH_RESULTS = "results.jsonl"
+"""A bench folder's results lines (runtime/bench/results.py): the seed and benchmark of
+each episode folder, read here as plain JSON."""
+
+MAX_LINE_CHARS = 200
+VERDICTS_KEPT = frozenset({"pruned", "unpruned"})
+
+
+class BuildReport(BaseModel):
+    """What a build found and kept."""
+
+    episodes: int = Field(default=0, description="Episode folders found.")
+    successful: int = 0
+    entries: int = 0
+    from_pruner: int = Field(default=0, description="Entries whose steps the pruner chose.")
+    skipped: dict[str, int] = Field(default_factory=dict, description="Episodes left out, "
+                                    "by reason.")
+    embedder: str | None = None
+    embedding_note: str | None = Field(default=None, description="Why entries have no vectors.")
+
+
+def excerpt(observation: str, bid: str | None, context: int = 2, head: int = 3) -> str:
+    """The line of element ``bid`` with ``context`` lines either side (the first ``head``
+    lines without one), dedented, each line cut at ``MAX_LINE_CHARS``."""
+    lines = observation.splitlines()
+    start, end = 0, min(head, len(lines))
+    if bid is not None:
+        pattern = re.compile(rf"\[{re.escape(bid)}\]")
+        found = next((i for i, line in enumerate(lines) if pattern.search(line)), None)
+        if found is not None:
+            start, end = max(0, found - context), min(len(lines), found + context + 1)
+    cut = [line if len(line) <= MAX_LINE_CHARS else line[: MAX_LINE_CHARS - 1] + "…"
+           for line in lines[start:end]]
+    return textwrap.dedent("\n".join(cut).expandtabs(2))
+
+
+def memory_step(step: TrajectoryStep, think: str | None, action: str) -> MemoryStep:
+    try:
+        bids = parse_action(action).bids
+    except ActionParseError:
+        bids = []
+    return MemoryStep(index=step.index, url=step.url, think=(think or "").strip(),
+                      action=action, observation=excerpt(step.observation,
+                                                         bids[0] if bids else None))
+
+
+def steps_without_error(trajectory: Trajectory) -> list[MemoryStep]:
+    """The steps whose action parsed and ran without error (no ``noop``)."""
+    kept: list[MemoryStep] = []
+    for step in trajectory.steps:
+        if step.action is None or step.action_error:
+            continue
+        try:
+            parsed = parse_action(step.action)
+        except ActionParseError:
+            continue
+        if parsed.name != "noop":
+            kept.append(memory_step(step, step.think, str(parsed)))
+    return kept
+
+
+def pruned_steps(trajectory: Trajectory, verdict: TrajectoryOutcome) -> list[MemoryStep]:
+    """The pruner's kept steps, with their (possibly rewritten) thoughts."""
+    originals = {s.index: s for s in trajectory.steps}
+    return [memory_step(originals[kept.index], kept.think, kept.action)
+            for kept in verdict.kept if kept.action and kept.index in originals]
+
+
+def read_verdicts(dataset_dirs: list[Path]) -> dict[Path, TrajectoryOutcome]:
+    """The pruner's agreed verdicts (pruned or unpruned), by episode folder."""
+    verdicts: dict[Path, TrajectoryOutcome] = {}
+    for folder in dataset_dirs:
+        path = folder / TRAJECTORIES_FILE
+        if not path.exists():
+            log.warning("no pruner verdicts here", folder=str(folder))
+            continue
+        for line in path.read_text(encoding="utf-8").splitlines():
+            data = json.loads(line) if line.strip() else {}
+            if data.get("status") in VERDICTS_KEPT:
+                verdict = TrajectoryOutcome.model_validate(data)
+                verdicts[(Path(verdict.run) / verdict.episode).resolve()] = verdict
+    return verdicts
+
+
+def read_bench_rows(run_dirs: list[Path]) -> dict[Path, dict[str, object]]:
+    """The results lines of bench folders, by episode folder."""
+    rows: dict[Path, dict[str, object]] = {}
+    for run_dir in run_dirs:
+        path = run_dir / BENCH_RESULTS
+        if not path.exists():
+            continue
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a torn last line
+            if isinstance(row, dict) and row.get("episode_dir"):
+                rows[(run_dir / str(row["episode_dir"])).resolve()] = row
+    return rows
+
+
+def kind_of(task_id: str) -> str:
+    prefix = task_id.split(".", 1)[0]
+    if prefix == "browsergym":
+        return "browsergym/" + task_id.split(".")[1]
+    return prefix if prefix == "miniwob" else "web"
+
+
+async def build_memory(
+    run_dirs: list[Path],
+    dataset_dirs: list[Path] | None = None,
+    *,
+    embedder: Embedder | None = None,
+) -> tuple[list[MemoryEntry], BuildReport]:
+    """The entries of every successful episode under ``run_dirs`` (see the module's
+    docstring); ``dataset_dirs``: ``linewise prune --out`` folders whose verdicts apply;
+    ``embedder``: the vectors of each entry's search text (lexical only without one)."""
+    selection = collect_trajectories(run_dirs)
+    verdicts = read_verdicts(dataset_dirs or [])
+    rows = read_bench_rows(run_dirs)
+    report = BuildReport(episodes=len(selection.trajectories) + len(selection.skipped),
+                         successful=len(selection.trajectories))
+    for _, why in selection.skipped:
+        reason = "did not succeed" if why == "episode did not succeed" else why.split(":")[0]
+        report.skipped[reason] = report.skipped.get(reason, 0) + 1
+    entries: dict[str, MemoryEntry] = {}
+    for trajectory in selection.trajectories:
+        folder = (Path(trajectory.run) / trajectory.episode).resolve()
+        verdict = verdicts.get(folder)
+        steps = (pruned_steps(trajectory, verdict) if verdict is not None
+                 else steps_without_error(trajectory))
+        if not steps:
+            report.skipped["no step without error"] = (
+                report.skipped.get("no step without error", 0) + 1)
+            continue
+        row = rows.get(folder, {})
+        seed = row.get("seed")
+        key = task_key(trajectory.task_id, seed if isinstance(seed, int) else None)
+        entry = MemoryEntry(
+            id=f"{trajectory.task_id}/{trajectory.episode_id}", task_id=trajectory.task_id,
+            task=key.task, seed=key.seed, kind=str(row.get("benchmark") or
+                                                   kind_of(trajectory.task_id)),
+            goal=trajectory.goal, source=str(folder), pruned=verdict is not None, steps=steps,
+        )
+        # One entry per problem (task, seed, goal): the shortest solution of those found
+        # (an improve loop meets the same training seeds every round).
+        problem = f"{entry.task}\n{entry.seed}\n{entry.goal}"
+        if problem not in entries or len(steps) < len(entries[problem].steps):
+            entries[problem] = entry
+    ordered = sorted(entries.values(), key=lambda e: (e.task, e.seed or 0, e.id))
+    report.entries = len(ordered)
+    report.from_pruner = sum(e.pruned for e in ordered)
+    if embedder is not None and ordered:
+        try:
+            vectors = await embedder.embed([e.search_text() for e in ordered])
+        except LinewiseError as exc:
+            report.embedding_note = f"embedder failed, entries are lexical only: {exc}"
+            log.warning("memory entries not embedded", error=str(exc))
+        else:
+            report.embedder = embedder.name
+            ordered = [e.model_copy(update={"embedder": embedder.name,
+                                             "embedding": [round(float(x), 5) for x in v]})
+                       for e, v in zip(ordered, vectors, strict=True)]
+    elif embedder is None:
+        report.embedding_note = "no embedder: entries are lexical only"
+    return ordered, report

@@ -1,0 +1,93 @@
+"""``linewise improve`` end to end: real Chromium on the local MiniWoB++ server, a
+scripted model behind real HTTP that solves click-button only when a worked example is
+in its prompt, two rounds, and the per-round table it reports."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from linewise.cli.main import main
+from linewise.runtime.trace import read_steps
+from linewise.testing import ScriptedChatServer, miniwob_solver
+
+TASKS = """\
+defaults:
+  max_steps: 2
+tasks:
+  - miniwob: click-test
+    seed: 0
+  - miniwob: click-button
+    seed: 0
+"""
+
+
+def learner(messages: list[dict[str, Any]]) -> str:
+    """Solves click-test always, click-button only after seeing a solved one."""
+    prompt = messages[1]["content"]
+    if "Click on the" in prompt.split("# Goal", 1)[1] and "# Worked examples" not in prompt:
+        return "<think>I do not know what to do here.</think><action>noop()</action>"
+    return miniwob_solver(messages)
+
+
+def test_improve_loop_learns_click_button_from_its_training_seeds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(TASKS)
+    out = tmp_path / "improve"
+    with ScriptedChatServer(learner) as llm:
+        code = main(["improve", str(tasks), "--train-seeds", "0-0", "--test-seeds", "1-1",
+                     "--rounds", "2", "--out", str(out), "--base-url", llm.base_url,
+                     "--model", "scripted", "--no-screenshots", "--filter", "none",
+                     "--no-embed"])
+    captured = capsys.readouterr()
+    printed = captured.out
+    assert code == 0, captured.err[-3000:]
+
+    report = json.loads((out / "improve.json").read_text())
+    rows = {r["round"]: r for r in report["rounds"]}
+    assert sorted(rows) == [0, 1, 2]
+    assert (rows[0]["test"]["successes"], rows[0]["test"]["judged"]) == (1, 2)
+    assert rows[0]["train"] is None
+    # Round 1 trains without a memory (click-button fails), then the memory holds
+    # click-test seed 0 only; round 2 trains with it and solves click-button seed 0 too.
+    # Both one-step episodes are the pruner's verdicts (nothing to prune).
+    assert rows[1]["train"]["successes"] == 1 and rows[1]["memory_entries"] == 1
+    assert rows[2]["train"]["successes"] == 2 and rows[2]["memory_entries"] == 2
+    assert rows[1]["test"]["successes"] == 2 and rows[2]["test"]["successes"] == 2
+    table = (out / "improve.md").read_text()
+    assert table.startswith("Tasks: miniwob.click-test, miniwob.click-button; training "
+                            "seeds 0-0, test seeds 1-1"), table
+    assert table in printed
+    assert re.search(r"\| 0 \(no memory\) \| – \| – \| 50\.0 ± 35\.4 \(1/2\) \|", table), table
+    assert "| 2 | 2 (2) | 100.0 ± 0.0 (2/2) | 100.0 ± 0.0 (2/2) |" in table, table
+
+    # Each test step records what it was shown, never its own task and seed, and the
+    # examples open the user message, the same at every step.
+    for folder in sorted((out / "round-2" / "test" / "none").iterdir()):
+        steps = read_steps(folder)
+        shown = [s.memory for s in steps]
+        assert all(m is not None and m.entries for m in shown), folder
+        assert all(".seed1/" not in e for m in shown if m for e in m.entries)
+    examples = [r["messages"][1]["content"] for r in llm.requests
+                if "# Worked examples" in r["messages"][1]["content"]]
+    assert examples and all(text.startswith("# Worked examples") for text in examples)
+    # The training bench of round 2 ran with entries of its own seeds, and says so.
+    manifest = json.loads((out / "round-2" / "train" / "bench.json").read_text())
+    assert manifest["memory_overlap"] == ["miniwob.click-test seed 0"]
+
+
+def test_improve_refuses_overlapping_seeds(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(TASKS)
+    code = main(["improve", str(tasks), "--train-seeds", "0-4", "--test-seeds", "4-6",
+                 "--out", str(tmp_path / "x"), "--base-url", "http://127.0.0.1:9/v1",
+                 "--model", "m"])
+    assert code == 2
+    assert "overlap" in capsys.readouterr().err
