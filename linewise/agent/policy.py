@@ -22,7 +22,7 @@ from linewise.agent.prompt import (
 )
 from linewise.agent.prompt_fit import PromptLimits
 from linewise.agent.response import AgentAnswer, parse_answer
-from linewise.agent.structured import Constraint, ask_structured
+from linewise.agent.structured import Constraint, ask_structured, supports
 from linewise.errors import ResponseFormatError
 from linewise.records import ActionDecoding, LLMCall, RepeatEscape
 from linewise.settings import DEFAULT_CONTEXT_TOKENS, AgentSettings, EndpointSettings
@@ -135,8 +135,9 @@ class ActionAgent:
         messages = build_action_messages(goal, view, self.history, self.action_names,
                                          self.examples)
         decision = Decision(page_key=view.page_key)
+        # Once the endpoint refused a grammar (remembered per model), none is built.
         grammar = (Constraint.gbnf("action", action_grammar(view.bids, self.action_names))
-                   if self.grammar_on else None)
+                   if self.grammar_on and supports(self.model, "grammar") else None)
         asking = _Asking(decision, grammar, spend_check)
         await self._ask(asking, messages)
         if decision.action is not None and self._repeats_futile_action(decision):
