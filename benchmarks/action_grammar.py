@@ -28,7 +28,7 @@ import openai
 from linewise.agent.action_grammar import action_grammar
 from linewise.agent.prompt import PageView, build_action_messages
 from linewise.agent.response import parse_answer
-from linewise.axtree import bids_in
+from linewise.axtree import bids_in, element_lines
 from linewise.runtime.models.local_server import LocalModelServer
 from linewise.tokens import count_tokens
 
@@ -82,11 +82,12 @@ async def main() -> None:
         for name, goal in GOALS.items():
             text = within_tokens((TREES / name).read_text(encoding="utf-8"), VIEW_TOKENS)
             bids = bids_in(text)
+            elements = element_lines(text.split("\n"), bids)
             view = PageView(url="http://127.0.0.1/", text=text)
             messages = build_action_messages(goal, view, [], None)
             for way in ways:
                 grammar = None if way == "free" else action_grammar(
-                    bids, None, thought_chars=600 if way == "bounded" else 0)
+                    elements, None, thought_chars=600 if way == "bounded" else 0)
                 for _ in range(args.repeats):
                     reply = await ask(client, messages, grammar)
                     answer_text = reply["choices"][0]["message"]["content"] or ""

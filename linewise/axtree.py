@@ -30,6 +30,7 @@ __all__ = [
     "AXLine",
     "bid_of",
     "bids_in",
+    "element_lines",
     "line_depth",
     "number_lines",
     "parse_line",
@@ -115,6 +116,18 @@ def bids_in(lines: Iterable[str] | str) -> list[str]:
     if isinstance(lines, str):
         lines = lines.split("\n")
     return [bid for line in lines if (bid := bid_of(line)) is not None]
+
+
+def element_lines(lines: Iterable[str], bids: Iterable[str]) -> dict[str, AXLine]:
+    """The line of each of these elements (its first line: a date input's parts repeat
+    its bid), read; bids no line carries are left out."""
+    wanted = set(bids)
+    found: dict[str, AXLine] = {}
+    for line in lines:
+        bid = bid_of(line)
+        if bid is not None and bid in wanted and bid not in found:
+            found[bid] = parse_line(line)
+    return found
 
 
 def number_lines(lines: Sequence[str], start: int = 1) -> str:

@@ -18,11 +18,12 @@ from __future__ import annotations
 import inspect
 import types
 import typing
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Literal
 
 from linewise.agent.action_parser import allowed_actions
-from linewise.agent.actions import ActionFunction, action_parameters
+from linewise.agent.actions import ACTION_TARGETS, ActionFunction, action_parameters
+from linewise.axtree import AXLine
 
 THOUGHT_CHARS = 600
 """Longest thought the grammar allows, in characters."""
@@ -47,7 +48,7 @@ def gbnf_literal(text: str) -> str:
 
 
 def action_grammar(
-    bids: Iterable[str] | None,
+    bids: Mapping[str, AXLine | None] | Iterable[str] | None,
     action_names: Collection[str] | None = None,
     *,
     thought_chars: int = THOUGHT_CHARS,
@@ -55,30 +56,32 @@ def action_grammar(
     """The grammar of ``<think>…</think>`` then ``<action>call</action>``.
 
     Args:
-        bids: the element ids the model may name (those of its view). Actions that need
-            an element are left out when there is none; ``None``: any id of BrowserGym's
-            shape (frame letters, then digits).
+        bids: the element ids the model may name (those of its view), with each
+            element's AXTree line where it is known: an action that works only on some
+            kinds of element (``ACTION_TARGETS``: ``fill`` on text fields,
+            ``select_option`` on selects) may name only those, and elements whose line is
+            not known. Actions left with no element to name are left out. ``None``: any
+            id of BrowserGym's shape (frame letters, then digits).
         action_names: the actions the prompt offered (default: all).
         thought_chars: the thought's longest length; 0 leaves the thought unbounded.
     """
-    bid_choices = sorted(set(bids)) if bids is not None else []
-    any_bid = bids is None
+    elements: dict[str, AXLine | None] | None
+    if bids is None:
+        elements = None
+    elif isinstance(bids, Mapping):
+        elements = dict(bids)
+    else:
+        elements = dict.fromkeys(bids)
     rules: dict[str, str] = {}
     calls: list[str] = []
     for name, fn in allowed_actions(action_names).items():
-        body = _call_rule(name, fn, any_bid or bool(bid_choices), rules)
+        needs_bid = any(p.name.endswith("bid") for p in action_parameters(fn))
+        bid_rule = _bid_rule(name, elements, rules) if needs_bid else None
+        body = _call_rule(name, fn, bid_rule, rules)
         if body is not None:
             rule = f"call-{name.replace('_', '-')}"
             rules[rule] = body
             calls.append(rule)
-    if any_bid:
-        rules["bid"] = "\"'\" [a-zA-Z]* [0-9]+ \"'\" | \"\\\"\" [a-zA-Z]* [0-9]+ \"\\\"\""
-    elif bid_choices:
-        quoted = " | ".join(
-            f"\"'\" {gbnf_literal(b)} \"'\" | \"\\\"\" {gbnf_literal(b)} \"\\\"\""
-            for b in bid_choices
-        )
-        rules["bid"] = quoted
     thought = "[^<]*" if thought_chars <= 0 else f"[^<]{{0,{thought_chars}}}"
     head = [
         'root ::= "<think>" thought "</think>" "\\n"? "<action>" call "</action>"',
@@ -88,22 +91,45 @@ def action_grammar(
     return "\n".join([*head, *(f"{k} ::= {v}" for k, v in rules.items()), _PRIMITIVES])
 
 
+def _bid_rule(
+    action: str, elements: dict[str, AXLine | None] | None, rules: dict[str, str]
+) -> str | None:
+    """The rule of the element ids ``action`` may name (added to ``rules``), or None when
+    the view has none it could act on."""
+    if elements is None:
+        rules["bid"] = "\"'\" [a-zA-Z]* [0-9]+ \"'\" | \"\\\"\" [a-zA-Z]* [0-9]+ \"\\\"\""
+        return "bid"
+    accepts = ACTION_TARGETS.get(action)
+    if accepts is None:
+        rule, chosen = "bid", sorted(elements)
+    else:
+        rule = f"bid-{accepts.__name__.replace('_', '-')}"
+        chosen = sorted(b for b, line in elements.items() if line is None or accepts(line))
+    if not chosen:
+        return None
+    rules[rule] = " | ".join(
+        f"\"'\" {gbnf_literal(b)} \"'\" | \"\\\"\" {gbnf_literal(b)} \"\\\"\"" for b in chosen
+    )
+    return rule
+
+
 def _call_rule(
-    name: str, fn: ActionFunction, have_bids: bool, rules: dict[str, str]
+    name: str, fn: ActionFunction, bid_rule: str | None, rules: dict[str, str]
 ) -> str | None:
     """``name(required, …, optional…)``, or None when it needs a bid and the view has
-    none. Optional arguments go positionally while none is skipped, then as
-    ``name=value`` in declaration order: the forms the parser binds, the canonical one
-    (``ParsedAction.__str__``) included."""
+    none it could name. Optional arguments go positionally while none is skipped, then
+    as ``name=value`` in declaration order: the forms the parser binds, the canonical
+    one (``ParsedAction.__str__``) included."""
     hints = typing.get_type_hints(fn)
     required: list[str] = []
     optional: list[tuple[str, str]] = []
     for param in action_parameters(fn):
-        value = _value_rule(param.name, hints[param.name], rules)
         if param.name.endswith("bid"):
-            if not have_bids:
+            if bid_rule is None:
                 return None
-            value = "bid"
+            value = bid_rule
+        else:
+            value = _value_rule(param.name, hints[param.name], rules)
         if param.default is inspect.Parameter.empty:
             required.append(value)
         else:

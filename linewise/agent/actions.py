@@ -15,6 +15,7 @@ from typing import Literal, Protocol
 
 from playwright.async_api import FrameLocator, Locator, Page
 
+from linewise.axtree import AXLine
 from linewise.errors import ActionError, ElementNotFound
 
 
@@ -38,6 +39,45 @@ class Tabs(Protocol):
 
 ActionFunction = Callable[..., Awaitable[None]]
 ACTIONS: dict[str, ActionFunction] = {}
+
+TEXT_FIELD_ROLES = frozenset({
+    "textbox", "searchbox", "spinbutton", "combobox", "slider", "ColorWell",
+    "Date", "DateTime", "InputTime",
+})
+"""Roles of the elements Playwright's ``fill`` types into: text inputs and textareas,
+number, date and time inputs (Chromium's own roles), ranges, colours and comboboxes."""
+
+SELECT_ROLES = frozenset({"combobox", "listbox"})
+"""Roles of a ``<select>``: ``combobox`` for a drop-down, ``listbox`` for a list."""
+
+LABEL_ROLE = "LabelText"
+"""A ``<label>``: Playwright acts on the control it labels, whose kind its line does not
+say, so a label may be named by ``fill`` and ``select_option`` alike."""
+
+_NOT_TEXT = frozenset({"button", "checkbox", "radio", "switch", "listbox", "option", "link"})
+
+
+def is_text_field(element: AXLine) -> bool:
+    """Whether ``fill`` and ``clear`` can act on the element: a text-field role, or a
+    contenteditable node (any other role that shows a ``value``)."""
+    if element.role in TEXT_FIELD_ROLES or element.role == LABEL_ROLE:
+        return True
+    return element.role not in _NOT_TEXT and any(
+        prop.startswith("value=") for prop in element.properties)
+
+
+def is_select(element: AXLine) -> bool:
+    """Whether ``select_option`` can act on the element (or on the control it labels)."""
+    return element.role in SELECT_ROLES or element.role == LABEL_ROLE
+
+
+ACTION_TARGETS: dict[str, Callable[[AXLine], bool]] = {
+    "fill": is_text_field,
+    "clear": is_text_field,
+    "select_option": is_select,
+}
+"""Actions that work only on some kinds of element, and the test of an element's line.
+Every other action that takes a bid can act on any element."""
 
 
 def action(fn: ActionFunction) -> ActionFunction:

@@ -136,7 +136,7 @@ class ActionAgent:
                                          self.examples)
         decision = Decision(page_key=view.page_key)
         # Once the endpoint refused a grammar (remembered per model), none is built.
-        grammar = (Constraint.gbnf("action", action_grammar(view.bids, self.action_names))
+        grammar = (Constraint.gbnf("action", action_grammar(view.elements, self.action_names))
                    if self.grammar_on and supports(self.model, "grammar") else None)
         asking = _Asking(decision, grammar, spend_check)
         await self._ask(asking, messages)

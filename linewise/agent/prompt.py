@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from linewise.agent.action_parser import ParsedAction, allowed_actions
 from linewise.agent.actions import describe_action_space
+from linewise.axtree import AXLine
 from linewise.prompts import render_prompt
 from linewise.records import Tab
 
@@ -25,10 +26,11 @@ class PageView(BaseModel):
     page_key: str = Field(
         default="", description="Digest of the whole page (``policy.page_key``), not shown."
     )
-    bids: list[str] | None = Field(
-        default=None, description="The element ids the view shows (the filter's "
-        "``shown_bids``), not shown as such: the action grammar allows only these. None: "
-        "not known, any id is allowed.",
+    elements: dict[str, AXLine | None] | None = Field(
+        default=None, description="The elements the view shows (the filter's "
+        "``shown_bids``), each with its AXTree line where known; not shown as such: the "
+        "action grammar names only these, and each action only the kinds of element it "
+        "can act on. None: not known, any id is allowed.",
     )
 
 

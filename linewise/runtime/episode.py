@@ -35,7 +35,7 @@ from linewise.agent.models import ChatModel
 from linewise.agent.policy import ActionAgent, Decision, page_key
 from linewise.agent.prompt import PageView
 from linewise.agent.prompt_fit import fit_view
-from linewise.axtree import bids_in
+from linewise.axtree import bids_in, element_lines
 from linewise.errors import (
     BrowserCrashed,
     BrowserStalled,
@@ -333,7 +333,9 @@ class _Episode:
         for hook in self.hooks:
             await hook.after_filter(step)
         observed = time.perf_counter()
-        view.text, view.bids = step.filtered.text, step.filtered.shown_bids
+        view.text = step.filtered.text
+        lines = element_lines(obs.lines, step.filtered.shown_bids)
+        view.elements = {bid: lines.get(bid) for bid in step.filtered.shown_bids}
         timings = StepTimings(observe_ms=(observed - started) * 1000)
         try:
             step.decision = await self.agent.decide(goal, view, self._spend_check)

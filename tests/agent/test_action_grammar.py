@@ -12,9 +12,19 @@ from hypothesis import strategies as st
 
 from linewise.agent.action_grammar import action_grammar
 from linewise.agent.action_parser import ParsedAction, parse_action
-from linewise.agent.actions import ACTIONS, action_parameters
+from linewise.agent.actions import (
+    ACTIONS,
+    ActionContext,
+    action_parameters,
+    is_select,
+    is_text_field,
+)
 from linewise.agent.response import parse_answer
-from linewise.axtree import bids_in
+from linewise.axtree import AXLine, bids_in, element_lines
+from linewise.runtime.browser.chromium import BrowserSession
+from linewise.runtime.browser.executor import execute_action
+from linewise.runtime.browser.extraction import observe
+from linewise.testing import StaticServer
 from linewise.testing.gbnf import GrammarError, admits, gbnf_regex
 from tests.support.paths import DATA
 
@@ -136,3 +146,48 @@ def test_the_translator_refuses_what_it_cannot_read() -> None:
         gbnf_regex('root ::= "(" root ")" | "x"')
     with pytest.raises(GrammarError, match="no root"):
         gbnf_regex('call ::= "x"')
+
+
+async def test_kinds_of_element_agree_with_what_playwright_can_do(
+    session: BrowserSession, pages: StaticServer
+) -> None:
+    """On every kind of form field Chromium renders, ``fill`` and ``select_option`` are
+    tried for real: the grammar's element kinds never forbid one that works, and they
+    forbid them on buttons, links, checkboxes and text."""
+    await session.page.goto(pages.url("fields.html"))
+    obs = await observe(session, screenshot=False)
+    elements = element_lines(obs.lines, obs.elements)
+    ctx = ActionContext(session, timeout_ms=800, known_bids=frozenset(obs.elements))
+    works: dict[str, set[str]] = {"fill": set(), "select_option": set()}  # bids
+    for bid in elements:
+        for name, value in (("fill", "1"), ("select_option", "large")):
+            outcome = await execute_action(ParsedAction(name=name, arguments={
+                "bid": bid, ("value" if name == "fill" else "options"): value}), ctx)
+            if outcome.error is None:
+                works[name].add(bid)
+    grammar = action_grammar(elements)
+    for bid, line in elements.items():
+        fill_ok = admits(grammar, answer("", f"fill('{bid}', '1')"))
+        select_ok = admits(grammar, answer("", f"select_option('{bid}', 'large')"))
+        assert fill_ok == is_text_field(line) and select_ok == is_select(line)
+        assert fill_ok or bid not in works["fill"], line
+        assert select_ok or bid not in works["select_option"], line
+        if line.role in {"button", "link", "checkbox", "radio", "StaticText", "paragraph"}:
+            assert not fill_ok and not select_ok, line
+        assert admits(grammar, answer("", f"click('{bid}')"))
+    roles = {name: {elements[bid].role for bid in bids} for name, bids in works.items()}
+    assert {"textbox", "spinbutton", "searchbox", "slider", "generic"} <= roles["fill"]
+    assert roles["select_option"] == {"combobox", "LabelText"}
+
+
+def test_an_action_with_nothing_it_can_act_on_is_left_out() -> None:
+    lines = ["RootWebArea 'Docs'", "\t[4] link 'socket.shutdown'",
+             "\t[5] searchbox 'Quick search'", "\t[6] button 'Go'"]
+    elements: dict[str, AXLine | None] = dict(element_lines(lines, ["4", "5", "6"]))
+    grammar = action_grammar(elements)
+    assert admits(grammar, answer("", "fill('5', 'shutdown')"))
+    assert not admits(grammar, answer("", "fill('4', 'shutdown')"))
+    assert not admits(grammar, answer("", "select_option('5', 'SHUT_RDWR')"))
+    assert "call-select-option" not in grammar
+    elements["7"] = None  # a shown element whose line is not known may be named by any
+    assert admits(action_grammar(elements), answer("", "select_option('7', 'x')"))

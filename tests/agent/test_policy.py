@@ -9,6 +9,7 @@ import pytest
 
 from linewise.agent.policy import ActionAgent, page_key
 from linewise.agent.prompt import PageView
+from linewise.axtree import element_lines
 from linewise.errors import LLMError
 from linewise.records import LLMCall
 from linewise.runtime.models.chat import ChatClient
@@ -160,12 +161,14 @@ def _client(server: ScriptedChatServer, *, embedded: bool) -> ChatClient:
 async def test_the_embedded_model_decodes_under_the_grammar_of_the_views_bids() -> None:
     with ScriptedChatServer(lambda _messages: SUBMIT) as llm:
         agent = ActionAgent(_client(llm, embedded=True))
-        view = _view(PAGE).model_copy(update={"bids": ["16", "17"]})
+        view = _view(PAGE).model_copy(
+            update={"elements": element_lines(PAGE, ["16", "17"])})
         decision = await agent.decide("Submit the form.", view)
     assert str(decision.action) == "click('17')" and decision.decoding == "grammar"
     grammar = llm.requests[0]["grammar"]
     assert admits(grammar, SUBMIT) and admits(grammar, FILL)
     assert not admits(grammar, SUBMIT.replace("'17'", "'18'"))  # not in the view
+    assert not admits(grammar, FILL.replace("'16'", "'17'"))  # a button is not a field
 
 
 async def test_an_endpoint_is_sent_no_grammar_unless_asked() -> None:
