@@ -20,6 +20,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 import structlog
@@ -42,10 +43,13 @@ class ProxyServer:
     url: str
     _server: asyncio.base_events.Server = field(repr=False)
     _loop: asyncio.AbstractEventLoop = field(repr=False)
+    _connections: _Connection = field(repr=False)
 
     def close(self) -> None:
-        """Stop accepting connections (safe from any thread, more than once)."""
+        """Stop accepting connections and end the open ones (safe from any thread, more
+        than once)."""
         self._loop.call_soon_threadsafe(self._server.close)
+        self._loop.call_soon_threadsafe(self._connections.end_all)
 
 
 class ProxyHub:
@@ -77,7 +81,7 @@ class ProxyHub:
             asyncio.start_server(handler.serve, "127.0.0.1", 0, limit=MAX_HEAD), self._loop)
         server = future.result(timeout=10)
         port = server.sockets[0].getsockname()[1]
-        return ProxyServer(f"http://127.0.0.1:{port}", server, self._loop)
+        return ProxyServer(f"http://127.0.0.1:{port}", server, self._loop, handler)
 
 
 def resolver_rules(args: tuple[str, ...] | list[str]) -> dict[str, str]:
@@ -96,8 +100,19 @@ class _Connection:
     def __init__(self, refusal: Refusal, host_map: dict[str, str]) -> None:
         self.refusal = refusal
         self.host_map = host_map
+        # The loop keeps only weak references to tasks: without these, a connection
+        # still piping when its context closes is collected mid-await.
+        self.open: set[asyncio.Task[Any]] = set()
+
+    def end_all(self) -> None:
+        """Cancel every open connection (on the proxy's loop)."""
+        for task in list(self.open):
+            task.cancel()
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self.open.add(task)
         try:
             head = await reader.readuntil(b"\r\n\r\n")
             await self._handle(head, reader, writer)
@@ -107,6 +122,7 @@ class _Connection:
         except Exception:  # a bug here must cost one connection, never the proxy thread
             log.exception("proxy connection failed")
         finally:
+            self.open.discard(task)
             await _close(writer)
 
     async def _handle(self, head: bytes, reader: asyncio.StreamReader,
