@@ -29,7 +29,7 @@ import structlog
 
 from linewise.agent.filters.registry import FilterMaker
 from linewise.agent.models import ChatModel
-from linewise.errors import EndpointRefused
+from linewise.errors import EndpointRefused, infra_kind_of
 from linewise.runtime.bench.outage import OutageHook, Probe
 from linewise.runtime.bench.plan import EpisodeSpec, set_aside_unfinished
 from linewise.runtime.bench.results import EpisodeResult, failed_result, result_from_summary
@@ -138,7 +138,7 @@ class EpisodeRunner:
                                  backend=self.backend, wall_s=time.perf_counter() - started)
         except Exception as exc:  # a bug in one episode must not stop the bench
             log.exception("episode crashed", episode=str(spec.key))
-            return failed_result(spec, "crash", f"{type(exc).__name__}: {exc}",
+            return failed_result(spec, infra_kind_of(exc), f"{type(exc).__name__}: {exc}",
                                  agent=self.agent, backend=self.backend,
                                  wall_s=time.perf_counter() - started)
 

@@ -41,10 +41,12 @@ RESULTS_FILE = "results.jsonl"
 ErrorKind = Literal["crash", "timeout", "page", "model", "task"]
 ERROR_KINDS: tuple[ErrorKind, ...] = ("crash", "timeout", "page", "model", "task")
 
-_MODEL_ERRORS = ("LLMError", "EndpointUnreachable", "ResponseFormatError", "APIError",
-                 "APIConnectionError", "APITimeoutError", "RateLimitError")
-_PAGE_ERRORS = ("BrowserError", "ObservationError", "Error", "TargetClosedError",
-                "PlaywrightError")
+_ERROR_KIND_OF_INFRA: dict[InfraKind, ErrorKind] = {
+    "model": "model", "refused": "model", "config": "model", "server": "model",
+    "browser": "page", "timeout": "timeout", "task": "task", "crash": "crash",
+}
+"""The report's error kind of each infrastructure kind: the report groups the model
+endpoint, a configuration it cannot serve and the embedded model's server as ``model``."""
 
 _INFRA_OF_ERROR_KIND: dict[str, InfraKind] = {
     "crash": "crash", "timeout": "timeout", "page": "browser", "model": "model",
@@ -133,21 +135,18 @@ class EpisodeResult(BaseModel):
         return self.retriever_prompt_tokens + self.retriever_completion_tokens
 
 
-def classify_error(termination: str, error: str | None) -> ErrorKind | None:
-    """The report's error kinds, from the summary's termination and error text
-    (``"<ExceptionType>: message"``)."""
+def error_kind_of(
+    termination: str, infra_kind: InfraKind | None, error: str | None
+) -> ErrorKind | None:
+    """The report's error kind of an ending, from what failed around the agent
+    (``infra_kind``, recorded by the runtime from the exception itself). An ending with
+    no infrastructure kind is the agent's: no error kind unless it carries an error (a
+    stop, an error of the agent's own), which counts as ``crash``."""
+    if infra_kind is not None:
+        return _ERROR_KIND_OF_INFRA[infra_kind]
     if termination == "timeout":
         return "timeout"
-    if not error:
-        return None
-    kind = error.split(":", 1)[0].strip()
-    if kind in _MODEL_ERRORS:
-        return "model"
-    if kind in _PAGE_ERRORS:
-        return "page"
-    if kind in ("LinewiseError", "TaskFileError", "ConfigError", "TaskError"):
-        return "task"
-    return "crash"
+    return "crash" if error else None
 
 
 def result_from_summary(
@@ -175,7 +174,7 @@ def result_from_summary(
         max_steps=spec.task.max_steps,
         termination=summary.termination,
         error=summary.error,
-        error_kind=classify_error(summary.termination, summary.error),
+        error_kind=error_kind_of(summary.termination, summary.infra_kind, summary.error),
         outcome=summary.outcome,
         infra_kind=summary.infra_kind,
         action_prompt_tokens=summary.tokens.action_prompt,
@@ -203,18 +202,21 @@ def result_from_summary(
 
 
 def failed_result(
-    spec: EpisodeSpec, kind: ErrorKind, error: str, *, agent: str, backend: str,
-    wall_s: float = 0.0,
+    spec: EpisodeSpec, infra_kind: InfraKind | None, error: str, *, agent: str,
+    backend: str, wall_s: float = 0.0,
 ) -> EpisodeResult:
     """The results line of an episode that could not produce a summary of its own: the
-    runtime failed around it, an infrastructure ending."""
+    runtime failed around it, an infrastructure ending of ``infra_kind`` (``crash``
+    when the error that escaped names no kind: nothing should escape)."""
+    infra_kind = infra_kind or "crash"
+    termination = "timeout" if infra_kind == "timeout" else "error"
     return EpisodeResult(
         task_id=spec.task.id, base_task=spec.base_task, benchmark=spec.benchmark,
         seed=spec.seed, filter=spec.filter, agent=agent, success=False,
-        max_steps=spec.task.max_steps, termination="timeout" if kind == "timeout" else "error",
-        error=error, error_kind=kind, outcome="infrastructure",
-        infra_kind=_INFRA_OF_ERROR_KIND[kind], wall_s=wall_s,
-        episode_dir=spec.relative_folder(), backend=backend,
+        max_steps=spec.task.max_steps, termination=termination, error=error,
+        error_kind=error_kind_of(termination, infra_kind, error), outcome="infrastructure",
+        infra_kind=infra_kind, wall_s=wall_s, episode_dir=spec.relative_folder(),
+        backend=backend,
     )
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from linewise.errors import ConfigError, ModelError
 from linewise.runtime.bench import local as bench_local
 from linewise.runtime.bench.driver import run_bench
 from linewise.runtime.bench.local import BenchOptions
@@ -24,14 +25,20 @@ from linewise.runtime.bench.plan import INCOMPLETE_DIR, EpisodeKey, expand
 from linewise.runtime.bench.results import (
     EpisodeResult,
     ResultsWriter,
-    classify_error,
     read_results,
 )
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.tasks.loader import load_task_file
 from linewise.runtime.tasks.schema import BrowserGymTask, MiniWoBTask, WebTask
-from linewise.settings import EndpointSettings, LinewiseSettings
-from linewise.testing import ScriptedChatServer, ScriptedHTTPError, miniwob_solver
+from linewise.settings import EndpointSettings, LinewiseSettings, OutageSettings
+from linewise.testing import (
+    ScriptedChatServer,
+    ScriptedHTTPError,
+    StaticServer,
+    miniwob_solver,
+    prompt_section,
+)
+from linewise.testing.bench_pages import GO_GOAL, go_then_report, write_pages
 
 TASKS_YAML = """\
 defaults:
@@ -237,22 +244,60 @@ def test_duplicate_lines_count_once(tmp_path: Path) -> None:
     assert only.reward == 1.0
 
 
-@pytest.mark.parametrize(
-    ("termination", "error", "kind"),
-    [
-        ("timeout", "episode exceeded its 5 s timeout", "timeout"),
-        ("error", "LLMError: LLM endpoint http://x answered 500", "model"),
-        ("error", "EndpointUnreachable: LLM endpoint http://x is unreachable", "model"),
-        ("error", "BrowserError: Could not open http://x", "page"),
-        ("error", "Error: Page.goto: net::ERR_CONNECTION_REFUSED", "page"),
-        ("error", "LinewiseError: MiniWoB task given but no MiniWoB server is running",
-         "task"),
-        ("error", "KeyError: 'x'", "crash"),
-        ("task_done", None, None),
-    ],
-)
-def test_error_kinds(termination: str, error: str | None, kind: str | None) -> None:
-    assert classify_error(termination, error) == kind
+class _FailsToStart:
+    """An environment whose reset raises ``exc``: a fault inside the episode."""
+
+    def __init__(self, env: Any, exc: Exception) -> None:
+        self._env, self._exc = env, exc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._env, name)
+
+    async def reset(self) -> Any:
+        raise self._exc
+
+
+async def test_error_kind_of_each_infrastructure_ending_comes_from_its_infra_kind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each infrastructure kind an episode of a bench can end on, through a real bench
+    run: the table's error kind is the one of the episode's ``infra_kind`` (the refused
+    key stops the whole bench and writes no line: test_bench_outage covers it)."""
+    pages = tmp_path / "pages"
+    write_pages(pages)
+    raised = {"task": ConfigError("a secret is not set"), "server": ModelError("no model"),
+              "crash": RuntimeError("a bug")}
+
+    def script(messages: list[dict[str, Any]]) -> str:
+        goal = prompt_section(messages[1]["content"], "Goal")
+        if "[model]" in goal:
+            raise ScriptedHTTPError(400, "malformed request")
+        if "[config]" in goal:
+            raise ScriptedHTTPError(400, "This model's maximum context length is 8192 tokens")
+        return go_then_report(messages)
+
+    original = bench_local.environment_for
+
+    def environment_for(task: WebTask, *args: Any, **kwargs: Any) -> Any:
+        env = original(task, *args, **kwargs)
+        return _FailsToStart(env, raised[task.id]) if task.id in raised else env
+
+    monkeypatch.setattr(bench_local, "environment_for", environment_for)
+    with StaticServer(pages) as site, ScriptedChatServer(script) as llm:
+        tasks = [WebTask(id=kind, url=site.url("plain.html"), goal=f"{GO_GOAL} [{kind}]",
+                         max_steps=2) for kind in ("agent", "model", "config", *raised)]
+        tasks.append(WebTask(id="browser", url="http://127.0.0.1:9/", goal=GO_GOAL))
+        settings = _settings(llm.base_url).model_copy(
+            update={"outage": OutageSettings(failures_to_pause=50, infra_retries=0)})
+        outcome = await run_bench(expand(tasks, ["none"], 1), settings, BrowserConfig(),
+                                  tmp_path / "bench", BenchOptions(concurrency=2),
+                                  argv=["test"])
+    ended = {r.task_id: (r.infra_kind, r.error_kind) for r in outcome.results}
+    assert ended == {
+        "agent": (None, None), "model": ("model", "model"), "config": ("config", "model"),
+        "task": ("task", "task"), "server": ("server", "model"), "crash": ("crash", "crash"),
+        "browser": ("browser", "page"),
+    }, outcome.results
 
 
 def test_task_file_with_browsergym_entries(tmp_path: Path) -> None:
