@@ -18,14 +18,18 @@ from typing import Any
 import pytest
 
 from linewise.errors import ConfigError, ModelError
+from linewise.records import EpisodeSummary, TimeTotals, TokenTotals
 from linewise.runtime.bench import local as bench_local
 from linewise.runtime.bench.driver import run_bench
 from linewise.runtime.bench.local import BenchOptions
 from linewise.runtime.bench.plan import INCOMPLETE_DIR, EpisodeKey, expand
 from linewise.runtime.bench.results import (
+    SUMMARY_ONLY,
     EpisodeResult,
     ResultsWriter,
     read_results,
+    result_from_summary,
+    summary_values,
 )
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.tasks.loader import load_task_file
@@ -298,6 +302,30 @@ async def test_error_kind_of_each_infrastructure_ending_comes_from_its_infra_kin
         "task": ("task", "task"), "server": ("server", "model"), "crash": ("crash", "crash"),
         "browser": ("browser", "page"),
     }, outcome.results
+
+
+def test_every_summary_value_is_carried_into_the_results_line_or_listed_as_left_out() -> None:
+    """A field added to EpisodeSummary (or its token and time totals) is either a field
+    of EpisodeResult of the same name, and so copied by result_from_summary, or listed
+    in SUMMARY_ONLY: it cannot be forgotten on the way."""
+    summary = EpisodeSummary(episode_id="e", task_id="t", action_model="m",
+                             termination="max_steps", n_steps=3, obs_tokens_full=7,
+                             tokens=TokenTotals(action_prompt=11, retriever_completion=5,
+                                                llm_calls=2),
+                             time=TimeTotals(wall_s=1.5, llm_s=0.5), repeats_kept=1)
+    values = summary_values(summary)
+    assert set(values) - set(EpisodeResult.model_fields) <= SUMMARY_ONLY
+    assert not SUMMARY_ONLY & set(EpisodeResult.model_fields) - {"finished_at"}
+    spec = expand([WebTask(id="t", url="https://example.org", goal="g", max_steps=4)],
+                  ["none"], 1)[0]
+    result = result_from_summary(spec, summary, [], backend="local")
+    dumped = result.model_dump()
+    carried = {name: value for name, value in values.items() if name in dumped
+               and name not in SUMMARY_ONLY}
+    assert carried and all(dumped[name] == value for name, value in carried.items())
+    assert (result.agent, result.action_prompt_tokens, result.retriever_completion_tokens,
+            result.llm_calls, result.wall_s, result.outcome, result.max_steps) == (
+        "m", 11, 5, 2, 1.5, "agent", 4)
 
 
 def test_task_file_with_browsergym_entries(tmp_path: Path) -> None:
