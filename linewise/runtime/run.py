@@ -20,7 +20,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import openai
 import structlog
 
 from linewise.agent.filters.base import ObservationFilter
@@ -34,7 +33,6 @@ from linewise.agent.filters.registry import (
     shared_embedder,
 )
 from linewise.agent.models import ChatModel
-from linewise.errors import EndpointRefused, EndpointUnreachable
 from linewise.records import EpisodeSummary
 from linewise.runtime.browser.chromium import Browser, BrowserConfig
 from linewise.runtime.budget import RunSpend
@@ -91,33 +89,6 @@ def default_out_dir() -> Path:
     return Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
 
 
-async def check_endpoint(endpoint: EndpointSettings) -> None:
-    """Fail fast, naming the URL, when nothing answers at the endpoint
-    (``EndpointUnreachable``) or it refuses the key (``EndpointRefused``).
-
-    Any other answer (even 404: not every server lists models) counts as reachable; an
-    unknown model is found by the first chat call (``EndpointRefused`` too).
-    """
-    assert endpoint.base_url is not None
-    client = openai.AsyncOpenAI(
-        base_url=endpoint.base_url,
-        api_key=endpoint.api_key or "not-needed",
-        timeout=10.0,
-        max_retries=0,
-    )
-    try:
-        await client.models.list()
-    except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
-        raise EndpointRefused(endpoint.base_url, endpoint.model or "", exc.status_code,
-                              str(exc.body or exc.message)[:300]) from exc
-    except openai.APIConnectionError as exc:
-        raise EndpointUnreachable(endpoint.base_url, str(exc.__cause__ or exc)) from exc
-    except openai.APIStatusError:
-        pass
-    finally:
-        await client.close()
-
-
 @contextlib.asynccontextmanager
 async def open_endpoints(
     settings: LinewiseSettings, *, action: bool = True, retriever: bool = True
@@ -152,9 +123,6 @@ async def open_endpoints(
 
         action_endpoint = endpoint(settings.action) if action else None
         retriever_endpoint = endpoint(settings.retriever) if retriever else None
-        checked = {e.base_url: e for e in (action_endpoint, retriever_endpoint) if e is not None}
-        for one in checked.values():
-            await check_endpoint(one)
         action_client = (ChatClient(action_endpoint, embedded=settings.action.base_url is None)
                          if action_endpoint is not None else None)
         if action_client is not None:
@@ -164,6 +132,11 @@ async def open_endpoints(
             retriever_client = ChatClient(retriever_endpoint,
                                           embedded=settings.retriever.base_url is None)
             stack.push_async_callback(retriever_client.close)
+        probed: set[str] = set()
+        for client in (action_client, retriever_client):
+            if client is not None and client.base_url not in probed:
+                probed.add(client.base_url)
+                await client.probe()
         yield action_client, retriever_client
 
 
