@@ -19,7 +19,7 @@ import pytest
 
 from linewise.errors import ConfigError, ModelError
 from linewise.records import EpisodeSummary, TimeTotals, TokenTotals
-from linewise.runtime.bench import local as bench_local
+from linewise.runtime import run as run_module
 from linewise.runtime.bench.driver import run_bench
 from linewise.runtime.bench.local import BenchOptions
 from linewise.runtime.bench.plan import INCOMPLETE_DIR, EpisodeKey, expand
@@ -147,14 +147,14 @@ async def test_a_raising_a_hanging_and_a_refused_episode_do_not_stop_the_bench(
             raise ScriptedHTTPError(400, "model refuses")
         return miniwob_solver(messages)
 
-    original = bench_local.run_in_environment
+    original = run_module.run_in_environment
 
     async def flaky(env: Any, task_id: str, *args: Any, **kwargs: Any) -> Any:
         if task_id.startswith("miniwob.click-test"):
             raise RuntimeError("a bug in one episode")
         return await original(env, task_id, *args, **kwargs)
 
-    monkeypatch.setattr(bench_local, "run_in_environment", flaky)
+    monkeypatch.setattr(run_module, "run_in_environment", flaky)
     tasks = [MiniWoBTask(miniwob=name, seed=seed, max_steps=3) for name, seed in
              (("click-test", 1), ("click-button", 2), ("focus-text", 3), ("enter-text", 0))]
     specs = expand(tasks, ["none"], 1)
@@ -280,13 +280,13 @@ async def test_error_kind_of_each_infrastructure_ending_comes_from_its_infra_kin
             raise ScriptedHTTPError(400, "This model's maximum context length is 8192 tokens")
         return go_then_report(messages)
 
-    original = bench_local.environment_for
+    original = run_module.environment_for
 
     def environment_for(task: WebTask, *args: Any, **kwargs: Any) -> Any:
         env = original(task, *args, **kwargs)
         return _FailsToStart(env, raised[task.id]) if task.id in raised else env
 
-    monkeypatch.setattr(bench_local, "environment_for", environment_for)
+    monkeypatch.setattr(run_module, "environment_for", environment_for)
     with StaticServer(pages) as site, ScriptedChatServer(script) as llm:
         tasks = [WebTask(id=kind, url=site.url("plain.html"), goal=f"{GO_GOAL} [{kind}]",
                          max_steps=2) for kind in ("agent", "model", "config", *raised)]
