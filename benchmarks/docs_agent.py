@@ -74,8 +74,9 @@ from linewise.records import EpisodeSummary, StepRecord
 from linewise.runtime.bench.metrics import success_rate
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.episode import StepContext, StepHooks
+from linewise.runtime.filter_choice import filter_needs_retriever
 from linewise.runtime.log import configure_logging
-from linewise.runtime.run import filter_needs_retriever, open_endpoints, run_tasks
+from linewise.runtime.run import open_endpoints, run_tasks
 from linewise.runtime.tasks.loader import load_task_file
 from linewise.runtime.tasks.schema import WebTask
 from linewise.runtime.trace import read_steps, read_summary

@@ -35,7 +35,8 @@ from typing import Any
 from linewise.agent.models import ChatModel
 from linewise.records import EpisodeSummary
 from linewise.runtime.browser.chromium import BrowserConfig
-from linewise.runtime.run import filter_needs_retriever, open_endpoints, run_tasks
+from linewise.runtime.filter_choice import filter_needs_retriever
+from linewise.runtime.run import open_endpoints, run_tasks
 from linewise.runtime.tasks.loader import load_task_file
 from linewise.runtime.tasks.schema import WebTask
 from linewise.settings import EndpointSettings, LinewiseSettings

@@ -41,7 +41,8 @@ from typing import Any
 from linewise.agent.filters.base import FilterInput, FilterResult
 from linewise.agent.filters.registry import get_filter
 from linewise.agent.models import ChatModel
-from linewise.runtime.run import build_filter_maker, open_endpoints
+from linewise.runtime.filter_choice import build_filter_maker
+from linewise.runtime.run import open_endpoints
 from linewise.settings import LinewiseSettings
 from linewise.testing import CallInfo, FunctionModel
 from linewise.tokens import count_tokens

@@ -19,6 +19,7 @@ from linewise.cli.flags import (
     filter_name,
     settings_from_args,
 )
+from linewise.runtime.filter_choice import build_filter_maker, resolve_filter
 from linewise.runtime.filter_eval import (
     LARGE_PAGE_LINES,
     CaseScore,
@@ -30,7 +31,7 @@ from linewise.runtime.filter_eval import (
     summarize,
     summarize_kinds,
 )
-from linewise.runtime.run import build_filter_maker, filter_needs_retriever, open_endpoints
+from linewise.runtime.run import open_endpoints
 
 log = structlog.get_logger(__name__)
 
@@ -78,17 +79,18 @@ def cmd_filter_eval(args: argparse.Namespace) -> int:
     async def run() -> dict[str, list[CaseScore]]:
         # Filters that use a retriever when the run has one are scored with it, as
         # they run beside the action model.
-        needs_retriever = any(filter_needs_retriever(name, settings.filter, endpoint_opened=True)
-                              for name in names)
+        chosen = [resolve_filter(name) for name in names]
+        needs_retriever = any(f.needs_retriever(settings.filter, endpoint_opened=True)
+                              for f in chosen)
         async with open_endpoints(settings, action=False, retriever=needs_retriever) as (
             _, retriever
         ):
             local = needs_retriever and settings.retriever.base_url is None
             makers: dict[str, FilterMaker] = {
-                name: build_filter_maker(settings, name, retriever=retriever,
-                                         local_retriever=local,
-                                         local_action=settings.action.base_url is None)
-                for name in names
+                f.name: build_filter_maker(settings, f, retriever=retriever,
+                                           local_retriever=local,
+                                           local_action=settings.action.base_url is None)
+                for f in chosen
             }
             log.info("evaluating filters", filters=names, cases=len(cases))
             return await evaluate_filters(cases, makers, record)

@@ -50,6 +50,7 @@ from linewise.records import (
     LLMCall,
     ManualStep,
     MemoryShown,
+    NavigationEvents,
     Operator,
     StepFailure,
     StepRecord,
@@ -374,9 +375,8 @@ class _Episode:
             self.summary.add_step(record)
             raise
         done = self._ended(status.done, step.action)
-        record = self._record(step, view, timings, started, reward=status.reward, done=done)
-        navigation = self.env.take_navigation_events()
-        record.blocked, record.downloads = navigation.blocked, navigation.downloads
+        record = self._record(step, view, timings, started, reward=status.reward, done=done,
+                              navigation=self.env.take_navigation_events())
         self.summary.time.observe_s += timings.observe_ms / 1000
         self.summary.time.act_s += (timings.act_ms + timings.settle_ms) / 1000
         next_error = error or (step.decision.error if step.decision.action is None else None)
@@ -449,8 +449,11 @@ class _Episode:
         reward: float = 0.0,
         done: bool = False,
         failure: StepFailure | None = None,
+        navigation: NavigationEvents | None = None,
     ) -> StepRecord:
-        """The step's trace record: built here and nowhere else."""
+        """The step's trace record: built here and nowhere else. ``navigation``: the
+        page loads refused and downloads of the step (none when it failed midway)."""
+        navigation = navigation or NavigationEvents()
         obs, filtered, decision = step.observation, step.filtered, step.decision
         assert obs is not None and filtered is not None and decision is not None
         screenshot = (
@@ -505,6 +508,8 @@ class _Episode:
             skipped_frames=obs.skipped_frames,
             dialogs=obs.dialogs,
             failure=failure,
+            blocked=navigation.blocked,
+            downloads=navigation.downloads,
             invisible_text=obs.invisible,
         )
 

@@ -20,27 +20,28 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import openai
 import structlog
 
-from linewise.agent.filters.base import ObservationFilter
-from linewise.agent.filters.registry import (
-    FilterContext,
-    FilterFactory,
-    FilterMaker,
-    FilterRegistration,
-    filter_maker,
-    get_filter,
-    shared_embedder,
-)
+from linewise.agent.filters.registry import FilterMaker
 from linewise.agent.models import ChatModel
-from linewise.errors import EndpointRefused, EndpointUnreachable
 from linewise.records import EpisodeSummary
 from linewise.runtime.browser.chromium import Browser, BrowserConfig
-from linewise.runtime.budget import RunSpend
+from linewise.runtime.budget import Budget, RunSpend, prices_of
 from linewise.runtime.debug.highlight import highlight_hooks
 from linewise.runtime.envs.browsergym_gym import check_family
-from linewise.runtime.episode import EpisodeConfig, EpisodeResources, StepHooks, run_episode
+from linewise.runtime.envs.factory import environment_for
+from linewise.runtime.episode import (
+    EpisodeConfig,
+    StepHooks,
+    episode_directory,
+    run_in_environment,
+)
+from linewise.runtime.filter_choice import (
+    FilterChoice,
+    ResolvedFilter,
+    build_filter_maker,
+    resolve_filter,
+)
 from linewise.runtime.log import configure_logging
 from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.models.files import resolve_model_path
@@ -51,7 +52,7 @@ from linewise.runtime.tasks.loader import load_task_file
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 from linewise.runtime.tasks.schema import AnyTask, BrowserGymTask, MiniWoBTask, WebTask
 from linewise.runtime.viewer.playwright_trace import trace_hooks
-from linewise.settings import EndpointSettings, FilterSettings, LinewiseSettings
+from linewise.settings import EndpointSettings, LinewiseSettings
 
 log = structlog.get_logger(__name__)
 
@@ -72,50 +73,15 @@ class RunResources:
     spend: RunSpend = field(default_factory=RunSpend)
     """What the run's episodes have spent, against ``settings.budget``'s run limits."""
 
-    def filter_maker(
-        self, settings: LinewiseSettings, choice: FilterChoice | None = None
-    ) -> FilterMaker:
-        """The per-episode maker of ``choice`` (default ``settings.filter.name``) on these
-        resources' retriever."""
+    def filter_maker(self, settings: LinewiseSettings, choice: ResolvedFilter) -> FilterMaker:
+        """The per-episode maker of ``choice`` on these resources' retriever."""
         return build_filter_maker(settings, choice, retriever=self.retriever_client,
                                   local_retriever=self.retriever_is_local,
                                   local_action=self.action_is_local)
 
 
-FilterChoice = str | FilterRegistration | FilterFactory | ObservationFilter
-"""A registered filter's name; a registration; a factory (``FilterContext`` in, a fresh
-filter out); or one filter object, then shared by every episode."""
-
-
 def default_out_dir() -> Path:
     return Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
-
-
-async def check_endpoint(endpoint: EndpointSettings) -> None:
-    """Fail fast, naming the URL, when nothing answers at the endpoint
-    (``EndpointUnreachable``) or it refuses the key (``EndpointRefused``).
-
-    Any other answer (even 404: not every server lists models) counts as reachable; an
-    unknown model is found by the first chat call (``EndpointRefused`` too).
-    """
-    assert endpoint.base_url is not None
-    client = openai.AsyncOpenAI(
-        base_url=endpoint.base_url,
-        api_key=endpoint.api_key or "not-needed",
-        timeout=10.0,
-        max_retries=0,
-    )
-    try:
-        await client.models.list()
-    except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
-        raise EndpointRefused(endpoint.base_url, endpoint.model or "", exc.status_code,
-                              str(exc.body or exc.message)[:300]) from exc
-    except openai.APIConnectionError as exc:
-        raise EndpointUnreachable(endpoint.base_url, str(exc.__cause__ or exc)) from exc
-    except openai.APIStatusError:
-        pass
-    finally:
-        await client.close()
 
 
 @contextlib.asynccontextmanager
@@ -152,9 +118,6 @@ async def open_endpoints(
 
         action_endpoint = endpoint(settings.action) if action else None
         retriever_endpoint = endpoint(settings.retriever) if retriever else None
-        checked = {e.base_url: e for e in (action_endpoint, retriever_endpoint) if e is not None}
-        for one in checked.values():
-            await check_endpoint(one)
         action_client = (ChatClient(action_endpoint, embedded=settings.action.base_url is None)
                          if action_endpoint is not None else None)
         if action_client is not None:
@@ -164,6 +127,11 @@ async def open_endpoints(
             retriever_client = ChatClient(retriever_endpoint,
                                           embedded=settings.retriever.base_url is None)
             stack.push_async_callback(retriever_client.close)
+        probed: set[str] = set()
+        for client in (action_client, retriever_client):
+            if client is not None and client.base_url not in probed:
+                probed.add(client.base_url)
+                await client.probe()
         yield action_client, retriever_client
 
 
@@ -232,69 +200,6 @@ async def open_run_resources(
         )
 
 
-def filter_needs_retriever(
-    choice: FilterChoice, settings: FilterSettings | None = None, *, endpoint_opened: bool = False
-) -> bool:
-    """Whether the run must open a retriever for this filter (a registration says so,
-    for ``settings`` when given: ``focus``'s preset decides); ``endpoint_opened``: the
-    run opens the action endpoint anyway, so a filter that only wants a retriever gets
-    one (the same endpoint, by default)."""
-    if isinstance(choice, str):
-        choice = get_filter(choice)
-    if not isinstance(choice, FilterRegistration):
-        return False
-    needs = choice.needs_retriever_for(settings) if settings is not None else (
-        choice.needs_retriever)
-    return needs or (endpoint_opened and choice.wants_retriever)
-
-
-def filter_context(
-    settings: LinewiseSettings, retriever: ChatModel | None, *, local_retriever: bool = False,
-    local_action: bool = False,
-) -> FilterContext:
-    """What a filter factory gets for ``settings.filter``; ``local_retriever``: the
-    retriever is the embedded model (its context and window sizes apply);
-    ``local_action``: so is the action model (its view budget applies)."""
-    return FilterContext(
-        settings=settings.filter,
-        retriever=retriever,
-        embedder=shared_embedder(settings.filter, api_key=settings.action.api_key),
-        retriever_context_tokens=settings.retriever_context_tokens(local=local_retriever),
-        retriever_window_tokens=settings.retriever_window_tokens(local=local_retriever),
-        view_budget_tokens=settings.view_budget_tokens(local=local_action),
-    )
-
-
-def build_filter_maker(
-    settings: LinewiseSettings,
-    choice: FilterChoice | None = None,
-    *,
-    retriever: ChatModel | None = None,
-    local_retriever: bool = False,
-    local_action: bool = False,
-) -> FilterMaker:
-    """The per-episode filter maker for ``choice`` (default: ``settings.filter.name``)."""
-    if choice is not None and isinstance(choice, str):
-        settings = settings.with_filter(choice)
-    context = filter_context(settings, retriever, local_retriever=local_retriever,
-                             local_action=local_action)
-    if choice is None or isinstance(choice, str):
-        return filter_maker(context)
-    if isinstance(choice, FilterRegistration):
-        return choice.bind(context)
-    if _is_filter_object(choice):
-        shared: ObservationFilter = choice  # type: ignore[assignment]
-        return lambda: shared
-    factory: FilterFactory = choice  # type: ignore[assignment]
-    return lambda: factory(context)
-
-
-def _is_filter_object(choice: object) -> bool:
-    """A filter itself (``name`` and ``apply``), not a factory or a filter class."""
-    return (not isinstance(choice, type) and isinstance(getattr(choice, "name", None), str)
-            and callable(getattr(choice, "apply", None)))
-
-
 def prepare_run(settings: LinewiseSettings, tasks: Sequence[AnyTask]) -> LinewiseSettings:
     """The run's settings with the tasks' secrets merged in, once every secret's variable
     is known to be set; every secret value and API key is registered with the redactor
@@ -359,6 +264,59 @@ def _version(package: str) -> str:
         return "unknown"
 
 
+class EpisodeFactory:
+    """Assembles one episode on a run's shared resources and runs it: its environment,
+    its filter, its agent and budget (``EpisodeConfig``) and its hooks. ``run_tasks``
+    (so the Python API), the bench's runner (local and Ray) run every episode here.
+
+    ``filters``: the run's filters, each resolved once at the edge of the run and bound
+    here to the run's models; an episode names the one it runs with. ``hooks`` see every
+    step after ``--highlight``'s box and before the Playwright trace's chunk starts (see
+    ``run_tasks``); ``pause`` cuts the highlight's wait short. Once ``stop`` is set, a
+    running episode ends after its step.
+    """
+
+    def __init__(
+        self,
+        settings: LinewiseSettings,
+        resources: RunResources,
+        filters: Sequence[ResolvedFilter],
+        *,
+        timeout_s: float | None,
+        hooks: Sequence[StepHooks] = (),
+        pause: asyncio.Event | None = None,
+        stop: asyncio.Event | None = None,
+    ) -> None:
+        self.settings = settings
+        self.resources = resources
+        self.timeout_s = timeout_s
+        self.stop = stop
+        self.makers: dict[str, FilterMaker] = {
+            f.name: resources.filter_maker(settings, f) for f in filters}
+        # Made once: a headless run says once that it ignores --highlight.
+        self._hooks = [*highlight_hooks(settings, pause), *hooks]
+        self.budget = Budget(settings.budget, prices_of(settings.filter), resources.spend)
+        """The run's limits (``run_exceeded``: no new episode once they are reached)."""
+
+    async def run(self, task: AnyTask, directory: Path, filter: str) -> EpisodeSummary:
+        """Run ``task`` with the filter named ``filter``, its trace in ``directory``."""
+        retriever = self.resources.retriever_client
+        config = EpisodeConfig.from_settings(
+            self.settings,
+            timeout_s=self.timeout_s,
+            retriever_model=retriever.model if retriever is not None else "",
+            make_filter=self.makers[filter],
+            run_spend=self.resources.spend,
+            stop=self.stop,
+        )
+        env = environment_for(task, self.resources.browser, self.resources.miniwob,
+                              config.settle, directory)
+        return await run_in_environment(
+            env, task.id, task.max_steps, self.resources.action_client, directory, config,
+            [*self._hooks, *trace_hooks(self.settings)],
+        )
+
+
 async def run_tasks(
     tasks: Sequence[AnyTask],
     settings: LinewiseSettings,
@@ -385,38 +343,28 @@ async def run_tasks(
     episode ends after its step and no other starts; ``pause`` (a step-through debugger's
     pause event) cuts the highlight's wait short.
     """
-    choice: FilterChoice = filter if filter is not None else settings.filter.name
+    chosen = resolve_filter(filter if filter is not None else settings.filter.name)
     settings = prepare_run(settings, tasks)
     write_run_manifest(out_dir, settings, argv or sys.argv, [task.id for task in tasks])
     summaries: list[EpisodeSummary] = []
-    watching = highlight_hooks(settings, pause)
     async with open_run_resources(
         settings, tasks, browser_config, action_model=action_model,
         retriever_model=retriever_model,
-        need_retriever=filter_needs_retriever(choice, settings.filter,
+        need_retriever=chosen.needs_retriever(settings.filter,
                                               endpoint_opened=action_model is None),
     ) as resources:
-        env = EpisodeResources(resources.browser, resources.action_client, resources.miniwob)
-        retriever = resources.retriever_client
-        config = EpisodeConfig.from_settings(
-            settings,
-            timeout_s=settings.episode_timeout_s,
-            retriever_model=retriever.model if retriever is not None else "",
-            make_filter=resources.filter_maker(settings, choice),
-            run_spend=resources.spend,
-            stop=stop,
-        )
+        episodes = EpisodeFactory(settings, resources, [chosen],
+                                  timeout_s=settings.episode_timeout_s, hooks=hooks,
+                                  pause=pause, stop=stop)
         for number, task in enumerate(tasks):
             if stop is not None and stop.is_set():
                 break
-            if (spent := config.budget.run_exceeded()) is not None:
+            if (spent := episodes.budget.run_exceeded()) is not None:
                 log.warning("run budget spent: no more episodes", reason=spent,
                             not_started=len(tasks) - number)
                 break
-            summary = await run_episode(
-                task, env, out_dir, config,
-                [*watching, *hooks, *trace_hooks(settings)],
-            )
+            summary = await episodes.run(task, episode_directory(out_dir, task.id),
+                                         chosen.name)
             summaries.append(summary)
             log.info(
                 "episode finished",

@@ -32,8 +32,7 @@ from linewise.records import AttackVerdict, NavigationEvents, Tab
 from linewise.runtime.browser.binding import origin_of
 from linewise.runtime.browser.executor import ActionOutcome
 from linewise.runtime.browser.observation import Observation
-from linewise.runtime.envs.base import Environment
-from linewise.runtime.envs.chromium import ChromiumEnv
+from linewise.runtime.envs.base import Environment, SecretTyping
 from linewise.runtime.redaction import REDACTOR, placeholder, redact_data, redact_text
 from linewise.runtime.tasks.browser_task import TaskStart, TaskStatus
 from linewise.settings import SecretSpec
@@ -201,9 +200,10 @@ class SecretsEnvironment:
         except ActionError as exc:
             log.warning("secret refused", action=str(action), url=self._url, reason=str(exc))
             return ActionOutcome(error=str(exc))
-        if isinstance(self.inner, ChromiumEnv):
+        if isinstance(self.inner, SecretTyping):
             return _redacted(await self.inner.type_secret(action, value, origin_of(self._url)))
-        # BrowserGym's env runs its own fill: the check above is the only one there.
+        # An environment that runs its own fill (BrowserGym's): the check above is the
+        # only one there.
         filled = action.model_copy(update={"arguments": {**action.arguments, "value": value}})
         return _redacted(await self.inner.act(filled))
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.tasks.schema import AnyTask, WebTask
@@ -120,7 +119,3 @@ class InjectionSite:
     def page_url(self, name: str) -> str:
         return self.pages.url(name)
 
-
-def attacker_url(url: str) -> bool:
-    """Whether ``url`` names the attacker's domain."""
-    return (urlsplit(url).hostname or "") == ATTACKER_DOMAIN

@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
+from linewise.agent.filters import registry
 from linewise.agent.filters.base import FilterInput, FilterResult
-from linewise.agent.filters.registry import FilterContext
+from linewise.agent.filters.registry import FilterContext, FilterRegistration
 from linewise.errors import ModelError
+from linewise.runtime import filter_choice
 from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.run import run_tasks
 from linewise.runtime.tasks.loader import adhoc_task
@@ -90,3 +92,30 @@ async def test_run_tasks_opens_the_retriever_only_for_a_filter_that_needs_one(
             assert summary.filter == "truncate" and summary.retriever_model == "scripted"
         finally:
             await model.close()
+
+
+async def test_a_run_looks_its_filter_up_once_for_all_its_episodes(
+    pages: StaticServer, tmp_path: Path, no_endpoints: LinewiseSettings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The filter's name is resolved once, at the edge of the run: not again to ask
+    whether it needs a retriever, nor to bind it, nor per episode."""
+    lookups: list[str] = []
+
+    def counting(name: str) -> FilterRegistration:
+        lookups.append(name)
+        return registry.get_filter(name)
+
+    monkeypatch.setattr(filter_choice, "get_filter", counting)
+    task = adhoc_task(pages.url("form.html"), "Open page two", 4)
+    tasks = [task, task]
+    with ScriptedChatServer(page_two_script) as llm:
+        model = ChatClient(EndpointSettings(base_url=llm.base_url, model="scripted"))
+        try:
+            summaries = await run_tasks(tasks, no_endpoints, tmp_path / "run",
+                                        action_model=model, filter="truncate")
+        finally:
+            await model.close()
+    assert [s.filter for s in summaries] == ["truncate", "truncate"]
+    assert [s.answer for s in summaries] == ["page two reached"] * 2
+    assert lookups == ["truncate"]

@@ -27,9 +27,8 @@ from pathlib import Path
 
 import structlog
 
-from linewise.agent.filters.registry import FilterMaker
 from linewise.agent.models import ChatModel
-from linewise.errors import EndpointRefused
+from linewise.errors import EndpointRefused, infra_kind_of
 from linewise.runtime.bench.outage import OutageHook, Probe
 from linewise.runtime.bench.plan import EpisodeSpec, set_aside_unfinished
 from linewise.runtime.bench.results import EpisodeResult, failed_result, result_from_summary
@@ -41,18 +40,10 @@ from linewise.runtime.bench.schedule import (
     run_scheduled,
 )
 from linewise.runtime.browser.chromium import BrowserConfig
-from linewise.runtime.budget import Budget, prices_of
-from linewise.runtime.debug.highlight import highlight_hooks
-from linewise.runtime.envs.factory import environment_for
-from linewise.runtime.episode import EpisodeConfig, run_in_environment
+from linewise.runtime.filter_choice import ResolvedFilter, resolve_filter
 from linewise.runtime.models.chat import ChatClient
-from linewise.runtime.run import (
-    RunResources,
-    filter_needs_retriever,
-    open_run_resources,
-)
+from linewise.runtime.run import EpisodeFactory, RunResources, open_run_resources
 from linewise.runtime.trace import read_steps
-from linewise.runtime.viewer.playwright_trace import trace_hooks
 from linewise.settings import LinewiseSettings
 
 log = structlog.get_logger(__name__)
@@ -77,7 +68,7 @@ class EpisodeRunner:
         resources: RunResources,
         out_dir: Path,
         options: BenchOptions,
-        filters: list[str],
+        filters: list[ResolvedFilter],
         *,
         backend: str = "local",
     ) -> None:
@@ -86,28 +77,21 @@ class EpisodeRunner:
         self.out_dir = out_dir
         self.options = options
         self.backend = backend
-        self.factories: dict[str, FilterMaker] = {
-            name: resources.filter_maker(settings, name) for name in filters
-        }
-        self.highlight = highlight_hooks(settings)
-        """Made once: a headless bench says once that it ignores --highlight."""
-        self.stop: asyncio.Event | None = None
+        self.episodes = EpisodeFactory(settings, resources, filters,
+                                       timeout_s=options.episode_timeout_s)
+
+    @property
+    def stop(self) -> asyncio.Event | None:
         """Set (first Ctrl+C): running episodes end after their step, no new one starts."""
+        return self.episodes.stop
+
+    @stop.setter
+    def stop(self, event: asyncio.Event | None) -> None:
+        self.episodes.stop = event
 
     @property
     def agent(self) -> str:
         return self.resources.action_client.model
-
-    def episode_config(self, spec: EpisodeSpec) -> EpisodeConfig:
-        retriever = self.resources.retriever_client
-        return EpisodeConfig.from_settings(
-            self.settings,
-            timeout_s=self.options.episode_timeout_s,
-            retriever_model=retriever.model if retriever is not None else "",
-            make_filter=self.factories[spec.filter],
-            run_spend=self.resources.spend,
-            stop=self.stop,
-        )
 
     async def run(self, spec: EpisodeSpec) -> EpisodeResult:
         folder = spec.folder(self.out_dir)
@@ -118,15 +102,7 @@ class EpisodeRunner:
         limit = self.options.episode_timeout_s + self.options.close_grace_s
         try:
             async with asyncio.timeout(limit):
-                config = self.episode_config(spec)
-                env = environment_for(
-                    spec.task, self.resources.browser, self.resources.miniwob, config.settle,
-                    folder,
-                )
-                summary = await run_in_environment(
-                    env, spec.task.id, spec.task.max_steps, self.resources.action_client,
-                    folder, config, [*self.highlight, *trace_hooks(self.settings)],
-                )
+                summary = await self.episodes.run(spec.task, folder, spec.filter)
             steps = read_steps(folder) if (folder / "steps.jsonl").exists() else []
             return result_from_summary(spec, summary, steps, backend=self.backend)
         except EndpointRefused:
@@ -138,7 +114,7 @@ class EpisodeRunner:
                                  backend=self.backend, wall_s=time.perf_counter() - started)
         except Exception as exc:  # a bug in one episode must not stop the bench
             log.exception("episode crashed", episode=str(spec.key))
-            return failed_result(spec, "crash", f"{type(exc).__name__}: {exc}",
+            return failed_result(spec, infra_kind_of(exc), f"{type(exc).__name__}: {exc}",
                                  agent=self.agent, backend=self.backend,
                                  wall_s=time.perf_counter() - started)
 
@@ -154,11 +130,11 @@ async def open_runner(
     backend: str = "local",
 ) -> AsyncIterator[EpisodeRunner]:
     """The shared resources the specs need, and a runner on them."""
-    filters = sorted({s.filter for s in specs})
+    filters = [resolve_filter(name) for name in sorted({s.filter for s in specs})]
     async with open_run_resources(
         settings, [s.task for s in specs], browser_config,
-        need_retriever=any(filter_needs_retriever(name, settings.filter, endpoint_opened=True)
-                           for name in filters),
+        need_retriever=any(f.needs_retriever(settings.filter, endpoint_opened=True)
+                           for f in filters),
     ) as resources:
         yield EpisodeRunner(settings, resources, out_dir, options, filters, backend=backend)
 
@@ -189,8 +165,7 @@ async def run_specs(
         specs, runner.run, concurrency=concurrency, outage=runner.settings.outage,
         probe=endpoint_probe([resources.action_client, resources.retriever_client]),
         out_dir=runner.out_dir, hooks=hooks, stop=runner.stop,
-        budget=Budget(runner.settings.budget, prices_of(runner.settings.filter),
-                      resources.spend),
+        budget=runner.episodes.budget,
     )
 
 

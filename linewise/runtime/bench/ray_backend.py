@@ -31,12 +31,12 @@ from typing import Any
 
 import structlog
 
-from linewise.errors import ConfigError, EndpointRefused
+from linewise.errors import ConfigError, EndpointRefused, infra_kind_of
 from linewise.runtime.bench.local import BenchOptions, endpoint_probe, open_runner
 from linewise.runtime.bench.metrics import episode_cost
 from linewise.runtime.bench.outage import OutageHook
 from linewise.runtime.bench.plan import EpisodeSpec
-from linewise.runtime.bench.results import EpisodeResult, classify_error, failed_result
+from linewise.runtime.bench.results import EpisodeResult, failed_result
 from linewise.runtime.bench.schedule import (
     EpisodeRun,
     ResultHook,
@@ -100,7 +100,7 @@ def _episode_task(
             # e.g. the endpoint is down when the worker opens its clients: a model
             # ending, which runs again once the endpoint is back, not a bug
             error = f"{type(exc).__name__}: {exc}"
-            return failed_result(spec, classify_error("error", error) or "crash", error,
+            return failed_result(spec, infra_kind_of(exc), error,
                                  agent=endpoint_settings.action.model or "", backend="ray")
         finally:
             watcher.cancel()

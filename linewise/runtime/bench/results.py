@@ -41,10 +41,12 @@ RESULTS_FILE = "results.jsonl"
 ErrorKind = Literal["crash", "timeout", "page", "model", "task"]
 ERROR_KINDS: tuple[ErrorKind, ...] = ("crash", "timeout", "page", "model", "task")
 
-_MODEL_ERRORS = ("LLMError", "EndpointUnreachable", "ResponseFormatError", "APIError",
-                 "APIConnectionError", "APITimeoutError", "RateLimitError")
-_PAGE_ERRORS = ("BrowserError", "ObservationError", "Error", "TargetClosedError",
-                "PlaywrightError")
+_ERROR_KIND_OF_INFRA: dict[InfraKind, ErrorKind] = {
+    "model": "model", "refused": "model", "config": "model", "server": "model",
+    "browser": "page", "timeout": "timeout", "task": "task", "crash": "crash",
+}
+"""The report's error kind of each infrastructure kind: the report groups the model
+endpoint, a configuration it cannot serve and the embedded model's server as ``model``."""
 
 _INFRA_OF_ERROR_KIND: dict[str, InfraKind] = {
     "crash": "crash", "timeout": "timeout", "page": "browser", "model": "model",
@@ -133,21 +135,43 @@ class EpisodeResult(BaseModel):
         return self.retriever_prompt_tokens + self.retriever_completion_tokens
 
 
-def classify_error(termination: str, error: str | None) -> ErrorKind | None:
-    """The report's error kinds, from the summary's termination and error text
-    (``"<ExceptionType>: message"``)."""
+def error_kind_of(
+    termination: str, infra_kind: InfraKind | None, error: str | None
+) -> ErrorKind | None:
+    """The report's error kind of an ending, from what failed around the agent
+    (``infra_kind``, recorded by the runtime from the exception itself). An ending with
+    no infrastructure kind is the agent's: no error kind unless it carries an error (a
+    stop, an error of the agent's own), which counts as ``crash``."""
+    if infra_kind is not None:
+        return _ERROR_KIND_OF_INFRA[infra_kind]
     if termination == "timeout":
         return "timeout"
-    if not error:
-        return None
-    kind = error.split(":", 1)[0].strip()
-    if kind in _MODEL_ERRORS:
-        return "model"
-    if kind in _PAGE_ERRORS:
-        return "page"
-    if kind in ("LinewiseError", "TaskFileError", "ConfigError", "TaskError"):
-        return "task"
-    return "crash"
+    return "crash" if error else None
+
+
+SUMMARY_ONLY: frozenset[str] = frozenset({
+    "trace_version", "episode_id", "goal", "start_url", "status", "answer",
+    "infeasible_reason", "action_model", "tokens", "time", "filter_misses",
+    "downloads_saved", "downloads_refused", "attack", "traceback", "budget_stop",
+    "started_at", "finished_at", "directory", "observe_s", "act_s", "agent_success",
+})
+"""Summary values a results line leaves to the episode's own summary.json (the report
+does not read them; ``finished_at`` is the line's own time). Every other value of
+``summary_values`` is a field of ``EpisodeResult`` of the same name, so that a new
+summary field is either carried or listed here (tests/runtime/bench checks it)."""
+
+
+def summary_values(summary: EpisodeSummary) -> dict[str, object]:
+    """The summary's values under the names of a results line: its own fields (the
+    computed ones included), its token totals as ``<kind>_tokens`` (``llm_calls`` as
+    is) and its times, with the action model as ``agent``."""
+    values: dict[str, object] = dict(summary)
+    values.update({name: getattr(summary, name) for name in type(summary).model_computed_fields})
+    values.update({name if name == "llm_calls" else f"{name}_tokens": value
+                   for name, value in summary.tokens})
+    values.update(summary.time)
+    values["agent"] = summary.action_model
+    return values
 
 
 def result_from_summary(
@@ -159,62 +183,44 @@ def result_from_summary(
     recovered: bool = False,
 ) -> EpisodeResult:
     """The results line of an episode that ran (its summary and steps)."""
+    values = summary_values(summary)
     pairs = [(s.obs_tokens_full, s.obs_tokens_shown) for s in steps]
     reductions = [1 - shown / full for full, shown in pairs if full > 0]
-    return EpisodeResult(
-        task_id=spec.task.id,
-        base_task=spec.base_task,
-        benchmark=spec.benchmark,
-        seed=spec.seed,
-        filter=spec.filter,
-        agent=summary.action_model,
-        retriever_model=summary.retriever_model,
-        success=summary.success,
-        reward=summary.reward,
-        n_steps=summary.n_steps,
-        max_steps=spec.task.max_steps,
-        termination=summary.termination,
-        error=summary.error,
-        error_kind=classify_error(summary.termination, summary.error),
-        outcome=summary.outcome,
-        infra_kind=summary.infra_kind,
-        action_prompt_tokens=summary.tokens.action_prompt,
-        action_completion_tokens=summary.tokens.action_completion,
-        retriever_prompt_tokens=summary.tokens.retriever_prompt,
-        retriever_completion_tokens=summary.tokens.retriever_completion,
-        llm_calls=summary.tokens.llm_calls,
-        repeats_escaped=summary.repeats_escaped,
-        repeats_kept=summary.repeats_kept,
-        blocked_navigations=summary.blocked_navigations,
-        action_errors=summary.action_errors,
-        parse_errors=summary.parse_errors,
-        assisted_steps=summary.assisted_steps,
-        obs_tokens_full=summary.obs_tokens_full,
-        obs_tokens_shown=summary.obs_tokens_shown,
-        reduction=sum(reductions) / len(reductions) if reductions else None,
-        step_obs_tokens=pairs,
-        wall_s=summary.time.wall_s,
-        llm_s=summary.time.llm_s,
-        filter_s=summary.time.filter_s,
-        episode_dir=spec.relative_folder(),
-        backend=backend,
-        recovered=recovered,
-    )
+    carried = {name: value for name, value in values.items()
+               if name in EpisodeResult.model_fields and name not in SUMMARY_ONLY}
+    return EpisodeResult.model_validate({
+        **carried,
+        "task_id": spec.task.id,
+        "base_task": spec.base_task,
+        "benchmark": spec.benchmark,
+        "seed": spec.seed,
+        "filter": spec.filter,
+        "max_steps": spec.task.max_steps,
+        "error_kind": error_kind_of(summary.termination, summary.infra_kind, summary.error),
+        "reduction": sum(reductions) / len(reductions) if reductions else None,
+        "step_obs_tokens": pairs,
+        "episode_dir": spec.relative_folder(),
+        "backend": backend,
+        "recovered": recovered,
+    })
 
 
 def failed_result(
-    spec: EpisodeSpec, kind: ErrorKind, error: str, *, agent: str, backend: str,
-    wall_s: float = 0.0,
+    spec: EpisodeSpec, infra_kind: InfraKind | None, error: str, *, agent: str,
+    backend: str, wall_s: float = 0.0,
 ) -> EpisodeResult:
     """The results line of an episode that could not produce a summary of its own: the
-    runtime failed around it, an infrastructure ending."""
+    runtime failed around it, an infrastructure ending of ``infra_kind`` (``crash``
+    when the error that escaped names no kind: nothing should escape)."""
+    infra_kind = infra_kind or "crash"
+    termination = "timeout" if infra_kind == "timeout" else "error"
     return EpisodeResult(
         task_id=spec.task.id, base_task=spec.base_task, benchmark=spec.benchmark,
         seed=spec.seed, filter=spec.filter, agent=agent, success=False,
-        max_steps=spec.task.max_steps, termination="timeout" if kind == "timeout" else "error",
-        error=error, error_kind=kind, outcome="infrastructure",
-        infra_kind=_INFRA_OF_ERROR_KIND[kind], wall_s=wall_s,
-        episode_dir=spec.relative_folder(), backend=backend,
+        max_steps=spec.task.max_steps, termination=termination, error=error,
+        error_kind=error_kind_of(termination, infra_kind, error), outcome="infrastructure",
+        infra_kind=infra_kind, wall_s=wall_s, episode_dir=spec.relative_folder(),
+        backend=backend,
     )
 
 

@@ -21,6 +21,7 @@ import asyncio
 import io
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, TypeVar
 
 import structlog
@@ -56,6 +57,10 @@ CLOSE_TIMEOUT_S = 30.0
 
 START_MARGIN_S = 60.0
 """Beyond the navigation deadline, for ``reset``: it launches BrowserGym's own Chromium."""
+
+TRACE_CHUNK_TIMEOUT_S = 60.0
+"""For a Playwright trace chunk on the worker thread: saving one holds the page's DOM
+snapshots, which takes seconds on a large page."""
 
 INVISIBLE_COUNTS = "linewise_invisible_text"
 """Where an observation dict keeps how many nodes the invisible-text check affected."""
@@ -157,6 +162,27 @@ class BrowserGymEnv:
         if gym is None:
             raise BrowserError("the environment is not reset")
         return await self._bounded(stage, lambda: work(gym.unwrapped.page), timeout_s)
+
+    async def measure(self, bid: str, timeout_s: float) -> TargetBox | None:
+        return await self.on_page("target box", lambda page: target_box(page, bid), timeout_s)
+
+    async def evaluate(self, script: str, argument: dict[str, Any], timeout_s: float) -> None:
+        await self.on_page("page script", lambda page: page.evaluate(script, argument),
+                           timeout_s)
+
+    async def start_trace_chunk(self, title: str, *, first: bool) -> None:
+        def start(page: Page) -> None:
+            tracing = page.context.tracing
+            if first:
+                tracing.start(screenshots=True, snapshots=True)
+            tracing.start_chunk(title=title)
+
+        await self.on_page("playwright trace", start, TRACE_CHUNK_TIMEOUT_S)
+
+    async def stop_trace_chunk(self, path: Path) -> None:
+        await self.on_page("playwright trace",
+                           lambda page: page.context.tracing.stop_chunk(path=path),
+                           TRACE_CHUNK_TIMEOUT_S)
 
     async def page_changed(self) -> None:
         """Read the page again, as ``step`` would have: BrowserGym observes only inside

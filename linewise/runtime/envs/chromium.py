@@ -150,6 +150,26 @@ class ChromiumEnv:
 
         return await self.act(action, run=type_bound)
 
+    async def measure(self, bid: str, timeout_s: float) -> TargetBox | None:
+        async def box_of() -> TargetBox | None:
+            locator = await ActionContext(self.session).locate(bid)
+            box = await locator.bounding_box(timeout=timeout_s * 1000)
+            return TargetBox(**box) if box is not None else None
+
+        return await asyncio.wait_for(box_of(), timeout_s)
+
+    async def evaluate(self, script: str, argument: dict[str, Any], timeout_s: float) -> None:
+        await asyncio.wait_for(self.session.page.evaluate(script, argument), timeout_s)
+
+    async def start_trace_chunk(self, title: str, *, first: bool) -> None:
+        tracing = self.session.context.tracing
+        if first:
+            await tracing.start(screenshots=True, snapshots=True)
+        await tracing.start_chunk(title=title)
+
+    async def stop_trace_chunk(self, path: Path) -> None:
+        await self.session.context.tracing.stop_chunk(path=path)
+
     async def act(
         self, action: ParsedAction, run: Callable[[ActionContext], Awaitable[None]] | None = None
     ) -> ActionOutcome:

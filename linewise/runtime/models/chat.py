@@ -180,9 +180,15 @@ class ChatClient:
         return Completion(text=text, usage=usage, logprobs=logprobs)
 
     async def probe(self) -> None:
-        """One cheap request (the model list), untried again: returns when the endpoint
-        answers at all, raises ``EndpointRefused`` when it refuses the key and
-        ``EndpointUnreachable`` when nothing (or only a 5xx) answers."""
+        """One cheap request (the model list), untried again: the one check of an
+        endpoint, before a run and while a bench waits out an outage. Returns when the
+        endpoint answers at all, raises ``EndpointRefused`` when it refuses the key and
+        ``EndpointUnreachable`` when nothing answers (a refused connection, a timeout).
+
+        Any status but 401/403 counts as an answer: a 404 (not every server lists
+        models), and a 5xx too, which on a server that answers is most often a passing
+        fault that the chat calls' own retries ride out. An unknown model is found by
+        the first chat call (``EndpointRefused`` too)."""
         try:
             await self._client.models.list(timeout=min(PROBE_TIMEOUT_S, self.endpoint.timeout_s))
         except openai.APIConnectionError as exc:  # timeouts included
@@ -191,9 +197,6 @@ class ChatClient:
             if exc.status_code in REFUSED_STATUSES:
                 raise EndpointRefused(self.base_url, self.model, exc.status_code,
                                       str(exc.body or exc.message)[:300]) from exc
-            if exc.status_code >= 500:
-                raise EndpointUnreachable(self.base_url, f"answered {exc.status_code}") from exc
-            # any other answer (even 404: not every server lists models) is an endpoint up
 
     async def close(self) -> None:
         await self._client.close()

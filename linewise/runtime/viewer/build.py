@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import html
 import json
-import shutil
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -162,6 +161,3 @@ def write_viewer(root: Path) -> Path:
         )
     return view / "index.html"
 
-
-def remove_viewer(root: Path) -> None:
-    shutil.rmtree(root / VIEW_DIR, ignore_errors=True)

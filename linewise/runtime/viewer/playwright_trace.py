@@ -17,11 +17,9 @@ from pathlib import Path
 
 import structlog
 from playwright.async_api import Error as PlaywrightError
-from playwright.sync_api import Page as SyncPage
 
 from linewise.errors import LinewiseError
-from linewise.runtime.envs.browsergym import BrowserGymEnv
-from linewise.runtime.envs.chromium import ChromiumEnv
+from linewise.runtime.envs.base import PageAccess
 from linewise.runtime.episode import StepContext, StepHooks
 from linewise.settings import LinewiseSettings
 
@@ -29,10 +27,6 @@ log = structlog.get_logger(__name__)
 
 TRACE_DIR = "playwright-trace"
 NOTE = "playwright_trace"
-
-GYM_TRACE_TIMEOUT_S = 60.0
-"""For a chunk on BrowserGym's thread: saving one holds the page's DOM snapshots, which
-takes seconds on a large page."""
 
 
 def chunk_path(directory: Path, index: int) -> Path:
@@ -52,20 +46,11 @@ class PlaywrightTraceHooks(StepHooks):
 
     async def before_act(self, step: StepContext) -> None:
         env, title = step.env, chunk_title(step)
-        if step.directory is None or not isinstance(env, ChromiumEnv | BrowserGymEnv):
+        if step.directory is None or not isinstance(env, PageAccess):
             step.notes[NOTE] = "not recorded: this environment has no browser to trace"
             return
-        first = env not in self._tracing
         try:
-            if isinstance(env, ChromiumEnv):
-                tracing = env.session.context.tracing
-                if first:
-                    await tracing.start(screenshots=True, snapshots=True)
-                await tracing.start_chunk(title=title)
-            else:
-                await env.on_page("playwright trace",
-                                  lambda page: _start_gym_chunk(page, title, first),
-                                  GYM_TRACE_TIMEOUT_S)
+            await env.start_trace_chunk(title, first=env not in self._tracing)
         except (PlaywrightError, LinewiseError) as exc:
             step.notes[NOTE] = f"not recorded: {_first_line(exc)}"
             return
@@ -73,29 +58,18 @@ class PlaywrightTraceHooks(StepHooks):
 
     async def after_act(self, step: StepContext) -> None:
         env = step.env
-        if step.directory is None or NOTE in step.notes or env not in self._tracing:
+        if (step.directory is None or NOTE in step.notes or not isinstance(env, PageAccess)
+                or env not in self._tracing):
             return
         path = chunk_path(step.directory, step.index)
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            if isinstance(env, ChromiumEnv):
-                await env.session.context.tracing.stop_chunk(path=path)
-            elif isinstance(env, BrowserGymEnv):
-                await env.on_page("playwright trace",
-                                  lambda page: page.context.tracing.stop_chunk(path=path),
-                                  GYM_TRACE_TIMEOUT_S)
+            await env.stop_trace_chunk(path)
         except (PlaywrightError, LinewiseError) as exc:
             step.notes[NOTE] = f"not recorded: {_first_line(exc)}"
             log.warning("playwright trace chunk lost", step=step.index, error=str(exc))
             return
         step.notes[NOTE] = path.relative_to(step.directory).as_posix()
-
-
-def _start_gym_chunk(page: SyncPage, title: str, first: bool) -> None:
-    tracing = page.context.tracing
-    if first:
-        tracing.start(screenshots=True, snapshots=True)
-    tracing.start_chunk(title=title)
 
 
 def _first_line(exc: Exception) -> str:

@@ -17,21 +17,32 @@ from typing import Any
 
 import pytest
 
-from linewise.runtime.bench import local as bench_local
+from linewise.errors import ConfigError, ModelError
+from linewise.records import EpisodeSummary, TimeTotals, TokenTotals
+from linewise.runtime import run as run_module
 from linewise.runtime.bench.driver import run_bench
 from linewise.runtime.bench.local import BenchOptions
 from linewise.runtime.bench.plan import INCOMPLETE_DIR, EpisodeKey, expand
 from linewise.runtime.bench.results import (
+    SUMMARY_ONLY,
     EpisodeResult,
     ResultsWriter,
-    classify_error,
     read_results,
+    result_from_summary,
+    summary_values,
 )
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.tasks.loader import load_task_file
 from linewise.runtime.tasks.schema import BrowserGymTask, MiniWoBTask, WebTask
-from linewise.settings import EndpointSettings, LinewiseSettings
-from linewise.testing import ScriptedChatServer, ScriptedHTTPError, miniwob_solver
+from linewise.settings import EndpointSettings, LinewiseSettings, OutageSettings
+from linewise.testing import (
+    ScriptedChatServer,
+    ScriptedHTTPError,
+    StaticServer,
+    miniwob_solver,
+    prompt_section,
+)
+from linewise.testing.bench_pages import GO_GOAL, go_then_report, write_pages
 
 TASKS_YAML = """\
 defaults:
@@ -136,14 +147,14 @@ async def test_a_raising_a_hanging_and_a_refused_episode_do_not_stop_the_bench(
             raise ScriptedHTTPError(400, "model refuses")
         return miniwob_solver(messages)
 
-    original = bench_local.run_in_environment
+    original = run_module.run_in_environment
 
     async def flaky(env: Any, task_id: str, *args: Any, **kwargs: Any) -> Any:
         if task_id.startswith("miniwob.click-test"):
             raise RuntimeError("a bug in one episode")
         return await original(env, task_id, *args, **kwargs)
 
-    monkeypatch.setattr(bench_local, "run_in_environment", flaky)
+    monkeypatch.setattr(run_module, "run_in_environment", flaky)
     tasks = [MiniWoBTask(miniwob=name, seed=seed, max_steps=3) for name, seed in
              (("click-test", 1), ("click-button", 2), ("focus-text", 3), ("enter-text", 0))]
     specs = expand(tasks, ["none"], 1)
@@ -237,22 +248,84 @@ def test_duplicate_lines_count_once(tmp_path: Path) -> None:
     assert only.reward == 1.0
 
 
-@pytest.mark.parametrize(
-    ("termination", "error", "kind"),
-    [
-        ("timeout", "episode exceeded its 5 s timeout", "timeout"),
-        ("error", "LLMError: LLM endpoint http://x answered 500", "model"),
-        ("error", "EndpointUnreachable: LLM endpoint http://x is unreachable", "model"),
-        ("error", "BrowserError: Could not open http://x", "page"),
-        ("error", "Error: Page.goto: net::ERR_CONNECTION_REFUSED", "page"),
-        ("error", "LinewiseError: MiniWoB task given but no MiniWoB server is running",
-         "task"),
-        ("error", "KeyError: 'x'", "crash"),
-        ("task_done", None, None),
-    ],
-)
-def test_error_kinds(termination: str, error: str | None, kind: str | None) -> None:
-    assert classify_error(termination, error) == kind
+class _FailsToStart:
+    """An environment whose reset raises ``exc``: a fault inside the episode."""
+
+    def __init__(self, env: Any, exc: Exception) -> None:
+        self._env, self._exc = env, exc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._env, name)
+
+    async def reset(self) -> Any:
+        raise self._exc
+
+
+async def test_error_kind_of_each_infrastructure_ending_comes_from_its_infra_kind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each infrastructure kind an episode of a bench can end on, through a real bench
+    run: the table's error kind is the one of the episode's ``infra_kind`` (the refused
+    key stops the whole bench and writes no line: test_bench_outage covers it)."""
+    pages = tmp_path / "pages"
+    write_pages(pages)
+    raised = {"task": ConfigError("a secret is not set"), "server": ModelError("no model"),
+              "crash": RuntimeError("a bug")}
+
+    def script(messages: list[dict[str, Any]]) -> str:
+        goal = prompt_section(messages[1]["content"], "Goal")
+        if "[model]" in goal:
+            raise ScriptedHTTPError(400, "malformed request")
+        if "[config]" in goal:
+            raise ScriptedHTTPError(400, "This model's maximum context length is 8192 tokens")
+        return go_then_report(messages)
+
+    original = run_module.environment_for
+
+    def environment_for(task: WebTask, *args: Any, **kwargs: Any) -> Any:
+        env = original(task, *args, **kwargs)
+        return _FailsToStart(env, raised[task.id]) if task.id in raised else env
+
+    monkeypatch.setattr(run_module, "environment_for", environment_for)
+    with StaticServer(pages) as site, ScriptedChatServer(script) as llm:
+        tasks = [WebTask(id=kind, url=site.url("plain.html"), goal=f"{GO_GOAL} [{kind}]",
+                         max_steps=2) for kind in ("agent", "model", "config", *raised)]
+        tasks.append(WebTask(id="browser", url="http://127.0.0.1:9/", goal=GO_GOAL))
+        settings = _settings(llm.base_url).model_copy(
+            update={"outage": OutageSettings(failures_to_pause=50, infra_retries=0)})
+        outcome = await run_bench(expand(tasks, ["none"], 1), settings, BrowserConfig(),
+                                  tmp_path / "bench", BenchOptions(concurrency=2),
+                                  argv=["test"])
+    ended = {r.task_id: (r.infra_kind, r.error_kind) for r in outcome.results}
+    assert ended == {
+        "agent": (None, None), "model": ("model", "model"), "config": ("config", "model"),
+        "task": ("task", "task"), "server": ("server", "model"), "crash": ("crash", "crash"),
+        "browser": ("browser", "page"),
+    }, outcome.results
+
+
+def test_every_summary_value_is_carried_into_the_results_line_or_listed_as_left_out() -> None:
+    """A field added to EpisodeSummary (or its token and time totals) is either a field
+    of EpisodeResult of the same name, and so copied by result_from_summary, or listed
+    in SUMMARY_ONLY: it cannot be forgotten on the way."""
+    summary = EpisodeSummary(episode_id="e", task_id="t", action_model="m",
+                             termination="max_steps", n_steps=3, obs_tokens_full=7,
+                             tokens=TokenTotals(action_prompt=11, retriever_completion=5,
+                                                llm_calls=2),
+                             time=TimeTotals(wall_s=1.5, llm_s=0.5), repeats_kept=1)
+    values = summary_values(summary)
+    assert set(values) - set(EpisodeResult.model_fields) <= SUMMARY_ONLY
+    assert not SUMMARY_ONLY & set(EpisodeResult.model_fields) - {"finished_at"}
+    spec = expand([WebTask(id="t", url="https://example.org", goal="g", max_steps=4)],
+                  ["none"], 1)[0]
+    result = result_from_summary(spec, summary, [], backend="local")
+    dumped = result.model_dump()
+    carried = {name: value for name, value in values.items() if name in dumped
+               and name not in SUMMARY_ONLY}
+    assert carried and all(dumped[name] == value for name, value in carried.items())
+    assert (result.agent, result.action_prompt_tokens, result.retriever_completion_tokens,
+            result.llm_calls, result.wall_s, result.outcome, result.max_steps) == (
+        "m", 11, 5, 2, 1.5, "agent", 4)
 
 
 def test_task_file_with_browsergym_entries(tmp_path: Path) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+from pathlib import Path
+from typing import Any
 
 import structlog.testing
 from PIL import Image
@@ -16,10 +18,12 @@ from linewise.runtime.browser.chromium import Browser
 from linewise.runtime.browser.extraction import observe
 from linewise.runtime.debug.highlight import highlight_hooks
 from linewise.runtime.debug.overlay import OVERLAY_COLOR, hide_target, show_target
+from linewise.runtime.envs.base import PageAccess
 from linewise.runtime.envs.factory import environment_for
 from linewise.runtime.episode import StepContext
 from linewise.runtime.log import configure_logging
 from linewise.runtime.tasks.loader import adhoc_task
+from linewise.runtime.viewer.playwright_trace import NOTE, PlaywrightTraceHooks
 from linewise.settings import BrowserSettings, LinewiseSettings
 from linewise.testing import StaticServer
 from tests.support.pages import bid_of
@@ -89,3 +93,47 @@ async def test_highlight_shows_the_box_while_it_waits_and_removes_it(
         assert overlay_pixels(await page.screenshot()) == 0
     finally:
         await env.close()
+
+
+class _PageOfAnotherKind:
+    """An environment of a kind the features have never heard of, which states that it
+    has a page (``PageAccess``) by handing linewise's Chromium page on."""
+
+    def __init__(self, chromium: Any) -> None:
+        self.measure = chromium.measure
+        self.evaluate = chromium.evaluate
+        self.start_trace_chunk = chromium.start_trace_chunk
+        self.stop_trace_chunk = chromium.stop_trace_chunk
+
+
+async def test_the_box_and_the_trace_ask_the_environment_for_its_page_not_its_class(
+    browser: Browser, pages: StaticServer, tmp_path: Path
+) -> None:
+    chromium = environment_for(adhoc_task(pages.url("form.html"), "Sign up", 5), browser)
+    await chromium.reset()
+    try:
+        obs = await chromium.observe(screenshot=False)
+        click = parse_action(f"click('{bid_of(obs.lines, r'button .Submit.')}')")
+        other = _PageOfAnotherKind(chromium)
+        assert isinstance(other, PageAccess) and not isinstance(object(), PageAccess)
+        box = await show_target(other, click)
+        assert box is not None and box.width > 0
+        page = chromium.session.page  # type: ignore[attr-defined]
+        assert overlay_pixels(await page.screenshot()) > 0
+        await hide_target(other)
+        assert overlay_pixels(await page.screenshot()) == 0
+        assert await show_target(object(), click) is None  # no page: nothing drawn
+        hooks = PlaywrightTraceHooks()
+        for env in (other, object()):
+            step = StepContext(task_id="t", index=0, goal="g", observation=obs, action=click,
+                               env=env, directory=tmp_path)  # type: ignore[arg-type]
+            await hooks.before_act(step)
+            await hooks.after_act(step)
+            recorded = step.notes[NOTE]
+            if env is other:
+                assert recorded == "playwright-trace/step-000.zip"
+                assert (tmp_path / recorded).stat().st_size > 0
+            else:
+                assert recorded.startswith("not recorded")
+    finally:
+        await chromium.close()

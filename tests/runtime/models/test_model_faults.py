@@ -24,8 +24,10 @@ from linewise.errors import (
 )
 from linewise.records import EpisodeSummary, outcome_of
 from linewise.runtime.models.chat import ChatClient, retry_after_s
-from linewise.settings import EndpointSettings
+from linewise.runtime.run import open_endpoints
+from linewise.settings import EndpointSettings, LinewiseSettings
 from linewise.testing import Fault, ScriptedChatServer, ScriptedHTTPError, miniwob_solver
+from linewise.testing.json_server import RawReply, Reply
 
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
 
@@ -157,6 +159,42 @@ async def test_a_dropped_endpoint_is_retried_until_it_is_back() -> None:
         assert 0.3 < time.perf_counter() - started < 4
         await client.probe()
         await client.close()
+
+
+class _ModelListFails(ScriptedChatServer):
+    """Chat completions work; the model list answers ``status``."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(lambda m: "ok")
+        self.status = status
+
+    def handle(self, method: str, path: str, body: dict[str, Any]) -> Reply | RawReply:
+        if method == "GET" and path.rstrip("/").endswith("/models"):
+            return self.status, {"error": {"message": f"status {self.status}"}}
+        return super().handle(method, path, body)
+
+
+async def test_the_one_endpoint_probe_before_a_run_and_during_an_outage() -> None:
+    """One probe: a 5xx from a live endpoint is an answer (a passing fault the calls'
+    retries ride out) before a run and while a bench waits out an outage alike; a
+    refused connection is unreachable and a refused key is refused, in both places."""
+    with _ModelListFails(503) as server:
+        settings = LinewiseSettings(action=EndpointSettings(base_url=server.base_url,
+                                                            model="m"))
+        async with open_endpoints(settings, retriever=False) as (action, _):
+            assert action is not None
+            await action.probe()  # as the outage watch asks
+            assert (await action.complete(MESSAGES)).text == "ok"
+    with _ModelListFails(401) as server:
+        refused = LinewiseSettings(action=EndpointSettings(base_url=server.base_url,
+                                                           model="m"))
+        with pytest.raises(EndpointRefused):
+            async with open_endpoints(refused, retriever=False):
+                pass
+    down = LinewiseSettings(action=EndpointSettings(base_url=server.base_url, model="m"))
+    with pytest.raises(EndpointUnreachable):
+        async with open_endpoints(down, retriever=False):
+            pass
 
 
 def test_retry_after_reads_seconds_dates_and_milliseconds() -> None:
