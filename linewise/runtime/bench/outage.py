@@ -67,6 +67,10 @@ class EndpointWatch:
         self._up = asyncio.Event()
         self._up.set()
         self._prober: asyncio.Task[None] | None = None
+        # When the endpoint last stopped serving episodes: a probe that answers lifts a
+        # pause, but only an episode the model served ends the outage, so an endpoint
+        # that lists its models and fails every chat still runs out the clock.
+        self._down_since: tuple[datetime, float] | None = None
 
     @property
     def down(self) -> bool:
@@ -82,6 +86,7 @@ class EndpointWatch:
                 self._pause()
         elif result.outcome in ("agent", "assisted"):
             self.consecutive = 0
+            self._down_since = None
 
     async def wait_until_up(self) -> bool:
         """Wait out an outage; False when the bench must stop (outage too long, or the
@@ -102,7 +107,9 @@ class EndpointWatch:
 
     async def _probe_until_up(self) -> None:
         assert self.probe is not None
-        since, started = datetime.now(), time.monotonic()
+        if self._down_since is None:
+            self._down_since = (datetime.now(), time.monotonic())
+        since, started = self._down_since
         ceiling = self.settings.probe_initial_s
         probes = 0
         log.warning("model endpoint down: no new episode starts until it answers",

@@ -111,6 +111,26 @@ async def test_a_too_long_outage_stops_cleanly_and_resume_finishes(tmp_path: Pat
     assert len(_raw_keys(tmp_path)) == 6
 
 
+
+async def test_an_endpoint_that_answers_probes_but_fails_every_chat_still_runs_out(
+    tmp_path: Path,
+) -> None:
+    """The model list answers (so every probe lifts the pause) while each chat gets a
+    503: the outage lasts until an episode is served, so the bench stops on time."""
+    specs = expand([MiniWoBTask(miniwob="click-test", seed=0, max_steps=3)], ["none"], 8)
+
+    def overloaded(_messages: list[dict[str, Any]]) -> str:
+        raise ScriptedHTTPError(503, "overloaded")
+
+    with ScriptedChatServer(overloaded) as server:
+        settings = _settings(server.base_url, max_outage_s=3.0)
+        started = time.monotonic()
+        stopped = await run_bench(specs, settings, BrowserConfig(), tmp_path,
+                                  BenchOptions(concurrency=1), argv=["t"])
+        assert time.monotonic() - started < 120  # catches a bench that never gives up
+    assert stopped.stopped is not None and "down for longer than 3 s" in stopped.stopped
+    assert len(stopped.results) < 8
+
 # ------------------------------------------------------------------ the command, exit codes
 
 TASKS_YAML = """\
