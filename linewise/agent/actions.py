@@ -357,10 +357,11 @@ async def tab_close(ctx: ActionContext) -> None:
 @action
 async def send_msg_to_user(ctx: ActionContext, text: str) -> None:
     """
-    Sends a message to the user.
+    Sends a message to the user. When the goal asks a question, this is your answer:
+    state it with the names and values the page shows.
 
     Examples:
-        send_msg_to_user("Based on the results of my search, the city was built in 1751.")
+        send_msg_to_user("<the answer, as the page states it>")
     """
     ctx.messages_to_user.append(text)
 
@@ -368,10 +369,11 @@ async def send_msg_to_user(ctx: ActionContext, text: str) -> None:
 @action
 async def report_infeasible(ctx: ActionContext, reason: str) -> None:
     """
-    Notifies the user that their instructions are infeasible.
+    Notifies the user that their instructions are infeasible. Use it only once you know:
+    what you look for may be elsewhere on the page or on another page.
 
     Examples:
-        report_infeasible("There is no email field in this form.")
+        report_infeasible("<why the goal cannot be achieved>")
     """
     ctx.infeasible_reason = reason
 
