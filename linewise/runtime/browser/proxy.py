@@ -119,6 +119,11 @@ class _Connection:
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError,
                 OSError, ValueError) as exc:
             log.debug("proxy connection ended", error=str(exc)[:200])
+        except asyncio.CancelledError:
+            # Ended by close(). The stream server's own callback asks this task for its
+            # exception, and a cancelled task answers by raising, which the loop logs as
+            # an error: the handler ends normally instead.
+            log.debug("proxy connection ended with its proxy")
         except Exception:  # a bug here must cost one connection, never the proxy thread
             log.exception("proxy connection failed")
         finally:
