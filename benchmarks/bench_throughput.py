@@ -37,7 +37,7 @@ entries start far apart and never run the same episode twice."""
 
 
 def specs_for(episodes: int) -> list[Any]:
-    from linewise.runtime.bench.plan import expand
+    from linewise.apps.bench.plan import expand
     from linewise.runtime.tasks.schema import MiniWoBTask
 
     seeds = -(-episodes // len(TASKS))
@@ -46,8 +46,8 @@ def specs_for(episodes: int) -> list[Any]:
 
 
 def linewise_run(base_url: str, episodes: int, concurrency: int) -> dict[str, float]:
-    from linewise.runtime.bench.driver import run_bench
-    from linewise.runtime.bench.local import BenchOptions
+    from linewise.apps.bench.driver import run_bench
+    from linewise.apps.bench.local import BenchOptions
     from linewise.runtime.browser.chromium import BrowserConfig
     from linewise.runtime.trace import read_summary
     from linewise.settings import EndpointSettings, LinewiseSettings

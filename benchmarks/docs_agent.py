@@ -69,9 +69,9 @@ from pathlib import Path
 from typing import Any
 
 from linewise.agent.filters.registry import check_filter_name
+from linewise.apps.bench.metrics import success_rate
 from linewise.errors import ConfigError
 from linewise.records import EpisodeSummary, StepRecord
-from linewise.runtime.bench.metrics import success_rate
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.episode import StepContext, StepHooks
 from linewise.runtime.filter_choice import filter_needs_retriever

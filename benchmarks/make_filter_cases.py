@@ -51,9 +51,9 @@ from pathlib import Path
 from typing import Any
 
 from linewise.agent.filters.bm25 import line_words, words
+from linewise.apps.filter_eval import FilterCase
 from linewise.runtime.browser.chromium import Browser
 from linewise.runtime.browser.extraction import observe
-from linewise.runtime.filter_eval import FilterCase
 from linewise.runtime.tasks.miniwob import start_miniwob_episode
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 

@@ -18,8 +18,8 @@ import gc
 import random
 import time
 
-from linewise.runtime.pruning.graph import StateGraph
-from linewise.runtime.pruning.miner import mine
+from linewise.apps.pruning.graph import StateGraph
+from linewise.apps.pruning.miner import mine
 
 
 def layered_graph(n_nodes: int, seed: int = 0) -> StateGraph:

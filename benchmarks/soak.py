@@ -36,11 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from linewise.runtime.bench.driver import run_bench
-from linewise.runtime.bench.local import BenchOptions
-from linewise.runtime.bench.plan import EpisodeSpec, expand
-from linewise.runtime.bench.progress import LogProgress
-from linewise.runtime.bench.results import EpisodeResult
+from linewise.apps.bench.driver import run_bench
+from linewise.apps.bench.local import BenchOptions
+from linewise.apps.bench.plan import EpisodeSpec, expand
+from linewise.apps.bench.progress import LogProgress
+from linewise.apps.bench.results import EpisodeResult
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.log import configure_logging
 from linewise.runtime.tasks.schema import AnyTask, MiniWoBTask, SuccessCheck, WebTask

@@ -9,7 +9,7 @@ Playwright cannot run inside an asyncio loop), with slow_mo=0.
 
 ``--playwright-trace`` also measures what ``linewise run --playwright-trace`` adds to a
 step: the same steps with one Playwright trace chunk around each action (as
-``runtime/viewer/playwright_trace.py`` records it), the extra time and the chunk's size.
+``runtime/playwright_trace.py`` records it), the extra time and the chunk's size.
 
 Needs: apt-get install python3-doc (for the documentation pages), the `linewise` package.
 Target: linewise at most 0.5x BrowserGym's per-step time.

@@ -23,11 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from linewise.apps.viewer.build import write_viewer
 from linewise.axtree import number_lines
 from linewise.records import EpisodeSummary, FilterRecord, LLMCall, StepRecord, TargetBox
 from linewise.runtime.browser.chromium import Browser
 from linewise.runtime.trace import EpisodeTraceWriter
-from linewise.runtime.viewer.build import write_viewer
 
 TREE = Path(__file__).resolve().parent.parent / "tests" / "data" / "trees" / "docs-functions.txt"
 

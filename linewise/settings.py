@@ -345,7 +345,7 @@ class BudgetSettings(BaseModel):
 
 
 class OutageSettings(BaseModel):
-    """How a bench rides out a model endpoint that stops answering (runtime/bench/outage.py).
+    """How a bench rides out a model endpoint that stops answering (apps/bench/outage.py).
 
     After ``failures_to_pause`` episodes in a row end on an endpoint fault, the bench
     starts no new episode and probes the endpoint, waiting ``probe_initial_s`` doubled

@@ -15,6 +15,17 @@ from datetime import datetime
 from pathlib import Path
 
 from linewise.agent.filters.cost_gate import Prices
+from linewise.apps.bench.driver import MANIFEST_FILE, run_bench
+from linewise.apps.bench.local import BenchOptions
+from linewise.apps.bench.plan import expand
+from linewise.apps.bench.progress import make_progress
+from linewise.apps.bench.report import write_report
+from linewise.apps.bench.report_data import (
+    errors_text,
+    infra_text,
+    overall,
+    success_text,
+)
 from linewise.cli.exit_codes import exit_code_for
 from linewise.cli.flags import (
     DEFAULT_FILTER,
@@ -34,17 +45,6 @@ from linewise.cli.flags import (
 )
 from linewise.cli.interrupt import EXIT_INTERRUPTED, run_interruptible
 from linewise.errors import ConfigError
-from linewise.runtime.bench.driver import MANIFEST_FILE, run_bench
-from linewise.runtime.bench.local import BenchOptions
-from linewise.runtime.bench.plan import expand
-from linewise.runtime.bench.progress import make_progress
-from linewise.runtime.bench.report import write_report
-from linewise.runtime.bench.report_data import (
-    errors_text,
-    infra_text,
-    overall,
-    success_text,
-)
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.budget import prices_of
 from linewise.runtime.log import configure_logging

@@ -9,6 +9,17 @@ from pathlib import Path
 import structlog
 
 from linewise.agent.filters.registry import FilterMaker, filter_names
+from linewise.apps.filter_eval import (
+    LARGE_PAGE_LINES,
+    CaseScore,
+    evaluate_filters,
+    format_case_table,
+    format_kind_table,
+    format_table,
+    load_cases,
+    summarize,
+    summarize_kinds,
+)
 from linewise.cli.flags import (
     add_focus_flags,
     add_log_flags,
@@ -20,17 +31,6 @@ from linewise.cli.flags import (
     settings_from_args,
 )
 from linewise.runtime.filter_choice import build_filter_maker, resolve_filter
-from linewise.runtime.filter_eval import (
-    LARGE_PAGE_LINES,
-    CaseScore,
-    evaluate_filters,
-    format_case_table,
-    format_kind_table,
-    format_table,
-    load_cases,
-    summarize,
-    summarize_kinds,
-)
 from linewise.runtime.run import open_endpoints
 
 log = structlog.get_logger(__name__)

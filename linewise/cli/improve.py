@@ -13,6 +13,10 @@ import sys
 from pathlib import Path
 
 from linewise.agent.filters.embedders import make_embedder
+from linewise.apps.bench.local import BenchOptions
+from linewise.apps.improve.loop import ImproveLoop, ImproveOptions, SeedRange
+from linewise.apps.improve.report import REPORT_FILE, TABLE_FILE, improve_table
+from linewise.apps.pruning.pipeline import PruneOptions
 from linewise.cli.flags import (
     add_agent_flags,
     add_browser_flags,
@@ -24,12 +28,8 @@ from linewise.cli.flags import (
     settings_from_args,
 )
 from linewise.errors import ConfigError
-from linewise.runtime.bench.local import BenchOptions
 from linewise.runtime.browser.chromium import BrowserConfig
-from linewise.runtime.improve.loop import ImproveLoop, ImproveOptions, SeedRange
-from linewise.runtime.improve.report import REPORT_FILE, TABLE_FILE, improve_table
 from linewise.runtime.log import configure_logging
-from linewise.runtime.pruning.pipeline import PruneOptions
 from linewise.runtime.tasks.loader import load_task_file, select_tasks
 
 

@@ -14,9 +14,9 @@ from linewise.agent.experience.load import memory_for
 from linewise.agent.experience.retrieve import ExperienceMemory
 from linewise.agent.experience.store import read_memory, write_memory
 from linewise.agent.filters.embedders import Embedder, make_embedder
+from linewise.apps.memory.build import build_memory
 from linewise.cli.flags import add_log_level_flag, default_of, settings_from_args
 from linewise.errors import ConfigError
-from linewise.runtime.memory.build import build_memory
 from linewise.settings import LinewiseSettings
 
 

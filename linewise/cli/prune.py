@@ -7,6 +7,9 @@ import asyncio
 import time
 from pathlib import Path
 
+from linewise.apps.pruning.graph import load_graph
+from linewise.apps.pruning.miner import necessary_actions
+from linewise.apps.pruning.pipeline import PruneOptions, run_prune
 from linewise.cli.flags import (
     add_log_flags,
     add_log_level_flag,
@@ -14,9 +17,6 @@ from linewise.cli.flags import (
     settings_from_args,
 )
 from linewise.errors import ConfigError, GraphError
-from linewise.runtime.pruning.graph import load_graph
-from linewise.runtime.pruning.miner import necessary_actions
-from linewise.runtime.pruning.pipeline import PruneOptions, run_prune
 
 DEFAULTS = PruneOptions()
 

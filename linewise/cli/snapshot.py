@@ -6,10 +6,10 @@ import argparse
 import asyncio
 from pathlib import Path
 
+from linewise.apps.filter_eval import snapshot_case
 from linewise.cli.flags import add_browser_flags, settings_from_args
 from linewise.runtime.browser.chromium import Browser, BrowserConfig
 from linewise.runtime.browser.extraction import observe
-from linewise.runtime.filter_eval import snapshot_case
 from linewise.runtime.trace import safe_name
 
 

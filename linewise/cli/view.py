@@ -7,9 +7,9 @@ import argparse
 import time
 from pathlib import Path
 
+from linewise.apps.viewer.build import write_viewer
+from linewise.apps.viewer.serve import require_loopback, serve_viewer
 from linewise.cli.flags import add_log_level_flag
-from linewise.runtime.viewer.build import write_viewer
-from linewise.runtime.viewer.serve import require_loopback, serve_viewer
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -1,1 +1,1 @@
-"""Browser, observation, action execution, the episode loop, LLM clients, tracing, CLI."""
+"""Browser, observation, action execution, the episode loop, LLM clients and tracing."""

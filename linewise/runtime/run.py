@@ -46,12 +46,12 @@ from linewise.runtime.log import configure_logging
 from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.models.files import resolve_model_path
 from linewise.runtime.models.local_server import LocalModelServer
+from linewise.runtime.playwright_trace import trace_hooks
 from linewise.runtime.redaction import REDACTOR, redact_argv, redact_data
 from linewise.runtime.secrets import SecretStore, merge_secret_specs
 from linewise.runtime.tasks.loader import load_task_file
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 from linewise.runtime.tasks.schema import AnyTask, BrowserGymTask, MiniWoBTask, WebTask
-from linewise.runtime.viewer.playwright_trace import trace_hooks
 from linewise.settings import EndpointSettings, LinewiseSettings
 
 log = structlog.get_logger(__name__)

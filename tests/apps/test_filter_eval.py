@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from linewise.agent.filters.truncate import NoFilter, TruncateFilter
+from linewise.apps.filter_eval import evaluate, load_cases, summarize
 from linewise.errors import ConfigError
-from linewise.runtime.filter_eval import evaluate, load_cases, summarize
 from linewise.testing import ScriptedChatServer, StaticServer
 from tests.support.cli import linewise
 from tests.support.paths import REPO

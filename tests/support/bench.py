@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from linewise.runtime.bench.outage import OutageNotice
-from linewise.runtime.bench.progress import LogProgress
-from linewise.runtime.bench.results import EpisodeResult
+from linewise.apps.bench.outage import OutageNotice
+from linewise.apps.bench.progress import LogProgress
+from linewise.apps.bench.results import EpisodeResult
 
 
 class RecordingProgress(LogProgress):

@@ -7,5 +7,5 @@
 - ``load``: the memory a run's settings name, read once per file version, and the leak
   check that refuses a memory built from the episodes a bench tests on.
 
-Building a memory from traces is the runtime's job (``runtime/memory``).
+Building a memory from traces is the runtime's job (``apps/memory``).
 """

@@ -28,17 +28,16 @@ import structlog
 
 from linewise.agent.experience.load import check_memory_leak
 from linewise.agent.experience.store import task_key
-from linewise.errors import ConfigError
-from linewise.runtime.bench.local import BenchOptions, run_local
-from linewise.runtime.bench.metrics import episode_cost
-from linewise.runtime.bench.plan import (
+from linewise.apps.bench.local import BenchOptions, run_local
+from linewise.apps.bench.metrics import episode_cost
+from linewise.apps.bench.plan import (
     INFRA_DIR,
     EpisodeSpec,
     finished_summary,
     set_aside_unfinished,
 )
-from linewise.runtime.bench.progress import LogProgress, Progress
-from linewise.runtime.bench.results import (
+from linewise.apps.bench.progress import LogProgress, Progress
+from linewise.apps.bench.results import (
     RESULTS_FILE,
     EpisodeResult,
     ResultsWriter,
@@ -46,6 +45,7 @@ from linewise.runtime.bench.results import (
     result_from_summary,
     take_out,
 )
+from linewise.errors import ConfigError
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.budget import Budget, RunSpend, prices_of
 from linewise.runtime.redaction import redact_argv, redact_data
@@ -224,7 +224,7 @@ async def run_bench(
 
         try:
             if backend == "ray":
-                from linewise.runtime.bench.ray_backend import run_ray
+                from linewise.apps.bench.ray_backend import run_ray
 
                 stopped = await run_ray(
                     pending, settings, browser_config, out_dir, options, on_start, on_result,

@@ -28,17 +28,17 @@ from pathlib import Path
 import structlog
 
 from linewise.agent.models import ChatModel
-from linewise.errors import EndpointRefused, infra_kind_of
-from linewise.runtime.bench.outage import OutageHook, Probe
-from linewise.runtime.bench.plan import EpisodeSpec, set_aside_unfinished
-from linewise.runtime.bench.results import EpisodeResult, failed_result, result_from_summary
-from linewise.runtime.bench.schedule import (
+from linewise.apps.bench.outage import OutageHook, Probe
+from linewise.apps.bench.plan import EpisodeSpec, set_aside_unfinished
+from linewise.apps.bench.results import EpisodeResult, failed_result, result_from_summary
+from linewise.apps.bench.schedule import (
     ResultHook,
     RetryHook,
     SchedulerHooks,
     StartHook,
     run_scheduled,
 )
+from linewise.errors import EndpointRefused, infra_kind_of
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.filter_choice import ResolvedFilter, resolve_filter
 from linewise.runtime.models.chat import ChatClient

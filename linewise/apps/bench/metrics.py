@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from pydantic import BaseModel, Field
 
 from linewise.agent.filters.cost_gate import Prices
-from linewise.runtime.bench.results import ERROR_KINDS, EpisodeResult
+from linewise.apps.bench.results import ERROR_KINDS, EpisodeResult
 
 
 def episode_cost(prices: Prices, r: EpisodeResult) -> float:

@@ -23,8 +23,8 @@ from datetime import datetime
 
 import structlog
 
+from linewise.apps.bench.results import EpisodeResult
 from linewise.errors import EndpointRefused, EndpointUnreachable
-from linewise.runtime.bench.results import EpisodeResult
 from linewise.settings import OutageSettings
 
 log = structlog.get_logger(__name__)

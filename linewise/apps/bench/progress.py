@@ -15,8 +15,8 @@ from typing import Protocol
 
 import structlog
 
-from linewise.runtime.bench.outage import OutageNotice
-from linewise.runtime.bench.results import EpisodeResult
+from linewise.apps.bench.outage import OutageNotice
+from linewise.apps.bench.results import EpisodeResult
 from linewise.runtime.log import configure_logging
 
 log = structlog.get_logger(__name__)

@@ -31,13 +31,12 @@ from typing import Any
 
 import structlog
 
-from linewise.errors import ConfigError, EndpointRefused, infra_kind_of
-from linewise.runtime.bench.local import BenchOptions, endpoint_probe, open_runner
-from linewise.runtime.bench.metrics import episode_cost
-from linewise.runtime.bench.outage import OutageHook
-from linewise.runtime.bench.plan import EpisodeSpec
-from linewise.runtime.bench.results import EpisodeResult, failed_result
-from linewise.runtime.bench.schedule import (
+from linewise.apps.bench.local import BenchOptions, endpoint_probe, open_runner
+from linewise.apps.bench.metrics import episode_cost
+from linewise.apps.bench.outage import OutageHook
+from linewise.apps.bench.plan import EpisodeSpec
+from linewise.apps.bench.results import EpisodeResult, failed_result
+from linewise.apps.bench.schedule import (
     EpisodeRun,
     ResultHook,
     RetryHook,
@@ -45,6 +44,7 @@ from linewise.runtime.bench.schedule import (
     StartHook,
     run_scheduled,
 )
+from linewise.errors import ConfigError, EndpointRefused, infra_kind_of
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.budget import Budget, RunSpend, prices_of
 from linewise.runtime.run import open_models

@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from linewise.agent.filters.cost_gate import Prices
-from linewise.runtime.bench.report_data import Report, build_report, load_results
-from linewise.runtime.bench.report_html import render_html
-from linewise.runtime.bench.report_markdown import render_markdown
-from linewise.runtime.viewer.build import write_viewer
-from linewise.runtime.viewer.paths import VIEW_DIR, episode_page
+from linewise.apps.bench.report_data import Report, build_report, load_results
+from linewise.apps.bench.report_html import render_html
+from linewise.apps.bench.report_markdown import render_markdown
+from linewise.apps.viewer.build import write_viewer
+from linewise.apps.viewer.paths import VIEW_DIR, episode_page
 
 
 def write_report(out_dir: Path, prices: Prices | None = None,

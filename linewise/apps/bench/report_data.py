@@ -13,9 +13,9 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from linewise.agent.filters.cost_gate import Prices
+from linewise.apps.bench.metrics import GroupMetrics, grouped, summarize
+from linewise.apps.bench.results import RESULTS_FILE, EpisodeResult, read_results
 from linewise.errors import ConfigError
-from linewise.runtime.bench.metrics import GroupMetrics, grouped, summarize
-from linewise.runtime.bench.results import RESULTS_FILE, EpisodeResult, read_results
 
 
 class Report(BaseModel):

@@ -13,7 +13,7 @@ import html
 import itertools
 import math
 
-from linewise.runtime.bench.report_data import (
+from linewise.apps.bench.report_data import (
     GROUP_HEADER,
     TASK_HEADER,
     Report,
@@ -21,8 +21,8 @@ from linewise.runtime.bench.report_data import (
     preamble,
     task_columns,
 )
-from linewise.runtime.bench.results import EpisodeResult
-from linewise.runtime.bench.svg import PALETTE, Box, Point, box_plot, scatter
+from linewise.apps.bench.results import EpisodeResult
+from linewise.apps.bench.svg import PALETTE, Box, Point, box_plot, scatter
 
 CSS = """
 body { font-family: -apple-system, system-ui, sans-serif; margin: 2rem; color: #222; }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from linewise.runtime.bench.report_data import (
+from linewise.apps.bench.report_data import (
     GROUP_HEADER,
     TASK_HEADER,
     Report,

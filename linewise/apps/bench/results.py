@@ -22,6 +22,7 @@ from typing import Literal
 import structlog
 from pydantic import BaseModel, Field, model_validator
 
+from linewise.apps.bench.plan import EpisodeKey, EpisodeSpec
 from linewise.records import (
     FINAL_OUTCOMES,
     EpisodeSummary,
@@ -31,7 +32,6 @@ from linewise.records import (
     outcome_of,
     utcnow,
 )
-from linewise.runtime.bench.plan import EpisodeKey, EpisodeSpec
 from linewise.runtime.redaction import redacted_json
 
 log = structlog.get_logger(__name__)
@@ -158,7 +158,7 @@ SUMMARY_ONLY: frozenset[str] = frozenset({
 """Summary values a results line leaves to the episode's own summary.json (the report
 does not read them; ``finished_at`` is the line's own time). Every other value of
 ``summary_values`` is a field of ``EpisodeResult`` of the same name, so that a new
-summary field is either carried or listed here (tests/runtime/bench checks it)."""
+summary field is either carried or listed here (tests/apps/bench checks it)."""
 
 
 def summary_values(summary: EpisodeSummary) -> dict[str, object]:

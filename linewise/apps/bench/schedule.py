@@ -24,11 +24,11 @@ from pathlib import Path
 
 import structlog
 
+from linewise.apps.bench.outage import EndpointWatch, OutageHook, Probe
+from linewise.apps.bench.plan import INFRA_DIR, EpisodeKey, EpisodeSpec, set_aside_unfinished
+from linewise.apps.bench.results import EpisodeResult
 from linewise.errors import EndpointRefused
 from linewise.records import InfraKind
-from linewise.runtime.bench.outage import EndpointWatch, OutageHook, Probe
-from linewise.runtime.bench.plan import INFRA_DIR, EpisodeKey, EpisodeSpec, set_aside_unfinished
-from linewise.runtime.bench.results import EpisodeResult
 from linewise.runtime.budget import Budget
 from linewise.settings import OutageSettings
 

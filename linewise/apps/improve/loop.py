@@ -8,7 +8,7 @@
     DIR/improve.json          the report (ImproveReport); improve.md its table
 
 Training and test seeds must be disjoint, and every test bench refuses a memory that
-holds one of its episodes (``runtime/memory/load.check_memory_leak``); a training bench
+holds one of its episodes (``apps/memory/load.check_memory_leak``); a training bench
 runs with entries of its own seeds from earlier rounds (an episode never sees its own
 task and seed), and says so in its bench.json.
 """
@@ -22,12 +22,10 @@ from pydantic import BaseModel, Field
 
 from linewise.agent.experience.store import write_memory
 from linewise.agent.filters.embedders import Embedder
-from linewise.errors import ConfigError
-from linewise.runtime.bench.driver import run_bench
-from linewise.runtime.bench.local import BenchOptions
-from linewise.runtime.bench.plan import EpisodeSpec, default_id, expand
-from linewise.runtime.browser.chromium import BrowserConfig
-from linewise.runtime.improve.report import (
+from linewise.apps.bench.driver import run_bench
+from linewise.apps.bench.local import BenchOptions
+from linewise.apps.bench.plan import EpisodeSpec, default_id, expand
+from linewise.apps.improve.report import (
     REPORT_FILE,
     TABLE_FILE,
     ImproveReport,
@@ -35,8 +33,10 @@ from linewise.runtime.improve.report import (
     Success,
     improve_table,
 )
-from linewise.runtime.memory.build import build_memory
-from linewise.runtime.pruning.pipeline import PruneOptions, run_prune
+from linewise.apps.memory.build import build_memory
+from linewise.apps.pruning.pipeline import PruneOptions, run_prune
+from linewise.errors import ConfigError
+from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.tasks.schema import AnyTask, BrowserGymTask, MiniWoBTask
 from linewise.settings import LinewiseSettings
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from linewise.runtime.bench.metrics import success_rate
-from linewise.runtime.bench.results import EpisodeResult
+from linewise.apps.bench.metrics import success_rate
+from linewise.apps.bench.results import EpisodeResult
 
 REPORT_FILE = "improve.json"
 TABLE_FILE = "improve.md"

@@ -23,14 +23,14 @@ from pydantic import BaseModel, Field
 from linewise.agent.action_parser import parse_action
 from linewise.agent.experience.store import MemoryEntry, MemoryStep, task_key
 from linewise.agent.filters.embedders import Embedder
+from linewise.apps.pruning.export import TRAJECTORIES_FILE, TrajectoryOutcome
+from linewise.apps.pruning.trajectory import Trajectory, TrajectoryStep, collect_trajectories
 from linewise.errors import ActionParseError, LinewiseError
-from linewise.runtime.pruning.export import TRAJECTORIES_FILE, TrajectoryOutcome
-from linewise.runtime.pruning.trajectory import Trajectory, TrajectoryStep, collect_trajectories
 
 log = structlog.get_logger(__name__)
 
 BENCH_RESULTS = "results.jsonl"
-"""A bench folder's results lines (runtime/bench/results.py): the seed and benchmark of
+"""A bench folder's results lines (apps/bench/results.py): the seed and benchmark of
 each episode folder, read here as plain JSON."""
 
 MAX_LINE_CHARS = 200

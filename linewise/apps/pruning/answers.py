@@ -15,8 +15,8 @@ from typing import Any
 from pydantic import BaseModel, Field, PrivateAttr, field_validator, model_validator
 
 from linewise.agent.actions import ACTIONS
+from linewise.apps.pruning.workspace import normal
 from linewise.prompts import load_prompt
-from linewise.runtime.pruning.workspace import normal
 
 ACTION_TYPES = (*ACTIONS, "none")
 """The node vocabulary: the browser actions, and "none" for a step whose answer held no

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from linewise.agent.prompt import PageView, StepMemory, build_action_messages
-from linewise.runtime.pruning.trajectory import TrajectoryStep
+from linewise.apps.pruning.trajectory import TrajectoryStep
 
 
 class PrunedStep(BaseModel):

@@ -22,8 +22,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from linewise.runtime.pruning.dialogue import PrunedStep, training_messages
-from linewise.runtime.pruning.trajectory import Trajectory
+from linewise.apps.pruning.dialogue import PrunedStep, training_messages
+from linewise.apps.pruning.trajectory import Trajectory
 from linewise.tokens import count_message_tokens
 
 Status = Literal["pruned", "unpruned", "discarded", "build_failed"]

@@ -34,6 +34,16 @@ from pydantic import BaseModel, ValidationError
 from linewise.agent.action_parser import parse_action
 from linewise.agent.models import ChatModel
 from linewise.agent.structured import Constraint, ask_structured
+from linewise.apps.pruning.answers import (
+    ACTION_SCHEMA,
+    ACTION_TYPES,
+    ActionNodeAnswer,
+    InfoAnswer,
+    info_schema,
+)
+from linewise.apps.pruning.graph import GraphNode, StateGraph
+from linewise.apps.pruning.trajectory import Trajectory, TrajectoryStep
+from linewise.apps.pruning.workspace import Intentions, PageHistory, Workspace, clip
 from linewise.errors import (
     ActionParseError,
     EndpointUnreachable,
@@ -41,16 +51,6 @@ from linewise.errors import (
     ResponseFormatError,
 )
 from linewise.prompts import render_prompt
-from linewise.runtime.pruning.answers import (
-    ACTION_SCHEMA,
-    ACTION_TYPES,
-    ActionNodeAnswer,
-    InfoAnswer,
-    info_schema,
-)
-from linewise.runtime.pruning.graph import GraphNode, StateGraph
-from linewise.runtime.pruning.trajectory import Trajectory, TrajectoryStep
-from linewise.runtime.pruning.workspace import Intentions, PageHistory, Workspace, clip
 from linewise.tokens import count_tokens, get_encoding
 
 log = structlog.get_logger(__name__)

@@ -26,8 +26,8 @@ import heapq
 from collections import deque
 from dataclasses import dataclass, field
 
+from linewise.apps.pruning.graph import StateGraph
 from linewise.errors import GraphError
-from linewise.runtime.pruning.graph import StateGraph
 
 INFINITY = float("inf")
 

@@ -21,23 +21,23 @@ from pathlib import Path
 import structlog
 
 from linewise.agent.models import ChatModel
-from linewise.errors import GraphBuildError, GraphError
-from linewise.runtime.models.chat import ChatClient
-from linewise.runtime.pruning.dialogue import PrunedStep
-from linewise.runtime.pruning.export import (
+from linewise.apps.pruning.dialogue import PrunedStep
+from linewise.apps.pruning.export import (
     OutcomeLog,
     PruneStats,
     TrajectoryOutcome,
     measure,
     write_dataset,
 )
-from linewise.runtime.pruning.extractor import ExtractorConfig, GraphExtractor
-from linewise.runtime.pruning.graph import StateGraph, save_graph
-from linewise.runtime.pruning.miner import MiningResult, mine
-from linewise.runtime.pruning.render import render_svg
-from linewise.runtime.pruning.rewriter import ThoughtRewriter
-from linewise.runtime.pruning.trajectory import Trajectory, collect_trajectories
-from linewise.runtime.pruning.vote import ActionSet, tally
+from linewise.apps.pruning.extractor import ExtractorConfig, GraphExtractor
+from linewise.apps.pruning.graph import StateGraph, save_graph
+from linewise.apps.pruning.miner import MiningResult, mine
+from linewise.apps.pruning.render import render_svg
+from linewise.apps.pruning.rewriter import ThoughtRewriter
+from linewise.apps.pruning.trajectory import Trajectory, collect_trajectories
+from linewise.apps.pruning.vote import ActionSet, tally
+from linewise.errors import GraphBuildError, GraphError
+from linewise.runtime.models.chat import ChatClient
 from linewise.settings import LinewiseSettings
 
 log = structlog.get_logger(__name__)

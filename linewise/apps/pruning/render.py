@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from html import escape
 
-from linewise.runtime.pruning.graph import StateGraph
+from linewise.apps.pruning.graph import StateGraph
 
 BOX_W, BOX_H, COL_W, ROW_H, MARGIN = 170, 44, 220, 58, 20
 COLOURS = {

@@ -30,11 +30,11 @@ import structlog
 
 from linewise.agent.models import ChatModel, TokenLogprob, call_model, call_model_with_logprobs
 from linewise.agent.prompt import StepMemory, render_history
+from linewise.apps.pruning.dialogue import PrunedStep, step_messages
+from linewise.apps.pruning.trajectory import Trajectory, TrajectoryStep
+from linewise.apps.pruning.workspace import content_words
 from linewise.errors import EndpointUnreachable, LLMError
 from linewise.prompts import render_prompt
-from linewise.runtime.pruning.dialogue import PrunedStep, step_messages
-from linewise.runtime.pruning.trajectory import Trajectory, TrajectoryStep
-from linewise.runtime.pruning.workspace import content_words
 
 log = structlog.get_logger(__name__)
 

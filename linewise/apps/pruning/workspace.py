@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from linewise.runtime.pruning.graph import GraphNode
+from linewise.apps.pruning.graph import GraphNode
 
 _QUOTES = re.compile("[\"'`\u2018\u2019\u201c\u201d]")
 _ID_PREFIX = re.compile(r"^\s*(I\d+)\s*(?::|$)")

@@ -24,9 +24,8 @@ from typing import Any
 import structlog
 from pydantic import BaseModel
 
-from linewise.runtime.trace import read_steps_checked
-from linewise.runtime.viewer.data import episode_outline, index_row, step_detail, summary_of
-from linewise.runtime.viewer.discover import (
+from linewise.apps.viewer.data import episode_outline, index_row, step_detail, summary_of
+from linewise.apps.viewer.discover import (
     EpisodeFolder,
     FolderKind,
     find_episodes,
@@ -34,7 +33,7 @@ from linewise.runtime.viewer.discover import (
     planned_tasks,
     read_result_rows,
 )
-from linewise.runtime.viewer.paths import (
+from linewise.apps.viewer.paths import (
     SINGLE_EPISODE,
     VIEW_DIR,
     data_dir,
@@ -42,6 +41,7 @@ from linewise.runtime.viewer.paths import (
     episode_page,
     step_script,
 )
+from linewise.runtime.trace import read_steps_checked
 
 log = structlog.get_logger(__name__)
 
@@ -51,7 +51,7 @@ PROBLEMS_FILE = "problems.json"
 
 
 def asset_text(name: str) -> str:
-    return resources.files("linewise.runtime.viewer").joinpath("assets", name).read_text(
+    return resources.files("linewise.apps.viewer").joinpath("assets", name).read_text(
         encoding="utf-8"
     )
 

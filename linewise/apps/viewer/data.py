@@ -13,6 +13,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from linewise.agent.action_parser import parse_action
+from linewise.apps.viewer.discover import EpisodeFolder, ResultRow
+from linewise.apps.viewer.paths import episode_key, episode_page, from_view
 from linewise.axtree import bids_in
 from linewise.errors import ActionParseError, DamagedTraceError
 from linewise.records import (
@@ -25,8 +27,6 @@ from linewise.records import (
     TargetBox,
 )
 from linewise.runtime.trace import read_summary
-from linewise.runtime.viewer.discover import EpisodeFolder, ResultRow
-from linewise.runtime.viewer.paths import episode_key, episode_page, from_view
 
 
 class StepOutline(BaseModel):

@@ -9,8 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from linewise.apps.viewer.paths import SINGLE_EPISODE, VIEW_DIR
 from linewise.errors import ConfigError
-from linewise.runtime.viewer.paths import SINGLE_EPISODE, VIEW_DIR
 
 FolderKind = Literal["episode", "run", "bench"]
 

@@ -31,13 +31,13 @@ from urllib.parse import unquote, urlsplit
 
 import structlog
 
+from linewise.apps.viewer.build import data_script, episode_page_html, index_payload
+from linewise.apps.viewer.data import episode_outline, step_detail, summary_of
+from linewise.apps.viewer.discover import EpisodeFolder, find_episodes, folder_kind
+from linewise.apps.viewer.paths import VIEW_DIR, episode_key
 from linewise.errors import ConfigError
 from linewise.records import StepRecord
 from linewise.runtime.trace import read_step_lines
-from linewise.runtime.viewer.build import data_script, episode_page_html, index_payload
-from linewise.runtime.viewer.data import episode_outline, step_detail, summary_of
-from linewise.runtime.viewer.discover import EpisodeFolder, find_episodes, folder_kind
-from linewise.runtime.viewer.paths import VIEW_DIR, episode_key
 
 log = structlog.get_logger(__name__)
 

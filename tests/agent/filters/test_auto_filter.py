@@ -10,7 +10,7 @@ from typing import Any
 from linewise.agent.filters.base import FilterInput
 from linewise.agent.filters.registry import FilterContext, filter_maker
 from linewise.agent.history import PastAction
-from linewise.runtime.filter_eval import load_cases
+from linewise.apps.filter_eval import load_cases
 from linewise.settings import FilterSettings, LinewiseSettings
 from linewise.testing import CallInfo, FunctionModel
 from tests.support.paths import REPO

@@ -27,8 +27,8 @@ from linewise.agent.filters.registry import (
     focus_config,
     get_filter,
 )
+from linewise.apps.filter_eval import load_cases
 from linewise.errors import ConfigError
-from linewise.runtime.filter_eval import load_cases
 from linewise.settings import FilterSettings, LinewiseSettings
 from linewise.testing import CallInfo, FunctionModel
 from tests.support.paths import DATA, REPO

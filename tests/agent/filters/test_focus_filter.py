@@ -21,13 +21,13 @@ from linewise.agent.filters.escalation import ShownStep, stuck_reasons
 from linewise.agent.filters.focus import FocusConfig, FocusFilter
 from linewise.agent.filters.registry import FilterContext, get_filter
 from linewise.agent.filters.tree import LineTree
-from linewise.axtree import bids_in
-from linewise.runtime.filter_eval import (
+from linewise.apps.filter_eval import (
     GOAL_KINDS,
     evaluate,
     load_cases,
     summarize_kinds,
 )
+from linewise.axtree import bids_in
 from linewise.settings import FilterSettings
 from linewise.testing import CallInfo, FunctionModel
 from linewise.tokens import count_message_tokens

@@ -16,7 +16,7 @@ from linewise.agent.filters.items import enclosing_item, expand_items, section_o
 from linewise.agent.filters.registry import FilterContext, get_filter
 from linewise.agent.filters.structure import rebuild_with_structure
 from linewise.agent.filters.tree import LineTree
-from linewise.runtime.filter_eval import FilterCase, load_cases
+from linewise.apps.filter_eval import FilterCase, load_cases
 from linewise.testing import CallInfo, FunctionModel
 from linewise.tokens import count_message_tokens, count_tokens
 from tests.support.paths import REPO

@@ -17,13 +17,10 @@ from typing import Any
 
 import pytest
 
-from linewise.errors import ConfigError, ModelError
-from linewise.records import EpisodeSummary, TimeTotals, TokenTotals
-from linewise.runtime import run as run_module
-from linewise.runtime.bench.driver import run_bench
-from linewise.runtime.bench.local import BenchOptions
-from linewise.runtime.bench.plan import INCOMPLETE_DIR, EpisodeKey, expand
-from linewise.runtime.bench.results import (
+from linewise.apps.bench.driver import run_bench
+from linewise.apps.bench.local import BenchOptions
+from linewise.apps.bench.plan import INCOMPLETE_DIR, EpisodeKey, expand
+from linewise.apps.bench.results import (
     SUMMARY_ONLY,
     EpisodeResult,
     ResultsWriter,
@@ -31,6 +28,9 @@ from linewise.runtime.bench.results import (
     result_from_summary,
     summary_values,
 )
+from linewise.errors import ConfigError, ModelError
+from linewise.records import EpisodeSummary, TimeTotals, TokenTotals
+from linewise.runtime import run as run_module
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.tasks.loader import load_task_file
 from linewise.runtime.tasks.schema import BrowserGymTask, MiniWoBTask, WebTask
@@ -359,7 +359,7 @@ def test_bench_usage_errors(tmp_path: Path) -> None:
 
 
 def test_progress_bar_and_log_lines_count_the_same(capsys: pytest.CaptureFixture[str]) -> None:
-    from linewise.runtime.bench.progress import LogProgress, RichProgress
+    from linewise.apps.bench.progress import LogProgress, RichProgress
 
     results = [_result("a"), _result("b", success=False, termination="max_steps"),
                _result("c", action_prompt_tokens=100),
@@ -383,8 +383,8 @@ def test_reconcile_recovers_ended_episodes_and_sets_aside_unfinished_ones(
 ) -> None:
     """Killed between summary.json and results.jsonl: the episode is read back, not rerun.
     Killed mid-episode: its folder moves to _incomplete/ and the episode runs again."""
+    from linewise.apps.bench.driver import reconcile
     from linewise.records import EpisodeSummary
-    from linewise.runtime.bench.driver import reconcile
     from linewise.runtime.trace import EpisodeTraceWriter
 
     tasks = [MiniWoBTask(miniwob=name, seed=0) for name in

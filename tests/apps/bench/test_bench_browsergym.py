@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from linewise.apps.bench.driver import run_bench
+from linewise.apps.bench.local import BenchOptions
+from linewise.apps.bench.plan import expand
 from linewise.errors import ConfigError
-from linewise.runtime.bench.driver import run_bench
-from linewise.runtime.bench.local import BenchOptions
-from linewise.runtime.bench.plan import expand
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.envs.browsergym_gym import check_family
 from linewise.runtime.tasks.schema import BrowserGymTask

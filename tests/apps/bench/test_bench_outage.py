@@ -15,10 +15,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from linewise.runtime.bench.driver import run_bench
-from linewise.runtime.bench.local import BenchOptions
-from linewise.runtime.bench.plan import INFRA_DIR, expand
-from linewise.runtime.bench.results import read_results
+from linewise.apps.bench.driver import run_bench
+from linewise.apps.bench.local import BenchOptions
+from linewise.apps.bench.plan import INFRA_DIR, expand
+from linewise.apps.bench.results import read_results
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.tasks.schema import MiniWoBTask
 from linewise.settings import EndpointSettings, LinewiseSettings, OutageSettings
@@ -205,7 +205,7 @@ def test_resume_reruns_endpoint_failures_recorded_before_endings_were_classified
 ) -> None:
     """The lines an older bench wrote for an endpoint outage (``error_kind: model``, no
     outcome) were skipped by --resume forever; now they are taken back and rerun."""
-    from linewise.runtime.bench.driver import take_back_endings
+    from linewise.apps.bench.driver import take_back_endings
 
     specs = expand([MiniWoBTask(miniwob="click-test", seed=0)], ["none"], 3)
     ok, outage, wrong = specs

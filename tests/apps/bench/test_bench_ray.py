@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from linewise.runtime.bench.driver import run_bench
-from linewise.runtime.bench.local import BenchOptions
-from linewise.runtime.bench.plan import INFRA_DIR, expand
-from linewise.runtime.bench.ray_backend import STOP_FILE
-from linewise.runtime.bench.results import read_results
+from linewise.apps.bench.driver import run_bench
+from linewise.apps.bench.local import BenchOptions
+from linewise.apps.bench.plan import INFRA_DIR, expand
+from linewise.apps.bench.ray_backend import STOP_FILE
+from linewise.apps.bench.results import read_results
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.tasks.schema import MiniWoBTask
 from linewise.runtime.trace import read_summary

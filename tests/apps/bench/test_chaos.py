@@ -46,7 +46,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from linewise.runtime.bench.results import read_results
+from linewise.apps.bench.results import read_results
 from linewise.testing import Fault, ScriptedChatServer, StaticServer, prompt_section
 from linewise.testing.bench_pages import GO_GOAL, go_then_report, write_pages
 from linewise.testing.processes import chromium_pids

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from linewise.runtime.bench.metrics import Prices, f_ae, success_rate
-from linewise.runtime.bench.report import write_report
-from linewise.runtime.bench.report_data import build_report, task_columns
-from linewise.runtime.bench.results import EpisodeResult, ResultsWriter
-from linewise.runtime.bench.svg import axis_ticks, tick_label
+from linewise.apps.bench.metrics import Prices, f_ae, success_rate
+from linewise.apps.bench.report import write_report
+from linewise.apps.bench.report_data import build_report, task_columns
+from linewise.apps.bench.results import EpisodeResult, ResultsWriter
+from linewise.apps.bench.svg import axis_ticks, tick_label
 from linewise.runtime.browser.chromium import BrowserSession
 
 _SEEDS = itertools.count()

@@ -19,16 +19,16 @@ from linewise.agent.experience.store import (
     write_memory,
 )
 from linewise.agent.filters.embedders import MiniLMEmbedder
+from linewise.apps.bench.driver import run_bench
+from linewise.apps.bench.local import BenchOptions
+from linewise.apps.bench.plan import expand
+from linewise.apps.memory.build import build_memory
+from linewise.apps.pruning.dialogue import PrunedStep
+from linewise.apps.pruning.export import TRAJECTORIES_FILE, TrajectoryOutcome
 from linewise.cli.main import main
 from linewise.errors import ConfigError
 from linewise.records import EpisodeSummary, StepRecord
-from linewise.runtime.bench.driver import run_bench
-from linewise.runtime.bench.local import BenchOptions
-from linewise.runtime.bench.plan import expand
 from linewise.runtime.browser.chromium import BrowserConfig
-from linewise.runtime.memory.build import build_memory
-from linewise.runtime.pruning.dialogue import PrunedStep
-from linewise.runtime.pruning.export import TRAJECTORIES_FILE, TrajectoryOutcome
 from linewise.runtime.run import run
 from linewise.runtime.tasks.schema import MiniWoBTask
 from linewise.runtime.trace import EpisodeTraceWriter, read_steps

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from linewise.apps.pruning.graph import StateGraph, load_graph, parse_graph, save_graph
+from linewise.apps.pruning.miner import mine, necessary_actions
 from linewise.cli.main import main
 from linewise.errors import GraphError
 from linewise.runtime.log import configure_logging
-from linewise.runtime.pruning.graph import StateGraph, load_graph, parse_graph, save_graph
-from linewise.runtime.pruning.miner import mine, necessary_actions
 
 
 @pytest.fixture(autouse=True)

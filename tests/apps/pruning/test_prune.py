@@ -17,17 +17,17 @@ import structlog.testing
 
 from linewise.agent.models import TokenLogprob, call_model, call_model_with_logprobs
 from linewise.agent.response import parse_answer
+from linewise.apps.pruning.extractor import GraphExtractor
+from linewise.apps.pruning.graph import StateGraph, load_graph
+from linewise.apps.pruning.miner import mine
+from linewise.apps.pruning.rewriter import clean_thought, gbnf_literal, span_perplexity
+from linewise.apps.pruning.trajectory import collect_trajectories, read_trajectory
+from linewise.apps.pruning.vote import required_agreement, tally
+from linewise.apps.pruning.workspace import Intentions, PageHistory, Workspace
 from linewise.cli.main import main
 from linewise.records import EpisodeSummary, StepRecord
 from linewise.runtime.log import configure_logging
 from linewise.runtime.models.chat import ChatClient
-from linewise.runtime.pruning.extractor import GraphExtractor
-from linewise.runtime.pruning.graph import StateGraph, load_graph
-from linewise.runtime.pruning.miner import mine
-from linewise.runtime.pruning.rewriter import clean_thought, gbnf_literal, span_perplexity
-from linewise.runtime.pruning.trajectory import collect_trajectories, read_trajectory
-from linewise.runtime.pruning.vote import required_agreement, tally
-from linewise.runtime.pruning.workspace import Intentions, PageHistory, Workspace
 from linewise.runtime.trace import EpisodeTraceWriter
 from linewise.settings import EndpointSettings
 from linewise.testing import ScriptedChatServer, literal_of_grammar, word_tokens

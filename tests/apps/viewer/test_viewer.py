@@ -23,13 +23,13 @@ from typing import Any
 import pytest
 from playwright.async_api import Page
 
+from linewise.apps.viewer.build import write_viewer
+from linewise.apps.viewer.discover import find_episodes, folder_kind
+from linewise.apps.viewer.serve import serve_viewer
 from linewise.errors import ConfigError
 from linewise.records import ManualStep, PageState
 from linewise.runtime.browser.chromium import BrowserSession
 from linewise.runtime.trace import read_steps
-from linewise.runtime.viewer.build import write_viewer
-from linewise.runtime.viewer.discover import find_episodes, folder_kind
-from linewise.runtime.viewer.serve import serve_viewer
 from linewise.testing import ScriptedChatServer, miniwob_solver, prompt_section
 from tests.support.cli import linewise
 

@@ -24,9 +24,9 @@ from linewise.runtime.debug.overlay import OVERLAY_COLOR
 from linewise.runtime.debug.stepper import Choice, ChoiceKind, PendingStep, StepThroughHooks
 from linewise.runtime.envs.browsergym import BrowserGymEnv
 from linewise.runtime.episode import EpisodeResources, StepContext, StepHooks, run_episode
+from linewise.runtime.playwright_trace import PlaywrightTraceHooks
 from linewise.runtime.tasks.schema import BrowserGymTask
 from linewise.runtime.trace import read_steps
-from linewise.runtime.viewer.playwright_trace import PlaywrightTraceHooks
 from linewise.testing import StaticServer
 from linewise.testing.miniwob_solver import bid_matching
 from tests.support.sites import Step, scripted

@@ -22,8 +22,8 @@ from linewise.runtime.envs.base import PageAccess
 from linewise.runtime.envs.factory import environment_for
 from linewise.runtime.episode import StepContext
 from linewise.runtime.log import configure_logging
+from linewise.runtime.playwright_trace import NOTE, PlaywrightTraceHooks
 from linewise.runtime.tasks.loader import adhoc_task
-from linewise.runtime.viewer.playwright_trace import NOTE, PlaywrightTraceHooks
 from linewise.settings import BrowserSettings, LinewiseSettings
 from linewise.testing import StaticServer
 from tests.support.pages import bid_of
