@@ -18,7 +18,13 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from linewise.agent.actions import ACTIONS, ActionFunction, action_parameters, render_signature
+from linewise.agent.actions import (
+    ACTIONS,
+    ActionFunction,
+    action_parameters,
+    example_placeholders,
+    render_signature,
+)
 from linewise.errors import ActionParseError
 
 _MAX_ACTION_CHARS = 20_000
@@ -154,6 +160,11 @@ def _bind(
             raise ActionParseError(
                 f"{name}: argument {param_name}={value!r} is invalid ({problem})."
             ) from exc
+        if isinstance(value, str) and value.strip() in example_placeholders(fn):
+            raise ActionParseError(
+                f"{name}: {param_name}={value!r} is the example's placeholder, not a value. "
+                f"Replace it with {value.strip()[1:-1]}."
+            )
     return checked
 
 

@@ -9,6 +9,7 @@ parser in ``action_parser`` looks names up in ``ACTIONS``.
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
@@ -393,6 +394,19 @@ async def noop(ctx: ActionContext, wait_ms: float = 1000) -> None:
 def action_parameters(fn: ActionFunction) -> list[inspect.Parameter]:
     """The parameters the model passes: the signature without the leading ``ctx``."""
     return list(inspect.signature(fn).parameters.values())[1:]
+
+
+_PLACEHOLDER = re.compile(r"""["'](<[^"'<>]+>)["']""")
+
+
+def example_placeholders(fn: ActionFunction) -> frozenset[str]:
+    """The ``"<...>"`` placeholders of an action's docstring examples.
+
+    Examples whose text must come from the page are written as placeholders, and a
+    small model copies them verbatim as readily as it copied example sentences: the
+    parser refuses an argument that is one, so the model is asked again.
+    """
+    return frozenset(_PLACEHOLDER.findall(fn.__doc__ or ""))
 
 
 def render_signature(fn: ActionFunction) -> str:

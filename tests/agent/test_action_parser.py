@@ -55,12 +55,21 @@ def test_valid_actions(text: str, expected: str) -> None:
         ("tab_focus('x')", "index='x' is invalid"),
         ("fill('1', 42)", "value=42 is invalid"),
         ("(lambda: 1)()", "Only the listed action functions"),
+        # the docstring examples' placeholders, copied as they stand (the embedded model
+        # did): refused so that the model is asked again
+        ("send_msg_to_user('<the answer, as the page states it>')",
+         "Replace it with the answer, as the page states it."),
+        ('report_infeasible(" <why the goal cannot be achieved>")', "placeholder"),
     ],
 )
 def test_rejected_with_clear_error(text: str, message: str) -> None:
     with pytest.raises(ActionParseError) as info:
         parse_action(text)
     assert message in str(info.value)
+
+
+def test_an_answer_in_angle_brackets_that_is_no_placeholder_stands() -> None:
+    assert parse_action("send_msg_to_user('<html>')").arguments == {"text": "<html>"}
 
 
 def test_bids_of_an_action() -> None:
