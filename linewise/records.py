@@ -210,6 +210,18 @@ ActionDecoding = Literal["free", "grammar", "refused"]
 grammar (HTTP 400) and was asked again without it."""
 
 
+class AnswerCheckRecord(BaseModel):
+    """A question goal's step whose action did not answer: was the answer in the model's
+    own reasoning (agent/answer_check.py)?"""
+
+    replaced: str = Field(description="The action the model chose, as it wrote it.")
+    answer: str | None = Field(
+        default=None, description="The answer taken from the reasoning; the step sent it "
+        "with send_msg_to_user instead of the action.")
+    rejected: str | None = Field(
+        default=None, description="An answer the model gave that was not taken, and why.")
+
+
 class MemoryShown(BaseModel):
     """The experience memory's worked examples a step's prompt showed (``--memory``)."""
 
@@ -256,6 +268,9 @@ class StepRecord(BaseModel):
         "'escaped': a re-ask chose another action, 'kept': every re-ask repeated it.",
     )
     action_decoding: ActionDecoding = "free"
+    answer_check: AnswerCheckRecord | None = Field(
+        default=None, description="The reasoning was checked for the answer "
+        "(--answer-check); set when the check ran.")
     memory: MemoryShown | None = Field(
         default=None, description="The memory's examples in this step's prompt (--memory)."
     )

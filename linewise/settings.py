@@ -205,6 +205,14 @@ class AgentSettings(BaseModel):
         "model and --gguf (llama.cpp), off for other endpoints; on: also for an endpoint "
         "(it must accept llama.cpp's `grammar` field; one that refuses it is asked without).",
     )
+    answer_check: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="When the action neither answers nor gives up, ask the model whether "
+        "its reasoning already states the answer, and send it if its words are on the page "
+        "(agent/answer_check.py). For goals that ask a question, where the agent's answer "
+        "ends the episode (not MiniWoB++); auto: with the embedded model and --gguf; on: "
+        "with any model.",
+    )
     memory: Path | None = Field(
         default=None,
         description="An experience memory (`linewise memory build`): each episode's "

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from linewise.agent.action_grammar import action_grammar
 from linewise.agent.action_parser import ParsedAction
+from linewise.agent.answer_check import FINAL_ACTIONS, answer_from_reasoning, applies
 from linewise.agent.models import ChatModel
 from linewise.agent.prompt import (
     PageView,
@@ -24,7 +25,7 @@ from linewise.agent.prompt_fit import PromptLimits
 from linewise.agent.response import AgentAnswer, parse_answer
 from linewise.agent.structured import Constraint, ask_structured, supports
 from linewise.errors import ResponseFormatError
-from linewise.records import ActionDecoding, LLMCall, RepeatEscape
+from linewise.records import ActionDecoding, AnswerCheckRecord, LLMCall, RepeatEscape
 from linewise.settings import DEFAULT_CONTEXT_TOKENS, AgentSettings, EndpointSettings
 from linewise.tokens import count_message_tokens
 
@@ -64,6 +65,9 @@ class Decision(BaseModel):
     )
     reasks_stopped: str | None = Field(
         default=None, description="Why a re-ask was not made: the spending limit it met."
+    )
+    answer_check: AnswerCheckRecord | None = Field(
+        default=None, description="Set when the reasoning was checked for the answer."
     )
 
 
@@ -142,6 +146,8 @@ class ActionAgent:
         await self._ask(asking, messages)
         if decision.action is not None and self._repeats_futile_action(decision):
             await self._escape_repeat(asking, messages)
+        if self._may_answer_from_reasoning(goal, decision):
+            await self._answer_from_reasoning(goal, view, asking)
         return decision
 
     async def _answer(
@@ -178,6 +184,32 @@ class ActionAgent:
         if result.last_text is None:
             return None
         return parse_answer(result.last_text, self.action_names)
+    def _may_answer_from_reasoning(self, goal: str, decision: Decision) -> bool:
+        return (decision.action is not None and decision.action.name not in FINAL_ACTIONS
+                and bool(decision.think and decision.think.strip())
+                and applies(self.settings.answer_check, goal,
+                            embedded=bool(getattr(self.model, "embedded", False)))
+                and (self.action_names is None or "send_msg_to_user" in self.action_names))
+
+    async def _answer_from_reasoning(self, goal: str, view: PageView, asking: _Asking) -> None:
+        decision = asking.decision
+        check = asking.spend_check
+        if check is not None and (reason := check(decision.calls)):
+            decision.reasks_stopped = decision.reasks_stopped or reason
+            return
+        assert decision.action is not None and decision.think is not None
+        found = await answer_from_reasoning(self.model, goal, decision.think, view.text)
+        decision.calls.extend(found.calls)
+        decision.answer_check = AnswerCheckRecord(
+            replaced=decision.action_text or str(decision.action), answer=found.answer,
+            rejected=found.rejected)
+        if found.answer is not None:
+            log.info("answered from the reasoning", answer=found.answer,
+                     instead_of=str(decision.action))
+            decision.action = ParsedAction(name="send_msg_to_user",
+                                           arguments={"text": found.answer})
+            decision.action_text = str(decision.action)
+
     def _repeats_futile_action(self, decision: Decision) -> bool:
         if not self.repeat_escapes or not self.history or not decision.page_key:
             return False

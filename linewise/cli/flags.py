@@ -61,6 +61,7 @@ SETTINGS_FLAGS: dict[str, tuple[SettingsPath, ...]] = {
     "parse_retries": (("agent", "parse_retries"),),
     "repeat_escapes": (("agent", "repeat_escapes"),),
     "action_grammar": (("agent", "action_grammar"),),
+    "answer_check": (("agent", "answer_check"),),
     "memory": (("agent", "memory"),),
     "memory_k": (("agent", "memory_k"),),
     "memory_budget": (("agent", "memory_budget_tokens"),),
@@ -316,6 +317,11 @@ def add_agent_flags(parser: argparse.ArgumentParser) -> None:
                         "action space, naming only ids in the view; auto: for the embedded "
                         "model and --gguf, on: also for an endpoint that takes llama.cpp's "
                         f"`grammar` field ({default_of('action_grammar')})")
+    parser.add_argument("--answer-check", choices=["auto", "on", "off"],
+                        help="when the action neither answers nor gives up, ask the model "
+                        "whether its reasoning already states the answer, and send it if "
+                        "its words are on the page, for goals that ask a question; auto: "
+                        f"with the embedded model and --gguf ({default_of('answer_check')})")
     add_memory_flags(parser)
 
 

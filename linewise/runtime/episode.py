@@ -110,8 +110,15 @@ class EpisodeConfig:
             **{"memory": memory_for(settings), **fields},
         )
 
-    def make_agent(self, model: ChatModel) -> ActionAgent:
-        return ActionAgent(model, self.agent)
+    def make_agent(self, model: ChatModel, *, agent_can_end: bool = True) -> ActionAgent:
+        """The action policy; where the agent's answer does not end the episode (the
+        task's own status does, as in MiniWoB++), it is never made to answer from its
+        reasoning: a question such as "How many large items are there?" is answered there
+        by clicking."""
+        agent = self.agent
+        if not agent_can_end and agent.answer_check != "off":
+            agent = agent.model_copy(update={"answer_check": "off"})
+        return ActionAgent(model, agent)
 
 
 @dataclass
@@ -196,7 +203,7 @@ class _Episode:
         self.config = config
         self.hooks = list(hooks)
         self.writer = EpisodeTraceWriter(directory)
-        self.agent = config.make_agent(action_model)
+        self.agent = config.make_agent(action_model, agent_can_end=env.agent_can_end)
         self.filter = config.make_filter()
         self.summary = EpisodeSummary(
             episode_id=uuid.uuid4().hex[:12],
@@ -489,6 +496,7 @@ class _Episode:
             parse_error=decision.error if decision.action is None else None,
             repeat_escape=decision.repeat_escape,
             action_decoding=decision.decoding,
+            answer_check=decision.answer_check,
             memory=self.memory_shown,
             reasks_stopped=decision.reasks_stopped,
             action_error=step.outcome.error if step.outcome else None,
