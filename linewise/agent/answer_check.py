@@ -40,6 +40,12 @@ _QUESTION = re.compile(
     r"can|could|should|has|have)\b",
     re.IGNORECASE,
 )
+_TELL = re.compile(r"\b(tell|answer|say|report|let me know|name)\b", re.IGNORECASE)
+_DO = re.compile(
+    r"(^|[.?!;:]\s+|\band\s+|\bthen\s+)(open|click|go|navigate|visit|fill|enter|type|"
+    r"select|choose|check|submit|press|book|buy|add|follow|download|log in|sign in)\b",
+    re.IGNORECASE,
+)
 _WORD = re.compile(r"[^\W_][\w.\-/]*", re.UNICODE)
 _MAX_ANSWER_CHARS = 300
 
@@ -52,8 +58,12 @@ SCHEMA: dict[str, Any] = {
 
 def asks_a_question(goal: str) -> bool:
     """Whether the goal asks to be told something (a question mark, "tell me", or a
-    sentence that opens with an interrogative), rather than only to do something."""
-    return bool(_QUESTION.search(goal))
+    sentence that opens with an interrogative) rather than to do something: "Which
+    function does X? Open its entry." is done by opening the entry, unless the goal also
+    asks to be told."""
+    if not _QUESTION.search(goal):
+        return False
+    return not _DO.search(goal) or bool(_TELL.search(goal))
 
 
 def applies(mode: AnswerCheckMode, goal: str, *, embedded: bool) -> bool:

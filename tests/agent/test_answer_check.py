@@ -130,6 +130,10 @@ async def test_a_malformed_check_is_asked_again_once_then_the_action_stands() ->
     ("Tell me the default of ListenBacklog.", True),
     ("In which release was Callgrind added", True),
     ("Open the entry of importlib.reload().", False),
+    ("Which class decorator makes sure that no two members of an enumeration share a "
+     "value? Open its entry.", False),
+    ("Which directive sets the backlog? Open its entry and tell me its default.", True),
+    ("How many large items are there? Click the button with that number.", False),
     ("Enter 'Alice' into the text field and press Submit.", False),
     ("Select 12/03/2016 in the date picker and hit submit.", False),
     ("Click on the 'Showcase' tab.", False),
