@@ -7,11 +7,12 @@ five steps running (benchmarks/NOTES.md, "Answer first"). Asking it again about 
 page does not help; asking it about its own three sentences does, because that is a
 short reading task.
 
-When the goal asks a question (:func:`asks_a_question`) and the step's action neither
-answers nor gives up, :func:`answer_from_reasoning` asks the model, in a short separate
-conversation under a JSON schema, whether its reasoning states the answer. An answer is
-taken only when its words are on the page the model was shown (:func:`grounded`): the
-reasoning of a small model also holds what it believes rather than what it read.
+When the goal asks a question (:func:`asks_a_question`) and the step's action does not
+answer (it acts, or gives up with ``report_infeasible``), :func:`answer_from_reasoning`
+asks the model, in a short separate conversation under a JSON schema, whether its
+reasoning states the answer. An answer is taken only when its words are on the page the
+model was shown (:func:`grounded`): the reasoning of a small model also holds what it
+believes rather than what it read.
 """
 
 from __future__ import annotations

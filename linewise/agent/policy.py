@@ -200,7 +200,10 @@ class ActionAgent:
         return bool(getattr(self.model, "embedded", False))
 
     def _may_answer_from_reasoning(self, goal: str, decision: Decision) -> bool:
-        return (decision.action is not None and decision.action.name not in FINAL_ACTIONS
+        # giving up is checked too: the model misreads a question as a task it cannot do
+        # ("the goal cannot be achieved because the weakref proxy's target no longer
+        # exists") while its reasoning names the answer
+        return (decision.action is not None and decision.action.name != "send_msg_to_user"
                 and bool(decision.think and decision.think.strip())
                 and applies(self.settings.answer_check, goal, embedded=self._embedded())
                 and (self.action_names is None or "send_msg_to_user" in self.action_names))

@@ -106,6 +106,14 @@ async def test_goals_that_ask_nothing_and_check_off_make_no_check(
     assert len(llm.requests) == 1
 
 
+async def test_giving_up_on_a_question_is_checked_too() -> None:
+    give_up = ("<think>It is SHUT_RDWR, but there is no form to fill.</think>"
+               "<action>report_infeasible('There is no form.')</action>")
+    with ScriptedChatServer(_model("SHUT_RDWR", give_up)) as llm:
+        decision = await _decide(llm)
+    assert str(decision.action) == "send_msg_to_user('SHUT_RDWR')"
+
+
 async def test_an_action_that_answers_is_not_checked() -> None:
     answer = "<think>It is SHUT_RDWR.</think><action>send_msg_to_user('SHUT_RDWR')</action>"
     with ScriptedChatServer(_model("SHUT_RDWR", answer)) as llm:
