@@ -222,17 +222,6 @@ class AnswerCheckRecord(BaseModel):
         default=None, description="An answer the model gave that was not taken, and why.")
 
 
-class LinkChoiceRecord(BaseModel):
-    """A step whose goal asks to open something and whose action did not click a link:
-    which link did the model choose among the view's best-matching ones
-    (agent/link_choice.py)?"""
-
-    replaced: str = Field(description="The action the model chose, as it wrote it.")
-    offered: list[str] = Field(default_factory=list, description="The links' ids offered.")
-    chosen: str | None = Field(
-        default=None, description="The link clicked instead of the action, if one was chosen.")
-
-
 class MemoryShown(BaseModel):
     """The experience memory's worked examples a step's prompt showed (``--memory``)."""
 
@@ -282,9 +271,6 @@ class StepRecord(BaseModel):
     answer_check: AnswerCheckRecord | None = Field(
         default=None, description="The reasoning was checked for the answer "
         "(--answer-check); set when the check ran.")
-    link_choice: LinkChoiceRecord | None = Field(
-        default=None, description="The model was asked which link opens what the goal asks "
-        "for (--link-choice); set when it was asked.")
     memory: MemoryShown | None = Field(
         default=None, description="The memory's examples in this step's prompt (--memory)."
     )

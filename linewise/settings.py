@@ -213,13 +213,6 @@ class AgentSettings(BaseModel):
         "ends the episode (not MiniWoB++); auto: with the embedded model and --gguf; on: "
         "with any model.",
     )
-    link_choice: Literal["auto", "on", "off"] = Field(
-        default="auto",
-        description="When the goal asks to open something and the action does not click a "
-        "link, ask the model which of the view's best-matching links opens it, and click "
-        "that one (agent/link_choice.py). auto: with the embedded model and --gguf; on: "
-        "with any model.",
-    )
     memory: Path | None = Field(
         default=None,
         description="An experience memory (`linewise memory build`): each episode's "

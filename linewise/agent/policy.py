@@ -13,7 +13,6 @@ from pydantic import BaseModel, Field
 from linewise.agent.action_grammar import action_grammar
 from linewise.agent.action_parser import ParsedAction
 from linewise.agent.answer_check import FINAL_ACTIONS, answer_from_reasoning, applies
-from linewise.agent.link_choice import asks_to_open, choose_link
 from linewise.agent.models import ChatModel
 from linewise.agent.prompt import (
     PageView,
@@ -26,13 +25,7 @@ from linewise.agent.prompt_fit import PromptLimits
 from linewise.agent.response import AgentAnswer, parse_answer
 from linewise.agent.structured import Constraint, ask_structured, supports
 from linewise.errors import ResponseFormatError
-from linewise.records import (
-    ActionDecoding,
-    AnswerCheckRecord,
-    LinkChoiceRecord,
-    LLMCall,
-    RepeatEscape,
-)
+from linewise.records import ActionDecoding, AnswerCheckRecord, LLMCall, RepeatEscape
 from linewise.settings import DEFAULT_CONTEXT_TOKENS, AgentSettings, EndpointSettings
 from linewise.tokens import count_message_tokens
 
@@ -75,9 +68,6 @@ class Decision(BaseModel):
     )
     answer_check: AnswerCheckRecord | None = Field(
         default=None, description="Set when the reasoning was checked for the answer."
-    )
-    link_choice: LinkChoiceRecord | None = Field(
-        default=None, description="Set when the model was asked which link to open."
     )
 
 
@@ -158,8 +148,6 @@ class ActionAgent:
             await self._escape_repeat(asking, messages)
         if self._may_answer_from_reasoning(goal, decision):
             await self._answer_from_reasoning(goal, view, asking)
-        elif self._may_choose_link(goal, view, decision):
-            await self._choose_link(goal, view, asking)
         return decision
 
     async def _answer(
@@ -196,50 +184,15 @@ class ActionAgent:
         if result.last_text is None:
             return None
         return parse_answer(result.last_text, self.action_names)
-    def _embedded(self) -> bool:
-        return bool(getattr(self.model, "embedded", False))
-
     def _may_answer_from_reasoning(self, goal: str, decision: Decision) -> bool:
         # giving up is checked too: the model misreads a question as a task it cannot do
         # ("the goal cannot be achieved because the weakref proxy's target no longer
         # exists") while its reasoning names the answer
         return (decision.action is not None and decision.action.name != "send_msg_to_user"
                 and bool(decision.think and decision.think.strip())
-                and applies(self.settings.answer_check, goal, embedded=self._embedded())
+                and applies(self.settings.answer_check, goal,
+                            embedded=bool(getattr(self.model, "embedded", False)))
                 and (self.action_names is None or "send_msg_to_user" in self.action_names))
-
-    def _may_choose_link(self, goal: str, view: PageView, decision: Decision) -> bool:
-        mode = self.settings.link_choice
-        if decision.action is None or decision.action.name in FINAL_ACTIONS:
-            return False
-        if not (mode == "on" or (mode == "auto" and self._embedded())):
-            return False
-        if self.action_names is not None and "click" not in self.action_names:
-            return False
-        if decision.action.name == "click" and view.elements is not None:
-            target = view.elements.get(str(decision.action.arguments.get("bid")))
-            if target is not None and target.role == "link":
-                return False
-        return asks_to_open(goal)
-
-    async def _choose_link(self, goal: str, view: PageView, asking: _Asking) -> None:
-        decision = asking.decision
-        check = asking.spend_check
-        if check is not None and (reason := check(decision.calls)):
-            decision.reasks_stopped = decision.reasks_stopped or reason
-            return
-        assert decision.action is not None
-        choice = await choose_link(self.model, goal, decision.think, view.elements, view.text)
-        if not choice.offered:
-            return
-        decision.calls.extend(choice.calls)
-        decision.link_choice = LinkChoiceRecord(
-            replaced=decision.action_text or str(decision.action), offered=choice.offered,
-            chosen=choice.bid)
-        if choice.bid is not None:
-            log.info("link chosen", bid=choice.bid, instead_of=str(decision.action))
-            decision.action = ParsedAction(name="click", arguments={"bid": choice.bid})
-            decision.action_text = str(decision.action)
 
     async def _answer_from_reasoning(self, goal: str, view: PageView, asking: _Asking) -> None:
         decision = asking.decision

@@ -62,7 +62,6 @@ SETTINGS_FLAGS: dict[str, tuple[SettingsPath, ...]] = {
     "repeat_escapes": (("agent", "repeat_escapes"),),
     "action_grammar": (("agent", "action_grammar"),),
     "answer_check": (("agent", "answer_check"),),
-    "link_choice": (("agent", "link_choice"),),
     "memory": (("agent", "memory"),),
     "memory_k": (("agent", "memory_k"),),
     "memory_budget": (("agent", "memory_budget_tokens"),),
@@ -323,11 +322,6 @@ def add_agent_flags(parser: argparse.ArgumentParser) -> None:
                         "whether its reasoning already states the answer, and send it if "
                         "its words are on the page, for goals that ask a question; auto: "
                         f"with the embedded model and --gguf ({default_of('answer_check')})")
-    parser.add_argument("--link-choice", choices=["auto", "on", "off"],
-                        help="when the goal asks to open something and the action does not "
-                        "click a link, ask the model which of the view's best-matching links "
-                        "opens it; auto: with the embedded model and --gguf "
-                        f"({default_of('link_choice')})")
     add_memory_flags(parser)
 
 

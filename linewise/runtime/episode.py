@@ -497,7 +497,6 @@ class _Episode:
             repeat_escape=decision.repeat_escape,
             action_decoding=decision.decoding,
             answer_check=decision.answer_check,
-            link_choice=decision.link_choice,
             memory=self.memory_shown,
             reasks_stopped=decision.reasks_stopped,
             action_error=step.outcome.error if step.outcome else None,
