@@ -32,7 +32,6 @@ AnswerCheckMode = Literal["auto", "on", "off"]
 """For goals that ask a question: ``auto``, with the embedded model (and ``--gguf``), the
 small models that need it; ``on``, with any model; ``off``: never."""
 
-FINAL_ACTIONS = frozenset({"send_msg_to_user", "report_infeasible"})
 
 _QUESTION = re.compile(
     r"\?|\b(tell me|tell the user|answer the user|let me know|report back|find out)\b"

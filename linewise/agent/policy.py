@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from linewise.agent.action_grammar import action_grammar
 from linewise.agent.action_parser import ParsedAction
-from linewise.agent.answer_check import FINAL_ACTIONS, answer_from_reasoning, applies
+from linewise.agent.answer_check import answer_from_reasoning, applies
 from linewise.agent.models import ChatModel
 from linewise.agent.prompt import (
     PageView,
