@@ -391,6 +391,17 @@ async def noop(ctx: ActionContext, wait_ms: float = 1000) -> None:
     await ctx.page.wait_for_timeout(min(float(wait_ms), 30_000))
 
 
+ENDING_ACTIONS = ("send_msg_to_user", "report_infeasible")
+"""The actions whose point is to end the episode (an answer, giving up)."""
+
+
+def actions_without_ending() -> list[str]:
+    """The action space for pages whose own state ends the episode (MiniWoB++): there an
+    answer or a give-up ends nothing, and a small model offered them answers a question
+    it should click, or gives up on a page that shows what it needs."""
+    return [name for name in ACTIONS if name not in ENDING_ACTIONS]
+
+
 def action_parameters(fn: ActionFunction) -> list[inspect.Parameter]:
     """The parameters the model passes: the signature without the leading ``ctx``."""
     return list(inspect.signature(fn).parameters.values())[1:]

@@ -7,9 +7,9 @@ from functools import cache
 from pydantic import BaseModel, Field
 
 from linewise.agent.action_parser import ParsedAction, allowed_actions
-from linewise.agent.actions import describe_action_space
+from linewise.agent.actions import ENDING_ACTIONS, describe_action_space
 from linewise.axtree import AXLine
-from linewise.prompts import render_prompt
+from linewise.prompts import load_prompt, render_prompt
 from linewise.records import Tab
 
 MAX_THOUGHT_CHARS = 400
@@ -139,7 +139,11 @@ def system_prompt(action_names: tuple[str, ...] = ()) -> str:
     the actions the prompt left out.
     """
     names = list(allowed_actions(action_names))
-    return render_prompt("action_system.md", action_space=describe_action_space(names))
+    agent_ends = any(name in ENDING_ACTIONS for name in names)
+    rules = load_prompt("action_rules_agent_ends.md" if agent_ends
+                        else "action_rules_page_ends.md").template.strip()
+    return render_prompt("action_system.md", action_space=describe_action_space(names),
+                         ending_rules=rules)
 
 
 def futile_repeat_message(action: str, error: str | None) -> dict[str, str]:

@@ -26,6 +26,7 @@ import structlog
 from playwright.async_api import Error as PlaywrightError
 
 from linewise.agent.action_parser import ParsedAction, parse_action
+from linewise.agent.actions import actions_without_ending
 from linewise.agent.experience.load import memory_for
 from linewise.agent.experience.retrieve import ExperienceMemory
 from linewise.agent.filters.base import FilterInput, FilterResult, ObservationFilter
@@ -116,9 +117,11 @@ class EpisodeConfig:
         reasoning: a question such as "How many large items are there?" is answered there
         by clicking."""
         agent = self.agent
-        if not agent_can_end and agent.answer_check != "off":
+        if agent_can_end:
+            return ActionAgent(model, agent)
+        if agent.answer_check != "off":
             agent = agent.model_copy(update={"answer_check": "off"})
-        return ActionAgent(model, agent)
+        return ActionAgent(model, agent, action_names=actions_without_ending())
 
 
 @dataclass

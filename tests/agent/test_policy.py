@@ -171,6 +171,30 @@ async def test_the_embedded_model_decodes_under_the_grammar_of_the_views_bids() 
     assert not admits(grammar, FILL.replace("'16'", "'17'"))  # a button is not a field
 
 
+async def test_where_the_page_ends_the_episode_the_agent_is_offered_no_answer_or_give_up(
+) -> None:
+    # MiniWoB++'s click-test: the 1.5B model answered report_infeasible('The page does not
+    # contain a button.') on "[14] button 'Click Me!'"; an episode its environment ends is
+    # offered neither ending action, in the prompt or under the grammar
+    from linewise.runtime.episode import EpisodeConfig
+
+    give_up = "<think>No button.</think><action>report_infeasible('no button')</action>"
+    with ScriptedChatServer(lambda _messages: give_up) as llm:
+        config = EpisodeConfig(agent=AgentSettings(parse_retries=1))
+        page_ends = config.make_agent(_client(llm, embedded=True), agent_can_end=False)
+        view = _view(PAGE).model_copy(update={"elements": element_lines(PAGE, ["16", "17"])})
+        decision = await page_ends.decide("Submit the form.", view)
+        agent_ends = config.make_agent(_client(llm, embedded=True), agent_can_end=True)
+        await agent_ends.decide("Submit the form.", view)
+    assert decision.action is None  # the give-up is refused, asked again, refused again
+    system, grammar = llm.requests[0]["messages"][0]["content"], llm.requests[0]["grammar"]
+    assert "report_infeasible" not in system and "send_msg_to_user" not in system
+    assert "you cannot end it or give" in system
+    assert not admits(grammar, give_up) and admits(grammar, SUBMIT)
+    assert "report_infeasible(" in llm.requests[-1]["messages"][0]["content"]
+    assert admits(llm.requests[-1]["grammar"], give_up)
+
+
 async def test_an_endpoint_is_sent_no_grammar_unless_asked() -> None:
     with ScriptedChatServer(lambda _messages: SUBMIT) as llm:
         decision = await ActionAgent(_client(llm, embedded=False)).decide(
