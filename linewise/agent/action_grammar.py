@@ -21,7 +21,7 @@ import typing
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Literal
 
-from linewise.agent.action_parser import allowed_actions
+from linewise.agent.action_parser import ParsedAction, allowed_actions
 from linewise.agent.actions import ACTION_TARGETS, ActionFunction, action_parameters
 from linewise.axtree import AXLine
 
@@ -52,6 +52,7 @@ def action_grammar(
     action_names: Collection[str] | None = None,
     *,
     thought_chars: int = THOUGHT_CHARS,
+    forbid: ParsedAction | None = None,
 ) -> str:
     """The grammar of ``<think>…</think>`` then ``<action>call</action>``.
 
@@ -64,6 +65,13 @@ def action_grammar(
             id of BrowserGym's shape (frame letters, then digits).
         action_names: the actions the prompt offered (default: all).
         thought_chars: the thought's longest length; 0 leaves the thought unbounded.
+        forbid: a call the answer must not repeat (a futile repeat being escaped): its
+            action may not name the same elements again, and an action that names none
+            (``noop()``, ``go_back()``) is left out.
+
+    Raises:
+        ValueError: nothing is left to call (every offered action forbidden or without
+            an element to name).
     """
     elements: dict[str, AXLine | None] | None
     if bids is None:
@@ -76,12 +84,17 @@ def action_grammar(
     calls: list[str] = []
     for name, fn in allowed_actions(action_names).items():
         needs_bid = any(p.name.endswith("bid") for p in action_parameters(fn))
-        bid_rule = _bid_rule(name, elements, rules) if needs_bid else None
+        forbidden = set(forbid.bids) if forbid is not None and forbid.name == name else None
+        if forbidden is not None and not needs_bid:
+            continue
+        bid_rule = _bid_rule(name, elements, rules, forbidden) if needs_bid else None
         body = _call_rule(name, fn, bid_rule, rules)
         if body is not None:
             rule = f"call-{name.replace('_', '-')}"
             rules[rule] = body
             calls.append(rule)
+    if not calls:
+        raise ValueError("no action is left to call")
     thought = "[^<]*" if thought_chars <= 0 else f"[^<]{{0,{thought_chars}}}"
     head = [
         'root ::= "<think>" thought "</think>" "\\n"? "<action>" call "</action>"',
@@ -92,10 +105,11 @@ def action_grammar(
 
 
 def _bid_rule(
-    action: str, elements: dict[str, AXLine | None] | None, rules: dict[str, str]
+    action: str, elements: dict[str, AXLine | None] | None, rules: dict[str, str],
+    forbidden: set[str] | None = None,
 ) -> str | None:
-    """The rule of the element ids ``action`` may name (added to ``rules``), or None when
-    the view has none it could act on."""
+    """The rule of the element ids ``action`` may name (added to ``rules``), less the
+    ``forbidden`` ones, or None when the view has none it could act on."""
     if elements is None:
         rules["bid"] = "\"'\" [a-zA-Z]* [0-9]+ \"'\" | \"\\\"\" [a-zA-Z]* [0-9]+ \"\\\"\""
         return "bid"
@@ -105,6 +119,9 @@ def _bid_rule(
     else:
         rule = f"bid-{accepts.__name__.replace('_', '-')}"
         chosen = sorted(b for b, line in elements.items() if line is None or accepts(line))
+    if forbidden:
+        rule = f"bid-{action.replace('_', '-')}-again"
+        chosen = [b for b in chosen if b not in forbidden]
     if not chosen:
         return None
     rules[rule] = " | ".join(

@@ -145,7 +145,7 @@ class ActionAgent:
         asking = _Asking(decision, grammar, spend_check)
         await self._ask(asking, messages)
         if decision.action is not None and self._repeats_futile_action(decision):
-            await self._escape_repeat(asking, messages)
+            await self._escape_repeat(asking, messages, view)
         if self._may_answer_from_reasoning(goal, decision):
             await self._answer_from_reasoning(goal, view, asking)
         return decision
@@ -219,10 +219,19 @@ class ActionAgent:
         last = self.history[-1]
         return last.parsed == decision.action and last.page_key == decision.page_key
 
-    async def _escape_repeat(self, asking: _Asking, messages: list[dict[str, str]]) -> None:
+    async def _escape_repeat(
+        self, asking: _Asking, messages: list[dict[str, str]], view: PageView
+    ) -> None:
+        """Ask again, told that the answer changed nothing last time. Under a grammar
+        the re-ask's grammar forbids the repeated call: told, the small model still
+        wrote the same call at temperature (``click('415')`` five steps running on a
+        search form while the link it looked for was in its view)."""
         decision = asking.decision
         repeated = str(decision.action)
         log.info("futile repeat", action=repeated)
+        if asking.grammar is not None:
+            asking = _Asking(decision, self._grammar_without(view, decision.action),
+                             asking.spend_check)
         messages = [
             *messages,
             {"role": "assistant", "content": decision.calls[-1].response or ""},
@@ -240,6 +249,13 @@ class ActionAgent:
                 decision.repeat_escape = "escaped"
                 return
             log.info("repeat not escaped", attempt=attempt, answer=answer.action_text)
+
+    def _grammar_without(self, view: PageView, call: ParsedAction | None) -> Constraint:
+        try:
+            grammar = action_grammar(view.elements, self.action_names, forbid=call)
+        except ValueError:  # the repeated call was the only one left: keep the full grammar
+            grammar = action_grammar(view.elements, self.action_names)
+        return Constraint.gbnf("action", grammar)
 
     async def _ask(self, asking: _Asking, messages: list[dict[str, str]]) -> None:
         """Ask until the answer holds one valid action, or ``parse_retries`` run out."""

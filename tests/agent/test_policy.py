@@ -98,6 +98,24 @@ async def test_a_repeat_every_re_ask_insists_on_is_kept() -> None:
     assert len(llm.requests) == 4
 
 
+async def test_under_the_grammar_the_escape_forbids_the_repeated_call() -> None:
+    # like llama.cpp, the model can only write what the request's grammar admits: the
+    # stubborn model's fill is its answer whenever the grammar allows it
+    def grammar_bound(messages: list[dict[str, Any]], info: CallInfo) -> str:
+        grammar = info.params["extra_body"]["grammar"]
+        return FILL if admits(grammar, FILL) else SUBMIT
+
+    model = FunctionModel(grammar_bound)
+    agent = ActionAgent(model, AgentSettings(action_grammar="on"))
+    view = _view(PAGE).model_copy(update={"elements": element_lines(PAGE, ["16", "17"])})
+    agent.remember(await agent.decide("Enter Alice and submit.", view), None)
+    decision = await agent.decide("Enter Alice and submit.", view)
+    assert str(decision.action) == "click('17')" and decision.repeat_escape == "escaped"
+    first, escape = (r.params["extra_body"]["grammar"] for r in model.requests[1:])
+    assert admits(first, FILL) and not admits(escape, FILL)
+    assert admits(escape, FILL.replace("fill('16'", "press('16'").replace("Alice", "Enter"))
+
+
 async def test_a_malformed_answer_is_asked_again_at_the_reask_temperature() -> None:
     answers = iter(["<action>click('16'); click('17')</action>", SUBMIT])
     with ScriptedChatServer(lambda _messages: next(answers)) as llm:
