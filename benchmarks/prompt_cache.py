@@ -10,7 +10,16 @@ Layouts (the same sections, moved; the recorded prompt is ``recorded``):
 
 - ``recorded``: goal, page (URL, tabs, focused element, tree), history, last error;
 - ``history-first``: goal, history, page, last error — the part that only grows
-  between steps comes before the part that changes.
+  between steps comes before the part that changes;
+- ``state-last``: goal, tree, then the page's state (URL, tabs, focused element),
+  history, last error — a click that moves the focus or the URL's fragment leaves the
+  tree's prefix intact;
+- ``state-last-unflagged``: as ``state-last``, and the tree's lines without the
+  ``, focused`` flag (the state section names the focused element).
+
+``--estimate`` replays nothing: it counts, per action call, the tokens the prompt
+shares as a prefix with the most similar earlier action prompt of its episode (what a
+prefix cache can reuse at best), with tiktoken's count, in seconds of nothing.
 
     python benchmarks/prompt_cache.py runs/docs-agent/auto [--layout recorded ...]
 
@@ -32,6 +41,7 @@ from typing import Any
 import openai
 
 from linewise.runtime.models.local_server import LocalModelServer
+from linewise.tokens import get_encoding
 
 HISTORY = re.compile(r"\n# History of your previous steps\n.*?(?=\n# Error from your last|"
                      r"\nAnswer with|\Z)", re.DOTALL)
@@ -49,7 +59,55 @@ def history_first(user: str) -> str:
     return f"{head}{history.lstrip(chr(10))}\n\n{PAGE}{page}"
 
 
-LAYOUTS = {"recorded": lambda text: text, "history-first": history_first}
+STATE = re.compile(r"URL: .*?\n## Accessibility tree\n", re.DOTALL)
+
+
+def state_last(user: str) -> str:
+    """The recorded action prompt with the page's state moved after its tree."""
+    match = STATE.search(user)
+    history = user.find("\n# History of your previous steps")
+    if match is None or history < 0:
+        return user
+    state = match.group(0).removesuffix("## Accessibility tree\n")
+    return (user[: match.start()] + user[match.end(): history] + "\n# Where you are\n"
+            + state.rstrip("\n") + "\n" + user[history:])
+
+
+def state_last_unflagged(user: str) -> str:
+    return re.sub(r", focused(?=,|$)", "", state_last(user), flags=re.MULTILINE)
+
+
+LAYOUTS = {"recorded": lambda text: text, "history-first": history_first,
+           "state-last": state_last, "state-last-unflagged": state_last_unflagged}
+
+
+def shared_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def estimate(folders: list[Path], layout: str) -> list[dict[str, Any]]:
+    """Per action call: its tokens and those it shares as a prefix with the closest
+    earlier action prompt of the episode (the best a prefix cache can do)."""
+    encoder = get_encoding()
+    rows = []
+    for folder in folders:
+        earlier: list[list[int]] = []
+        for step, purpose, messages in episode_calls(folder):
+            if purpose != "action" or messages[-1]["role"] != "user":
+                continue
+            system, user = messages[0]["content"], LAYOUTS[layout](messages[-1]["content"])
+            tokens = encoder.encode_ordinary(system + user)
+            shared = max((shared_prefix(tokens, e) for e in earlier), default=0)
+            earlier.append(tokens)
+            rows.append({"episode": folder.name, "step": step, "purpose": purpose,
+                         "layout": layout, "prompt_tokens": len(tokens),
+                         "cached_tokens": shared, "seconds": 0.0})
+    return rows
 
 
 def episode_calls(folder: Path) -> list[tuple[int, str, list[dict[str, Any]]]]:
@@ -108,11 +166,14 @@ def main() -> None:
     parser.add_argument("runs", nargs="+", type=Path, help="run folders or episode folders")
     parser.add_argument("--layout", action="append", choices=sorted(LAYOUTS))
     parser.add_argument("--json", type=Path, help="write every replayed call here")
+    parser.add_argument("--estimate", action="store_true",
+                        help="count shared prefixes instead of replaying (no model)")
     args = parser.parse_args()
     folders = sorted({p.parent for run in args.runs for p in run.rglob("steps.jsonl")})
     rows: list[dict[str, Any]] = []
     for layout in args.layout or list(LAYOUTS):
-        rows += asyncio.run(replay(folders, layout))
+        rows += estimate(folders, layout) if args.estimate else asyncio.run(
+            replay(folders, layout))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     report(rows)
