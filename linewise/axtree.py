@@ -34,6 +34,7 @@ __all__ = [
     "line_depth",
     "number_lines",
     "parse_line",
+    "without_state",
 ]
 
 INTERACTIVE_ROLES = frozenset({
@@ -98,6 +99,23 @@ def parse_line(line: str) -> AXLine:
         name=_unquote(quoted) if quoted is not None else None,
         properties=_properties(line[match.end():]),
     )
+
+
+def without_state(line: str) -> str:
+    """The line without what an action changes on a page whose content stays: the
+    ``focused`` flag, and the document's ``url`` on its ``RootWebArea`` line (a click on
+    an in-page link changes the fragment). The action prompt states the focused element
+    and the URL apart from the tree; without them a view stays the same text from step to
+    step, which a prefix cache reuses, and a diff sees only content that changed."""
+    root = line.startswith("RootWebArea") or line.lstrip("\t").startswith("RootWebArea")
+    if "focused" not in line and not root:
+        return line
+    match = _HEAD.match(line)
+    if match is None:
+        return line
+    properties = [p for p in _properties(line[match.end():])
+                  if p != "focused" and not (root and p.startswith("url="))]
+    return line[: match.end()] + "".join(f", {p}" for p in properties)
 
 
 def line_depth(line: str) -> int:

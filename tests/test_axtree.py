@@ -11,6 +11,7 @@ from linewise.axtree import (
     line_depth,
     number_lines,
     parse_line,
+    without_state,
 )
 from linewise.runtime.browser.observation import Observation
 from tests.support.paths import TREES
@@ -97,3 +98,17 @@ def test_interactive_hint_lists_whole_heads_of_usable_elements() -> None:
         "[5] button 'Pay, now'; [6] textbox 'Card'; [8] generic; [9] link 'Help'"
     )
     assert obs.interactive_hint(limit=1) == "[5] button 'Pay, now'"
+
+
+@pytest.mark.parametrize(("line", "stable"), [
+    ("RootWebArea 'Shop', focused, url='http://x/a.html#b'", "RootWebArea 'Shop'"),
+    ("\t\t[16] textbox 'Quick search', focused, required",
+     "\t\t[16] textbox 'Quick search', required"),
+    ("\t[3] link 'a, focused', url='http://x/#c'", "\t[3] link 'a, focused', url='http://x/#c'"),
+    ("\t[4] textbox '', value='focused', focused", "\t[4] textbox '', value='focused'"),
+    ("\tStaticText 'focused'", "\tStaticText 'focused'"),
+    ("\t… 3 lines omitted …", "\t… 3 lines omitted …"),
+])
+def test_a_lines_state_is_its_focus_and_the_documents_url(line: str, stable: str) -> None:
+    # the name's text and other elements' urls are content; the prompt states focus and URL
+    assert without_state(line) == stable

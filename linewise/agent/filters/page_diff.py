@@ -16,6 +16,8 @@ import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from linewise.axtree import without_state
+
 __all__ = ["PageDiff", "diff_pages"]
 
 
@@ -48,7 +50,10 @@ class PageDiff:
 
 
 def diff_pages(previous: Sequence[str], lines: Sequence[str]) -> PageDiff:
-    """The diff from ``previous`` to ``lines``."""
+    """The diff from ``previous`` to ``lines``. Lines are compared without their state
+    (``axtree.without_state``): focus moving, or the URL's fragment, changes no content."""
+    previous = [without_state(line) for line in previous]
+    lines = [without_state(line) for line in lines]
     limit = min(len(previous), len(lines))
     head = 0
     while head < limit and previous[head] == lines[head]:

@@ -1,10 +1,11 @@
 """The structure-preserving view: kept lines inside the skeleton of their ancestors.
 
-Given the lines a retriever kept, the view shows each of them unchanged, every
-ancestor that gives it context (reduced to bid, role and a shortened name) at its
-original indentation, and, under each shown node, one counted marker per run of
-dropped siblings. The result is a valid, smaller tree: it cuts lines, not only text
-(the public implementation keeps one line per dropped node, which saves little).
+Given the lines a retriever kept, the view shows each of them (without its state:
+``shown_line``), every ancestor that gives it context (a long one reduced to bid, role
+and a shortened name) at its original indentation, and, under each shown node, one
+counted marker per run of dropped siblings. The result is a valid, smaller tree: it
+cuts lines, not only text (the public implementation keeps one line per dropped node,
+which saves little).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pydantic import BaseModel
 
 from linewise.agent.filters.render import omission_marker
 from linewise.agent.filters.tree import LineTree
+from linewise.axtree import line_depth, without_state
 
 
 class StructuredView(BaseModel):
@@ -30,6 +32,22 @@ class StructuredView(BaseModel):
 def marker_line(depth: int, count: int) -> str:
     """The marker for ``count`` dropped lines at indentation level ``depth``."""
     return omission_marker(count, "\t" * depth)
+
+
+SHORT_LINE = 60
+"""Characters (indentation aside) up to which a context line is shown whole."""
+
+
+def shown_line(tree: LineTree, index: int, *, context: bool) -> str:
+    """How line ``index`` reads in a view: without its state (``without_state``); as
+    context, shortened to bid, role and name unless it is short already. A short line
+    reads the same whether it is context or kept: an element that turns from one to the
+    other (the one the agent just acted on) leaves the view's text, and the prompt cache
+    behind it, unchanged."""
+    line = without_state(tree.lines[index])
+    if context and len(line) - line_depth(line) > SHORT_LINE:
+        return tree.short_head(index)
+    return line
 
 
 def rebuild_with_structure(tree: LineTree, kept: Iterable[int]) -> StructuredView:
@@ -57,7 +75,7 @@ def rebuild_with_structure(tree: LineTree, kept: Iterable[int]) -> StructuredVie
                 markers += 1
                 omitted += pending
                 pending = 0
-            out.append(tree.lines[i] if i in kept_set else tree.short_head(i))
+            out.append(shown_line(tree, i, context=i not in kept_set))
             i += 1
             continue
         # i roots a dropped subtree (its parent is shown, or it is top-level)

@@ -20,6 +20,7 @@ from linewise.agent.filters.candidates import (
 from linewise.agent.filters.escalation import ShownStep, stuck_reasons
 from linewise.agent.filters.focus import FocusConfig, FocusFilter
 from linewise.agent.filters.registry import FilterContext, get_filter
+from linewise.agent.filters.structure import shown_line
 from linewise.agent.filters.tree import LineTree
 from linewise.apps.filter_eval import (
     GOAL_KINDS,
@@ -289,3 +290,28 @@ async def test_shipped_large_cases_cover_goal_kinds_and_page_kinds() -> None:
     named = next(k for k in kinds if k.kind == "named")
     paraphrased = next(k for k in kinds if k.kind == "paraphrased")
     assert named.gold_recall > paraphrased.gold_recall  # lexical matching needs the name
+
+
+async def test_a_view_reads_the_same_after_focus_moves_and_the_fragment_changes() -> None:
+    # a click on an in-page link focused the document and changed its URL's fragment: the
+    # view used to change from its first line on, and the embedded model's prompt cache
+    # with it (50 s to read again a page it had read the step before)
+    lines = tree_lines("docs-json.txt")
+    url = "url='file:///usr/share/doc/python3.11/html/library/json.html"
+    before = [lines[0].replace(", focused", ""), *lines[1:]]
+    after = [lines[0].replace(url, url.removesuffix("'") + "#json.load"), *lines[1:]]
+    assert "focused" in after[0] and "#json.load" in after[0]
+    focus = get_filter("focus").bind(FilterContext(FilterSettings(
+        name="focus", focus_preset="shared-items")))()
+    goal = "Which function of json reads a document from a file?"
+    first = await focus.apply(FilterInput(goal=goal, lines=before))
+    second = await focus.apply(FilterInput(goal=goal, lines=after))
+    assert second.text == first.text and "focused" not in first.text
+
+
+def test_a_short_line_reads_the_same_as_context_and_as_kept() -> None:
+    tree = LineTree(["RootWebArea 'Docs'", "\t[282] generic, clickable", "\t\tStaticText 'x'",
+                     "\t[283] paragraph ''", f"\t[284] link '{'a long name ' * 6}'"])
+    for index in (1, 3):
+        assert shown_line(tree, index, context=True) == shown_line(tree, index, context=False)
+    assert shown_line(tree, 4, context=True) == tree.short_head(4)  # a long one is shortened

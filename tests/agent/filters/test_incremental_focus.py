@@ -177,7 +177,8 @@ async def test_filters_without_a_model_build_their_candidates_afresh() -> None:
 def test_the_diff_maps_unchanged_lines_to_their_new_places() -> None:
     lines = tree_lines("docs-functions.txt")
     after = list(lines)
-    after[7000] = after[7000] + ", focused"  # replaced
+    after[7000] = after[7000] + ", checked='true'"  # replaced
+    after[6000] = after[6000] + ", focused"  # state, not content: not a change
     after[5000:5002] = []  # two lines removed
     after[100:100] = ["\tStaticText 'a'", "\tStaticText 'b'", "\tStaticText 'c'"]
     diff = diff_pages(lines, after)
@@ -188,7 +189,8 @@ def test_the_diff_maps_unchanged_lines_to_their_new_places() -> None:
     assert diff.new_index(7000) is None and diff.new_index(7001) == 7002
     assert diff.new_index(len(lines) - 1) == len(after) - 1
     assert diff.carried({10, 200, 5000, 7000}) == {10, 203}
-    assert all(after[diff.new_index(i) or 0] == lines[i] for i in (0, 99, 100, 6000))
+    assert all(after[diff.new_index(i) or 0] == lines[i] for i in (0, 99, 100, 5900))
+    assert after[diff.new_index(6000) or 0] == lines[6000] + ", focused"
     assert diff_pages(lines, lines).changed == []
 
 
