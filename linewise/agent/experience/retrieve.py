@@ -7,7 +7,9 @@ ranking is lexical and the shown record says why.
 
 An episode retrieves once, on its goal and first page, and keeps its examples for every
 step: the prompt's prefix then stays the same and llama.cpp's prefix cache keeps it.
-Entries of the running task and seed are never candidates.
+Entries of the running task and seed are never candidates; entries of the running task
+with another seed come first (the same page family and goal template, as Synapse's
+exemplars are retrieved by task), then the rest by fused rank.
 """
 
 from __future__ import annotations
@@ -127,7 +129,11 @@ class ExperienceMemory:
         for ranking in rankings:
             for rank, index in enumerate(ranking):
                 fused[index] += 1 / (RRF_K + rank)
-        ordered = sorted(candidates, key=lambda i: (-fused[i], i))
+        # A small model copies an example's values and actions: an entry of another task
+        # that merely shares words (enter-text-dynamic's for click-widget) ranked above
+        # the running task's own entry of another seed, and misled it.
+        ordered = sorted(candidates, key=lambda i: (self.entries[i].key.task != running.task,
+                                                    -fused[i], i))
         chosen = self._fit([self.entries[i] for i in ordered])
         text = render_examples(chosen)
         return Examples(text, MemoryShown(

@@ -103,6 +103,25 @@ async def test_retrieval_never_returns_the_running_task_and_seed() -> None:
     assert shown.retrieval == "lexical" and shown.note == "no embedder configured"
 
 
+async def test_the_running_tasks_entries_of_other_seeds_come_first() -> None:
+    # click-widget seed 10 was shown enter-text-dynamic's, simple-arithmetic's and
+    # click-test's entries, whose words its page shared, and not click-widget seed 0's
+    widget = _entry("miniwob.click-widget", 0, 'Click on a "button" widget.',
+                    observation="[17] button 'Submit'")
+    others = [_entry("miniwob.enter-text-dynamic", 0, 'Enter "LO4eN" into the text field.',
+                     observation="[16] textbox ''\n[17] button 'Submit'"),
+              _entry("miniwob.click-test", 0, "Click the button.",
+                     observation="[14] button 'Click Me!'")]
+    memory = ExperienceMemory([*others, widget], k=2, budget_tokens=5000)
+    goal, page = 'Click on a "textbox" widget.', "[16] textbox ''\n[17] button 'Submit'"
+    shown = (await memory.examples("miniwob.click-widget.seed10", goal, page)).shown
+    assert shown.entries[0] == widget.id and len(shown.entries) == 2
+    # the others keep their order by similarity behind it
+    alone = ExperienceMemory(others, k=2, budget_tokens=5000)
+    ranked = (await alone.examples("miniwob.click-widget.seed10", goal, page)).shown.entries
+    assert shown.entries[1] == ranked[0]
+
+
 @pytest.mark.parametrize(("budget", "fitting"), [(100, 0), (500, 1), (1000, 2), (4000, 6)])
 async def test_examples_fit_their_budget(budget: int, fitting: int) -> None:
     long_page = "\n".join(f"[{n}] link 'Article number {n} about gardening and bees'"
