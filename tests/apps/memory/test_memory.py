@@ -106,12 +106,13 @@ async def test_retrieval_never_returns_the_running_task_and_seed() -> None:
 async def test_the_running_tasks_entries_of_other_seeds_come_first() -> None:
     # click-widget seed 10 was shown enter-text-dynamic's, simple-arithmetic's and
     # click-test's entries, whose words its page shared, and not click-widget seed 0's
-    widget = _entry("miniwob.click-widget", 0, 'Click on a "button" widget.',
-                    observation="[17] button 'Submit'")
-    others = [_entry("miniwob.enter-text-dynamic", 0, 'Enter "LO4eN" into the text field.',
+    widget = _entry("miniwob.click-widget", 0, 'Click on a "checkbox" widget.',
+                    observation="[5] checkbox ''")
+    others = [_entry("miniwob.enter-text-dynamic", 0,
+                     'Enter "LO4eN" into the textbox and press Submit.',
                      observation="[16] textbox ''\n[17] button 'Submit'"),
-              _entry("miniwob.click-test", 0, "Click the button.",
-                     observation="[14] button 'Click Me!'")]
+              _entry("miniwob.click-test", 0, "Click the Submit button.",
+                     observation="[14] button 'Submit'")]
     memory = ExperienceMemory([*others, widget], k=2, budget_tokens=5000)
     goal, page = 'Click on a "textbox" widget.', "[16] textbox ''\n[17] button 'Submit'"
     shown = (await memory.examples("miniwob.click-widget.seed10", goal, page)).shown
