@@ -26,6 +26,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from prompt_cache import shared_prefix
+
 from linewise.agent.filters.base import FilterInput
 from linewise.agent.history import PastAction
 from linewise.runtime.filter_choice import build_filter_maker
@@ -45,14 +47,6 @@ def _terms(step: dict[str, Any]) -> list[str]:
     notes = (step.get("filter_result") or {}).get("notes") or {}
     return list((notes.get("expansion") or {}).get("terms") or [])
 
-
-def _shared(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 async def replay(folder: Path, settings: LinewiseSettings) -> list[dict[str, Any]]:
@@ -84,7 +78,7 @@ async def replay(folder: Path, settings: LinewiseSettings) -> list[dict[str, Any
             focused_bid=step.get("focused_bid"), last_action_error=step.get("last_action_error"),
             must_keep_bids=list(dict.fromkeys(must_keep))))
         tokens = encoder.encode_ordinary(result.text)
-        shared = max((_shared(tokens, e) for e in earlier), default=0)
+        shared = max((shared_prefix(tokens, e) for e in earlier), default=0)
         earlier.append(tokens)
         rows.append({"episode": folder.name, "step": step["index"], "view": len(tokens),
                      "shared": shared, "new": len(tokens) - shared})
