@@ -107,7 +107,8 @@ def without_state(line: str) -> str:
     an in-page link changes the fragment). The action prompt states the focused element
     and the URL apart from the tree; without them a view stays the same text from step to
     step, which a prefix cache reuses, and a diff sees only content that changed."""
-    root = line.startswith("RootWebArea") or line.lstrip("\t").startswith("RootWebArea")
+    # the cheap substring tests first: every line of both pages passes here at each step
+    root = "RootWebArea" in line and line.lstrip("\t").startswith("RootWebArea")
     if "focused" not in line and not root:
         return line
     match = _HEAD.match(line)
