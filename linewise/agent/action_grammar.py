@@ -18,7 +18,7 @@ from __future__ import annotations
 import inspect
 import types
 import typing
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from linewise.agent.action_parser import ParsedAction, allowed_actions
@@ -52,7 +52,7 @@ def action_grammar(
     action_names: Collection[str] | None = None,
     *,
     thought_chars: int = THOUGHT_CHARS,
-    forbid: ParsedAction | None = None,
+    forbid: Sequence[ParsedAction] = (),
 ) -> str:
     """The grammar of ``<think>…</think>`` then ``<action>call</action>``.
 
@@ -65,9 +65,9 @@ def action_grammar(
             id of BrowserGym's shape (frame letters, then digits).
         action_names: the actions the prompt offered (default: all).
         thought_chars: the thought's longest length; 0 leaves the thought unbounded.
-        forbid: a call the answer must not repeat (a futile repeat being escaped): its
-            action may not name the same elements again, and an action that names none
-            (``noop()``, ``go_back()``) is left out.
+        forbid: calls the answer must not repeat (a futile repeat being escaped,
+            ``agent.repeats``): each one's action may not name the same elements again,
+            and an action that names none (``noop()``, ``go_back()``) is left out.
 
     Raises:
         ValueError: nothing is left to call (every offered action forbidden or without
@@ -80,11 +80,14 @@ def action_grammar(
         elements = dict(bids)
     else:
         elements = dict.fromkeys(bids)
+    forbidden_bids: dict[str, set[str]] = {}
+    for call in forbid:
+        forbidden_bids.setdefault(call.name, set()).update(call.bids)
     rules: dict[str, str] = {}
     calls: list[str] = []
     for name, fn in allowed_actions(action_names).items():
         needs_bid = any(p.name.endswith("bid") for p in action_parameters(fn))
-        forbidden = set(forbid.bids) if forbid is not None and forbid.name == name else None
+        forbidden = forbidden_bids.get(name)
         if forbidden is not None and not needs_bid:
             continue
         bid_rule = _bid_rule(name, elements, rules, forbidden) if needs_bid else None

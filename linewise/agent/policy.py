@@ -1,5 +1,5 @@
 """The action policy: one LLM decision per step, re-asked when the answer is malformed
-or when it would repeat an action that just changed nothing."""
+or when it would repeat an action that changed nothing on the page as it is."""
 
 from __future__ import annotations
 
@@ -22,8 +22,10 @@ from linewise.agent.prompt import (
     retry_message,
 )
 from linewise.agent.prompt_fit import PromptLimits
+from linewise.agent.repeats import forbidden_calls, futile_calls, is_futile
 from linewise.agent.response import AgentAnswer, parse_answer
 from linewise.agent.structured import Constraint, ask_structured, supports
+from linewise.axtree import without_state
 from linewise.errors import ResponseFormatError
 from linewise.records import ActionDecoding, AnswerCheckRecord, LLMCall, RepeatEscape
 from linewise.settings import DEFAULT_CONTEXT_TOKENS, AgentSettings, EndpointSettings
@@ -37,10 +39,12 @@ or None."""
 
 
 def page_key(url: str, lines: Iterable[str]) -> str:
-    """A digest of the whole page (URL and every AXTree line): equal keys, same page."""
-    digest = hashlib.sha1(url.encode())
+    """A digest of the page's content (URL and every AXTree line): equal keys, the same
+    page. Focus and the URL's fragment are left out (``axtree.without_state``): a click
+    that only focuses an element or scrolls to an anchor changed nothing on the page."""
+    digest = hashlib.sha1(url.partition("#")[0].encode())
     for line in lines:
-        digest.update(b"\n" + line.encode())
+        digest.update(b"\n" + without_state(line).encode())
     return digest.hexdigest()
 
 
@@ -80,9 +84,9 @@ class ActionAgent:
     ``reask_temperature``: at temperature 0 a model given the same prompt plus an error
     tends to write the same answer again, word for word (benchmarks/NOTES.md).
 
-    A *futile repeat* is an answer that repeats the previous action although that action
-    left the page exactly as it was (same URL, same AXTree: ``PageView.page_key``), whether
-    it ran or failed. Small models at temperature 0 fall into such loops and answer the
+    A *futile repeat* is an answer that repeats an action made since the page last changed
+    (same URL, same AXTree: ``PageView.page_key``; ``agent.repeats``), whether it ran or
+    failed. Small models at temperature 0 fall into such loops and answer the
     same thing until the step limit. The model is then told so and asked again, up to
     ``repeat_escapes`` times; the first different valid action is taken. If every re-ask
     repeats the action, it runs as first answered: some repeats are right (a button that
@@ -214,28 +218,34 @@ class ActionAgent:
             decision.action_text = str(decision.action)
 
     def _repeats_futile_action(self, decision: Decision) -> bool:
-        if not self.repeat_escapes or not self.history or not decision.page_key:
+        if not self.repeat_escapes or decision.action is None:
             return False
-        last = self.history[-1]
-        return last.parsed == decision.action and last.page_key == decision.page_key
+        return is_futile(decision.action, futile_calls(self.history, decision.page_key))
 
     async def _escape_repeat(
         self, asking: _Asking, messages: list[dict[str, str]], view: PageView
     ) -> None:
-        """Ask again, told that the answer changed nothing last time. Under a grammar
-        the re-ask's grammar forbids the repeated call: told, the small model still
-        wrote the same call at temperature (``click('415')`` five steps running on a
-        search form while the link it looked for was in its view)."""
+        """Ask again, told that the answer changed nothing when it was made on this page.
+        Under a grammar the re-ask's grammar forbids every call made since the page last
+        changed (``repeats.forbidden_calls``): told, the small model still wrote the same
+        call at temperature (``click('415')`` five steps running on a search form while
+        the link it looked for was in its view), or turned to another way of pointing at
+        the same element (``focus('617')``, ``click('617')``, ``focus('617')``…)."""
         decision = asking.decision
-        repeated = str(decision.action)
-        log.info("futile repeat", action=repeated)
+        assert decision.action is not None
+        repeated = decision.action
+        made = futile_calls(self.history, decision.page_key)
+        forbidden = forbidden_calls(made)
+        log.info("futile repeat", action=str(repeated), made=[str(c) for c in made])
         if asking.grammar is not None:
-            asking = _Asking(decision, self._grammar_without(view, decision.action),
+            asking = _Asking(decision, self._grammar_without(view, forbidden),
                              asking.spend_check)
+        error = next((step.error for step in reversed(self.history)
+                      if step.parsed is not None and is_futile(repeated, [step.parsed])), None)
         messages = [
             *messages,
             {"role": "assistant", "content": decision.calls[-1].response or ""},
-            futile_repeat_message(repeated, self.history[-1].error),
+            futile_repeat_message(str(repeated), [str(c) for c in made], error),
         ]  # every re-ask repeats this one: the model's own re-answers are not added
         decision.repeat_escape = "kept"
         for attempt in range(self.repeat_escapes):
@@ -243,17 +253,17 @@ class ActionAgent:
                                         temperature=self.reask_temperature)
             if answer is None:
                 return
-            if answer.action is not None and str(answer.action) != repeated:
+            if answer.action is not None and not is_futile(answer.action, forbidden):
                 decision.think, decision.action_text = answer.think, answer.action_text
                 decision.action = answer.action
                 decision.repeat_escape = "escaped"
                 return
             log.info("repeat not escaped", attempt=attempt, answer=answer.action_text)
 
-    def _grammar_without(self, view: PageView, call: ParsedAction | None) -> Constraint:
+    def _grammar_without(self, view: PageView, calls: list[ParsedAction]) -> Constraint:
         try:
-            grammar = action_grammar(view.elements, self.action_names, forbid=call)
-        except ValueError:  # the repeated call was the only one left: keep the full grammar
+            grammar = action_grammar(view.elements, self.action_names, forbid=calls)
+        except ValueError:  # the forbidden calls were the only ones left: keep the full grammar
             grammar = action_grammar(view.elements, self.action_names)
         return Constraint.gbnf("action", grammar)
 

@@ -146,15 +146,17 @@ def system_prompt(action_names: tuple[str, ...] = ()) -> str:
                          ending_rules=rules)
 
 
-def futile_repeat_message(action: str, error: str | None) -> dict[str, str]:
-    """Tells the model that ``action``, answered again, changed nothing (or failed) last time."""
+def futile_repeat_message(action: str, done: list[str], error: str | None) -> dict[str, str]:
+    """Tells the model that ``action``, answered again, changed nothing (or failed) when
+    it was made on this page; ``done`` lists every call made since the page last changed."""
     outcome = "nothing on the page changed"
     first_line = (error or "").strip().splitlines()[:1]
     if first_line:
         outcome = f"it failed ({first_line[0]}) and {outcome}"
     return {
         "role": "user",
-        "content": render_prompt("futile_repeat.md", action=action, outcome=outcome),
+        "content": render_prompt("futile_repeat.md", action=action, done=", then ".join(done),
+                                 outcome=outcome),
     }
 
 

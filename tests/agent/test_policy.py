@@ -116,6 +116,33 @@ async def test_under_the_grammar_the_escape_forbids_the_repeated_call() -> None:
     assert admits(escape, FILL.replace("fill('16'", "press('16'").replace("Alice", "Enter"))
 
 
+async def test_pointing_at_an_element_in_turn_is_escaped_under_the_grammar() -> None:
+    # the loop seen on documentation pages: focus, click, focus, click on one element
+    # whose clicks change nothing; the model answers the first call its grammar admits
+    preferred = ["focus('17')", "click('17')", "hover('17')", "fill('16', 'Alice')"]
+
+    def grammar_bound(messages: list[dict[str, Any]], info: CallInfo) -> str:
+        grammar = info.params["extra_body"]["grammar"]
+        return next(a for a in (f"<think>Try.</think><action>{c}</action>" for c in preferred)
+                    if admits(grammar, a))
+
+    model = FunctionModel(grammar_bound)
+    agent = ActionAgent(model, AgentSettings(action_grammar="on"))
+    view = _view(PAGE).model_copy(update={"elements": element_lines(PAGE, ["16", "17"])})
+    first = await agent.decide("Submit the form.", view)
+    agent.remember(first, None)
+    preferred.remove("focus('17')")  # it now prefers the click, which changes nothing either
+    second = await agent.decide("Submit the form.", view)
+    agent.remember(second, None)
+    assert [str(first.action), str(second.action)] == ["focus('17')", "click('17')"]
+    assert second.repeat_escape is None  # a first click after a focus is not a repeat
+    preferred.insert(0, "focus('17')")
+    third = await agent.decide("Submit the form.", view)
+    assert third.repeat_escape == "escaped" and str(third.action) == "fill('16', 'Alice')"
+    told = model.requests[-1].messages[-1]["content"]
+    assert "Since the page last changed you did focus('17'), then click('17')" in told
+
+
 async def test_a_malformed_answer_is_asked_again_at_the_reask_temperature() -> None:
     answers = iter(["<action>click('16'); click('17')</action>", SUBMIT])
     with ScriptedChatServer(lambda _messages: next(answers)) as llm:

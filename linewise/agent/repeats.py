@@ -1,0 +1,69 @@
+"""Which answers repeat what already changed nothing on the page.
+
+Small models at temperature 0 loop: the same call step after step, or two calls on one
+element in turn (``focus('617')``, ``click('617')``, ``focus('617')``…; hovering and
+clicking one heading). A call is *futile* when the page has not changed since the same
+call was made on it: the steps since the page last changed are its *unchanged run*.
+
+Escaping a futile answer under a grammar forbids every call of that run, and when a
+click on an element changed nothing, every pointer action on it too: a focus or hover
+does less than the click that already did nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from linewise.agent.action_parser import ParsedAction
+from linewise.agent.prompt import StepMemory
+
+POINTER_ACTIONS = ("click", "dblclick", "hover", "focus")
+"""Actions that only point at an element: none changes it the way a fill or a key does."""
+
+_CLICKS = ("click", "dblclick")
+
+
+def unchanged_run(history: Sequence[StepMemory], page_key: str) -> list[StepMemory]:
+    """The latest steps taken on the page as it is now (``page_key``), oldest first."""
+    if not page_key:
+        return []
+    run: list[StepMemory] = []
+    for step in reversed(history):
+        if step.page_key != page_key:
+            break
+        run.append(step)
+    return run[::-1]
+
+
+def futile_calls(history: Sequence[StepMemory], page_key: str) -> list[ParsedAction]:
+    """The calls already made on the page as it is now, each once, oldest first."""
+    calls: list[ParsedAction] = []
+    for step in unchanged_run(history, page_key):
+        if step.parsed is not None and step.parsed not in calls:
+            calls.append(step.parsed)
+    return calls
+
+
+def is_futile(action: ParsedAction, made: Sequence[ParsedAction]) -> bool:
+    """``action`` was already made on this unchanged page: the same call, or the same
+    pointer action on the same element (a right click after a left one)."""
+    return any(_same_call(action, call) for call in made)
+
+
+def _same_call(one: ParsedAction, other: ParsedAction) -> bool:
+    if one.name != other.name:
+        return False
+    return one == other or (one.name in POINTER_ACTIONS and one.bids == other.bids)
+
+
+def forbidden_calls(made: Sequence[ParsedAction]) -> list[ParsedAction]:
+    """What an escape must not answer: every call made, and every pointer action on an
+    element a click already left unchanged."""
+    forbidden = list(made)
+    clicked = {bid for call in made if call.name in _CLICKS for bid in call.bids}
+    for bid in sorted(clicked):
+        for name in POINTER_ACTIONS:
+            call = ParsedAction(name=name, arguments={"bid": bid})
+            if call not in forbidden:
+                forbidden.append(call)
+    return forbidden
