@@ -23,7 +23,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 __all__ = [
     "INTERACTIVE_ROLES",
@@ -42,6 +42,12 @@ INTERACTIVE_ROLES = frozenset({
     "option", "menuitem", "tab", "switch", "slider", "spinbutton", "generic",
 })
 """Roles of elements an action can use (``generic`` lines with a bid are clickable ones)."""
+
+_CONTROL_ROLES = frozenset({
+    "textbox", "searchbox", "spinbutton", "combobox", "listbox", "slider", "checkbox",
+    "radio", "switch", "button", "ColorWell", "Date", "DateTime", "InputTime",
+})
+"""Roles of the form controls a label can wrap (Chromium's own for dates and colours)."""
 
 _BID = re.compile(r"\t*\[([A-Za-z0-9]+)\] ")
 _HEAD = re.compile(
@@ -63,6 +69,10 @@ class AXLine:
     """The accessible name (unquoted); None when the line shows none."""
     properties: tuple[str, ...] = ()
     """As written after the name: ``value='x'``, ``focused``, ``checked='true'`` …"""
+    control: str | None = None
+    """For a label (``LabelText``) read by :func:`element_lines`: the role of the
+    control inside it (``<label>Agree <input type=checkbox></label>``), None when its
+    lines hold none (a ``<label for=…>`` apart from its control)."""
 
     def head(self, max_name: int | None = None) -> str:
         """``[12] button 'OK'``: bid, role and name, without indentation or properties.
@@ -139,13 +149,28 @@ def bids_in(lines: Iterable[str] | str) -> list[str]:
 
 def element_lines(lines: Iterable[str], bids: Iterable[str]) -> dict[str, AXLine]:
     """The line of each of these elements (its first line: a date input's parts repeat
-    its bid), read; bids no line carries are left out."""
+    its bid), read; bids no line carries are left out. A label's line carries the role
+    of the control it wraps (``AXLine.control``): an action on a label acts on that
+    control."""
     wanted = set(bids)
     found: dict[str, AXLine] = {}
+    labels: list[str] = []  # the bids of the labels whose subtree is being read
     for line in lines:
+        depth = line_depth(line)
+        while labels and depth <= found[labels[-1]].depth:
+            labels.pop()
         bid = bid_of(line)
-        if bid is not None and bid in wanted and bid not in found:
-            found[bid] = parse_line(line)
+        if bid is None:
+            continue
+        element = parse_line(line) if labels or (bid in wanted and bid not in found) else None
+        if element is not None and element.role in _CONTROL_ROLES:
+            for label in labels:
+                if found[label].control is None:
+                    found[label] = replace(found[label], control=element.role)
+        if element is not None and bid in wanted and bid not in found:
+            found[bid] = element
+            if element.role == "LabelText":
+                labels.append(bid)
     return found
 
 

@@ -8,6 +8,7 @@ from linewise.axtree import (
     AXLine,
     bid_of,
     bids_in,
+    element_lines,
     line_depth,
     number_lines,
     parse_line,
@@ -112,3 +113,14 @@ def test_interactive_hint_lists_whole_heads_of_usable_elements() -> None:
 def test_a_lines_state_is_its_focus_and_the_documents_url(line: str, stable: str) -> None:
     # the name's text and other elements' urls are content; the prompt states focus and URL
     assert without_state(line) == stable
+
+
+def test_a_label_carries_the_role_of_the_control_it_wraps() -> None:
+    lines = ["RootWebArea 'Form'",
+             "\t[3] LabelText ''", "\t\tStaticText 'Agree'", "\t\t[4] checkbox 'Agree'",
+             "\t[5] LabelText ''", "\t\t[6] generic, clickable", "\t\t\t[7] textbox 'Name'",
+             "\t[8] LabelText 'City'",  # a <label for=…>: its control is elsewhere
+             "\t[9] combobox 'City'"]
+    elements = element_lines(lines, ["3", "5", "8", "9"])  # 4 and 7 not shown: still read
+    assert [elements[b].control for b in ("3", "5", "8", "9")] == [
+        "checkbox", "textbox", None, None]

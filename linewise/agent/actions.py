@@ -52,8 +52,9 @@ SELECT_ROLES = frozenset({"combobox", "listbox"})
 """Roles of a ``<select>``: ``combobox`` for a drop-down, ``listbox`` for a list."""
 
 LABEL_ROLE = "LabelText"
-"""A ``<label>``: Playwright acts on the control it labels, whose kind its line does not
-say, so a label may be named by ``fill`` and ``select_option`` alike."""
+"""A ``<label>``: Playwright acts on the control it labels. Where the label wraps its
+control the kind is known (``AXLine.control``); a label apart from its control
+(``<label for=…>``) may be named by ``fill`` and ``select_option`` alike."""
 
 _NOT_TEXT = frozenset({"button", "checkbox", "radio", "switch", "listbox", "option", "link"})
 
@@ -61,7 +62,9 @@ _NOT_TEXT = frozenset({"button", "checkbox", "radio", "switch", "listbox", "opti
 def is_text_field(element: AXLine) -> bool:
     """Whether ``fill`` and ``clear`` can act on the element: a text-field role, or a
     contenteditable node (any other role that shows a ``value``)."""
-    if element.role in TEXT_FIELD_ROLES or element.role == LABEL_ROLE:
+    if element.role == LABEL_ROLE:
+        return element.control is None or element.control in TEXT_FIELD_ROLES
+    if element.role in TEXT_FIELD_ROLES:
         return True
     return element.role not in _NOT_TEXT and any(
         prop.startswith("value=") for prop in element.properties)
@@ -69,7 +72,9 @@ def is_text_field(element: AXLine) -> bool:
 
 def is_select(element: AXLine) -> bool:
     """Whether ``select_option`` can act on the element (or on the control it labels)."""
-    return element.role in SELECT_ROLES or element.role == LABEL_ROLE
+    if element.role == LABEL_ROLE:
+        return element.control is None or element.control in SELECT_ROLES
+    return element.role in SELECT_ROLES
 
 
 ACTION_TARGETS: dict[str, Callable[[AXLine], bool]] = {

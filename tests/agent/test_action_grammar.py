@@ -193,10 +193,14 @@ async def test_kinds_of_element_agree_with_what_playwright_can_do(
         assert select_ok or bid not in works["select_option"], line
         if line.role in {"button", "link", "checkbox", "radio", "StaticText", "paragraph"}:
             assert not fill_ok and not select_ok, line
+        if line.control in {"checkbox", "radio"}:  # a label wrapping one
+            assert not fill_ok and not select_ok, line
         assert admits(grammar, answer("", f"click('{bid}')"))
     roles = {name: {elements[bid].role for bid in bids} for name, bids in works.items()}
     assert {"textbox", "spinbutton", "searchbox", "slider", "generic"} <= roles["fill"]
     assert roles["select_option"] == {"combobox", "LabelText"}
+    controls = {line.control for line in elements.values() if line.role == "LabelText"}
+    assert {"textbox", "checkbox", "radio", "combobox", "Date"} <= controls
 
 
 def test_an_action_with_nothing_it_can_act_on_is_left_out() -> None:
