@@ -161,6 +161,8 @@ async def click(
 
     Examples:
         click('a51')
+        click('b22', button="right")
+        click('48', button="middle", modifiers=["Shift"])
     """
     element = await ctx.locate(bid)
     await element.click(button=button, modifiers=modifiers or [], timeout=ctx.timeout_ms)
@@ -178,6 +180,7 @@ async def dblclick(
 
     Examples:
         dblclick('12')
+        dblclick('ca42', button="right")
     """
     element = await ctx.locate(bid)
     await element.dblclick(button=button, modifiers=modifiers or [], timeout=ctx.timeout_ms)
