@@ -148,8 +148,8 @@ class ActionAgent:
                    if self.grammar_on and supports(self.model, "grammar") else None)
         asking = _Asking(decision, grammar, spend_check)
         await self._ask(asking, messages)
-        if decision.action is not None and self._repeats_futile_action(decision):
-            await self._escape_repeat(asking, messages, view)
+        if made := self._futile_calls_repeated(decision):
+            await self._escape_repeat(asking, messages, view, made)
         if self._may_answer_from_reasoning(goal, decision):
             await self._answer_from_reasoning(goal, view, asking)
         return decision
@@ -217,13 +217,17 @@ class ActionAgent:
                                            arguments={"text": found.answer})
             decision.action_text = str(decision.action)
 
-    def _repeats_futile_action(self, decision: Decision) -> bool:
+    def _futile_calls_repeated(self, decision: Decision) -> list[ParsedAction]:
+        """The calls made since the page last changed, when the decision repeats one
+        of them (a futile repeat to escape); else empty."""
         if not self.repeat_escapes or decision.action is None:
-            return False
-        return is_futile(decision.action, futile_calls(self.history, decision.page_key))
+            return []
+        made = futile_calls(self.history, decision.page_key)
+        return made if is_futile(decision.action, made) else []
 
     async def _escape_repeat(
-        self, asking: _Asking, messages: list[dict[str, str]], view: PageView
+        self, asking: _Asking, messages: list[dict[str, str]], view: PageView,
+        made: list[ParsedAction],
     ) -> None:
         """Ask again, told that the answer changed nothing when it was made on this page.
         Under a grammar the re-ask's grammar forbids every call made since the page last
@@ -234,7 +238,6 @@ class ActionAgent:
         decision = asking.decision
         assert decision.action is not None
         repeated = decision.action
-        made = futile_calls(self.history, decision.page_key)
         forbidden = forbidden_calls(made)
         log.info("futile repeat", action=str(repeated), made=[str(c) for c in made])
         if asking.grammar is not None:
