@@ -400,11 +400,22 @@ ENDING_ACTIONS = ("send_msg_to_user", "report_infeasible")
 """The actions whose point is to end the episode (an answer, giving up)."""
 
 
-def actions_without_ending() -> list[str]:
-    """The action space for pages whose own state ends the episode (MiniWoB++): there an
-    answer or a give-up ends nothing, and a small model offered them answers a question
-    it should click, or gives up on a page that shows what it needs."""
-    return [name for name in ACTIONS if name not in ENDING_ACTIONS]
+PAGE_LEAVING_ACTIONS = ("goto", "go_back", "go_forward", "new_tab", "tab_focus", "tab_close")
+"""The actions that leave the page or its tab."""
+
+
+def task_actions(*, agent_can_end: bool, single_page: bool) -> list[str] | None:
+    """The action space a task offers, None for the whole vocabulary.
+
+    Where the page's own state ends the episode (MiniWoB++), an answer or a give-up ends
+    nothing: a small model offered them answers a question it should click, or gives up
+    on a page that shows what it needs. Where the task is one page (MiniWoB++), leaving
+    it only loses the task: ``goto`` of its own URL restarts it with a new instance."""
+    if agent_can_end and not single_page:
+        return None
+    dropped = (() if agent_can_end else ENDING_ACTIONS) + (
+        PAGE_LEAVING_ACTIONS if single_page else ())
+    return [name for name in ACTIONS if name not in dropped]
 
 
 def action_parameters(fn: ActionFunction) -> list[inspect.Parameter]:

@@ -26,7 +26,7 @@ import structlog
 from playwright.async_api import Error as PlaywrightError
 
 from linewise.agent.action_parser import ParsedAction, parse_action
-from linewise.agent.actions import actions_without_ending
+from linewise.agent.actions import task_actions
 from linewise.agent.experience.load import memory_for
 from linewise.agent.experience.retrieve import ExperienceMemory
 from linewise.agent.filters.base import FilterInput, FilterResult, ObservationFilter
@@ -111,17 +111,17 @@ class EpisodeConfig:
             **{"memory": memory_for(settings), **fields},
         )
 
-    def make_agent(self, model: ChatModel, *, agent_can_end: bool = True) -> ActionAgent:
-        """The action policy; where the agent's answer does not end the episode (the
-        task's own status does, as in MiniWoB++), it is never made to answer from its
-        reasoning: a question such as "How many large items are there?" is answered there
-        by clicking."""
+    def make_agent(self, model: ChatModel, *, agent_can_end: bool = True,
+                   single_page: bool = False) -> ActionAgent:
+        """The action policy, with the actions the task offers (``task_actions``).
+        Where the agent's answer does not end the episode (the task's own status does,
+        as in MiniWoB++), it is never made to answer from its reasoning: a question such
+        as "How many large items are there?" is answered there by clicking."""
         agent = self.agent
-        if agent_can_end:
-            return ActionAgent(model, agent)
-        if agent.answer_check != "off":
+        if not agent_can_end and agent.answer_check != "off":
             agent = agent.model_copy(update={"answer_check": "off"})
-        return ActionAgent(model, agent, action_names=actions_without_ending())
+        return ActionAgent(model, agent, action_names=task_actions(
+            agent_can_end=agent_can_end, single_page=single_page))
 
 
 @dataclass
@@ -206,7 +206,8 @@ class _Episode:
         self.config = config
         self.hooks = list(hooks)
         self.writer = EpisodeTraceWriter(directory)
-        self.agent = config.make_agent(action_model, agent_can_end=env.agent_can_end)
+        self.agent = config.make_agent(action_model, agent_can_end=env.agent_can_end,
+                                       single_page=env.single_page)
         self.filter = config.make_filter()
         self.summary = EpisodeSummary(
             episode_id=uuid.uuid4().hex[:12],

@@ -178,6 +178,10 @@ class SecretsEnvironment:
     def agent_can_end(self) -> bool:
         return self.inner.agent_can_end
 
+    @property
+    def single_page(self) -> bool:
+        return self.inner.single_page
+
     async def reset(self) -> TaskStart:
         start = await self.inner.reset()
         self._start_url = self._url = start.start_url

@@ -240,6 +240,30 @@ async def test_where_the_page_ends_the_episode_the_agent_is_offered_no_answer_or
     assert admits(llm.requests[-1]["grammar"], give_up)
 
 
+async def test_a_single_page_task_is_offered_no_navigation_or_tabs() -> None:
+    # MiniWoB++'s click-test: the 1.5B model, escaping a repeat, answered goto() of the
+    # task's own URL, which restarts the task with a new instance; a task that lives on
+    # one page is offered no action that leaves it, in the prompt or under the grammar
+    from linewise.runtime.episode import EpisodeConfig
+
+    leave = "<think>Reload.</think><action>goto('http://localhost/click-test.html')</action>"
+    with ScriptedChatServer(lambda _messages: leave) as llm:
+        config = EpisodeConfig(agent=AgentSettings(parse_retries=0))
+        view = _view(PAGE).model_copy(update={"elements": element_lines(PAGE, ["16", "17"])})
+        one_page = config.make_agent(_client(llm, embedded=True), agent_can_end=False,
+                                     single_page=True)
+        assert (await one_page.decide("Submit the form.", view)).action is None
+        many_pages = config.make_agent(_client(llm, embedded=True), agent_can_end=False)
+        assert str((await many_pages.decide("Submit the form.", view)).action).startswith(
+            "goto(")
+    system, grammar = llm.requests[0]["messages"][0]["content"], llm.requests[0]["grammar"]
+    for name in ("goto(", "go_back(", "go_forward(", "new_tab(", "tab_focus(", "tab_close("):
+        assert name not in system
+    assert not admits(grammar, leave) and admits(grammar, SUBMIT)
+    assert "goto(" in llm.requests[-1]["messages"][0]["content"]
+    assert admits(llm.requests[-1]["grammar"], leave)
+
+
 async def test_an_endpoint_is_sent_no_grammar_unless_asked() -> None:
     with ScriptedChatServer(lambda _messages: SUBMIT) as llm:
         decision = await ActionAgent(_client(llm, embedded=False)).decide(

@@ -69,6 +69,8 @@ async def test_scripted_model_solves_two_miniwob_tasks(
             steps = _check_trace(tmp_path / task.id, summary)
             assert steps[-1].reward == 1.0 and steps[-1].done
         assert len(llm.requests) == 3
+    system = llm.requests[0]["messages"][0]["content"]
+    assert "click(" in system and "goto(" not in system and "tab_focus(" not in system
 
 
 def looping_typist(messages: list[dict[str, Any]]) -> str:

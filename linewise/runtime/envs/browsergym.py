@@ -83,6 +83,7 @@ class BrowserGymEnv:
         self.task = task
         self.browser = browser
         self.task_kwargs = task_kwargs
+        self.single_page = task.browsergym.startswith("miniwob.")
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"bgym-{task.id}")
         self._gym: Any = None
         self._obs: dict[str, Any] = {}

@@ -70,6 +70,10 @@ class ChromiumEnv:
         return self.task.agent_can_end
 
     @property
+    def single_page(self) -> bool:
+        return self.task.single_page
+
+    @property
     def session(self) -> BrowserSession:
         if self._session is None:
             raise BrowserError("the environment is not reset")

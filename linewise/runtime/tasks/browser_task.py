@@ -55,6 +55,8 @@ class BrowserTask(Protocol):
 
     agent_can_end: bool
     """Whether the agent's message to the user (or its infeasibility report) ends it."""
+    single_page: bool
+    """Whether the task lives on its one page, so that leaving it can only lose it."""
     start_url: str
     """Where the task starts; the navigation policy derives what it implies."""
     allowed_domains: tuple[str, ...]
@@ -143,6 +145,7 @@ class WebBrowserTask:
     """A goal on any site: open its URL; success is its check on the final page."""
 
     agent_can_end = True
+    single_page = False
 
     def __init__(self, task: WebTask) -> None:
         self.task = task
@@ -189,6 +192,7 @@ class MiniWoBBrowserTask:
     """A seeded MiniWoB++ episode: the page's reward and done flag decide."""
 
     agent_can_end = False
+    single_page = True
 
     def __init__(self, task: MiniWoBTask, server: MiniWoBServer) -> None:
         self.task = task
