@@ -18,11 +18,12 @@ from linewise.agent.prompt import (
     PageView,
     StepMemory,
     build_action_messages,
+    cycle_repeat_message,
     futile_repeat_message,
     retry_message,
 )
 from linewise.agent.prompt_fit import PromptLimits
-from linewise.agent.repeats import forbidden_calls, futile_calls, is_futile
+from linewise.agent.repeats import Repeat, find_repeat, is_futile
 from linewise.agent.response import AgentAnswer, parse_answer
 from linewise.agent.structured import Constraint, ask_structured, supports
 from linewise.axtree import without_state
@@ -148,8 +149,9 @@ class ActionAgent:
                    if self.grammar_on and supports(self.model, "grammar") else None)
         asking = _Asking(decision, grammar, spend_check)
         await self._ask(asking, messages)
-        if made := self._futile_calls_repeated(decision):
-            await self._escape_repeat(asking, messages, view, made)
+        if self.repeat_escapes and (
+                repeat := find_repeat(decision.action, self.history, decision.page_key)):
+            await self._escape_repeat(asking, messages, view, repeat)
         if self._may_answer_from_reasoning(goal, decision):
             await self._answer_from_reasoning(goal, view, asking)
         return decision
@@ -217,38 +219,37 @@ class ActionAgent:
                                            arguments={"text": found.answer})
             decision.action_text = str(decision.action)
 
-    def _futile_calls_repeated(self, decision: Decision) -> list[ParsedAction]:
-        """The calls made since the page last changed, when the decision repeats one
-        of them (a futile repeat to escape); else empty."""
-        if not self.repeat_escapes or decision.action is None:
-            return []
-        made = futile_calls(self.history, decision.page_key)
-        return made if is_futile(decision.action, made) else []
-
     async def _escape_repeat(
         self, asking: _Asking, messages: list[dict[str, str]], view: PageView,
-        made: list[ParsedAction],
+        repeat: Repeat,
     ) -> None:
-        """Ask again, told that the answer changed nothing when it was made on this page.
-        Under a grammar the re-ask's grammar forbids every call made since the page last
-        changed (``repeats.forbidden_calls``): told, the small model still wrote the same
-        call at temperature (``click('415')`` five steps running on a search form while
-        the link it looked for was in its view), or turned to another way of pointing at
-        the same element (``focus('617')``, ``click('617')``, ``focus('617')``…)."""
+        """Ask again, told that the answer changed nothing when it was made on this page,
+        or that it goes round a loop back to this page. Under a grammar the re-ask's
+        grammar forbids what the repeat names (``Repeat.forbidden``): told, the small
+        model still wrote the same call at temperature (``click('415')`` five steps
+        running on a search form while the link it looked for was in its view), or
+        turned to another way of pointing at the same element (``focus('617')``,
+        ``click('617')``, ``focus('617')``…)."""
         decision = asking.decision
         assert decision.action is not None
         repeated = decision.action
-        forbidden = forbidden_calls(made)
-        log.info("futile repeat", action=str(repeated), made=[str(c) for c in made])
+        forbidden = repeat.forbidden
+        log.info("futile repeat", action=str(repeated), made=[str(c) for c in repeat.made],
+                 cycle=repeat.is_cycle)
         if asking.grammar is not None:
             asking = _Asking(decision, self._grammar_without(view, forbidden),
                              asking.spend_check)
-        error = next((step.error for step in reversed(self.history)
-                      if step.parsed is not None and is_futile(repeated, [step.parsed])), None)
+        if repeat.is_cycle:
+            told = cycle_repeat_message(str(repeated))
+        else:
+            error = next((step.error for step in reversed(self.history)
+                          if step.parsed is not None and is_futile(repeated, [step.parsed])),
+                         None)
+            told = futile_repeat_message(str(repeated), [str(c) for c in repeat.made], error)
         messages = [
             *messages,
             {"role": "assistant", "content": decision.calls[-1].response or ""},
-            futile_repeat_message(str(repeated), [str(c) for c in made], error),
+            told,
         ]  # every re-ask repeats this one: the model's own re-answers are not added
         decision.repeat_escape = "kept"
         for attempt in range(self.repeat_escapes):

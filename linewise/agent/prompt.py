@@ -160,5 +160,11 @@ def futile_repeat_message(action: str, done: list[str], error: str | None) -> di
     }
 
 
+def cycle_repeat_message(action: str) -> dict[str, str]:
+    """Tells the model that ``action`` was made on this very page before, and the page
+    has come back to it since: made again, it goes round the same loop."""
+    return {"role": "user", "content": render_prompt("cycle_repeat.md", action=action)}
+
+
 def retry_message(error: str) -> dict[str, str]:
     return {"role": "user", "content": render_prompt("action_retry.md", error=error)}

@@ -8,11 +8,15 @@ call was made on it: the steps since the page last changed are its *unchanged ru
 Escaping a futile answer under a grammar forbids every call of that run, and when a
 click on an element changed nothing, every pointer action on it too: a focus or hover
 does less than the click that already did nothing.
+
+A call is *cycled* when the page is one it was on before, changed since and came back
+to, and the same call was made on it then: made again, it goes round the same loop.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from linewise.agent.action_parser import ParsedAction
 from linewise.agent.prompt import StepMemory
@@ -44,6 +48,22 @@ def futile_calls(history: Sequence[StepMemory], page_key: str) -> list[ParsedAct
     return calls
 
 
+def cycled_calls(history: Sequence[StepMemory], page_key: str) -> list[ParsedAction]:
+    """The calls made on this same page before it changed and came back, each once,
+    oldest first: a checkbox clicked twice is back where it was, and a third click
+    goes round the loop again (the 1.5B model clicked one six times, as it did a tab
+    that expands and collapses, and a menu that opens and closes). Only the exact call
+    counts: on the page it came back to, another call is a correction."""
+    if not page_key:
+        return []
+    earlier = history[: len(history) - len(unchanged_run(history, page_key))]
+    calls: list[ParsedAction] = []
+    for step in earlier:
+        if step.page_key == page_key and step.parsed is not None and step.parsed not in calls:
+            calls.append(step.parsed)
+    return calls
+
+
 def is_futile(action: ParsedAction, made: Sequence[ParsedAction]) -> bool:
     """``action`` was already made on this unchanged page: the same call, or the same
     pointer action on the same element (a right click after a left one)."""
@@ -67,3 +87,37 @@ def forbidden_calls(made: Sequence[ParsedAction]) -> list[ParsedAction]:
             if call not in forbidden:
                 forbidden.append(call)
     return forbidden
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """An answer that repeats a call already made on the page as it is now."""
+
+    made: list[ParsedAction]
+    """The calls made since the page last changed (the unchanged run), oldest first."""
+    cycled: list[ParsedAction]
+    """The calls made on this page before it changed and came back, oldest first."""
+    is_cycle: bool
+    """The answer goes round a loop (a cycled call), rather than repeating a call that
+    changed nothing."""
+
+    @property
+    def forbidden(self) -> list[ParsedAction]:
+        """What an escape must not answer: ``forbidden_calls`` of the unchanged run,
+        and every cycled call."""
+        forbidden = forbidden_calls(self.made)
+        return forbidden + [call for call in self.cycled if call not in forbidden]
+
+
+def find_repeat(action: ParsedAction | None, history: Sequence[StepMemory],
+                page_key: str) -> Repeat | None:
+    """The repeat ``action`` makes on the page ``page_key``, or None if it is new there."""
+    if action is None:
+        return None
+    made = futile_calls(history, page_key)
+    cycled = cycled_calls(history, page_key)
+    if is_futile(action, made):
+        return Repeat(made, cycled, is_cycle=False)
+    if action in cycled:
+        return Repeat(made, cycled, is_cycle=True)
+    return None

@@ -143,6 +143,30 @@ async def test_pointing_at_an_element_in_turn_is_escaped_under_the_grammar() -> 
     assert "Since the page last changed you did focus('17'), then click('17')" in told
 
 
+async def test_a_toggle_clicked_back_and_forth_is_escaped_the_third_time() -> None:
+    # a checkbox the model clicks step after step: checked, unchecked, checked…
+    unchecked = ["RootWebArea 'Form'", "\t[22] checkbox 'a8h7', checked='false'",
+                 "\t[31] button 'Submit'"]
+    checked = [unchecked[0], unchecked[1].replace("'false'", "'true'"), unchecked[2]]
+    toggle = "<think>Select a8h7.</think><action>click('22')</action>"
+    submit = "<think>Submit.</think><action>click('31')</action>"
+
+    def grammar_bound(messages: list[dict[str, Any]], info: CallInfo) -> str:
+        return toggle if admits(info.params["extra_body"]["grammar"], toggle) else submit
+
+    model = FunctionModel(grammar_bound)
+    agent = ActionAgent(model, AgentSettings(action_grammar="on"))
+    decisions = []
+    for lines in (unchecked, checked, unchecked):
+        view = _view(lines).model_copy(update={"elements": element_lines(lines, ["22", "31"])})
+        decisions.append(await agent.decide("Select a8h7 and click Submit.", view))
+        agent.remember(decisions[-1], None)
+    assert [str(d.action) for d in decisions] == ["click('22')", "click('22')", "click('31')"]
+    assert [d.repeat_escape for d in decisions] == [None, None, "escaped"]
+    told = model.requests[-1].messages[-1]["content"]
+    assert "You did click('22') on this same page before" in told
+
+
 async def test_a_malformed_answer_is_asked_again_at_the_reask_temperature() -> None:
     answers = iter(["<action>click('16'); click('17')</action>", SUBMIT])
     with ScriptedChatServer(lambda _messages: next(answers)) as llm:

@@ -1,12 +1,18 @@
-"""Which answers repeat what already changed nothing: the unchanged run, futile calls and
-what an escape forbids."""
+"""Which answers repeat what already changed nothing, or go round a loop: the unchanged
+run, futile and cycled calls, and what an escape forbids."""
 
 from __future__ import annotations
 
 from linewise.agent.action_parser import parse_action
 from linewise.agent.policy import page_key
 from linewise.agent.prompt import StepMemory
-from linewise.agent.repeats import forbidden_calls, futile_calls, is_futile
+from linewise.agent.repeats import (
+    cycled_calls,
+    find_repeat,
+    forbidden_calls,
+    futile_calls,
+    is_futile,
+)
 
 
 def _step(call: str, key: str) -> StepMemory:
@@ -52,3 +58,28 @@ def test_focus_and_the_fragment_do_not_change_the_page_key() -> None:
     assert plain == moved
     assert plain != page_key("http://docs/b.html", ["RootWebArea 'A'", "\t[4] link 'x'"])
     assert plain != page_key("http://docs/a.html", ["RootWebArea 'A'", "\t[4] link 'y'"])
+
+
+def test_a_call_made_on_a_page_that_came_back_goes_round_the_loop() -> None:
+    # click-checkboxes-transfer: the 1.5B model clicked one checkbox six times, checking
+    # and unchecking it (pages a, b, a, b…)
+    history = [_step("click('22')", "a"), _step("click('22')", "b")]
+    assert [str(c) for c in cycled_calls(history, "a")] == ["click('22')"]
+    repeat = find_repeat(parse_action("click('22')"), history, "a")
+    assert repeat is not None and repeat.is_cycle
+    assert [str(c) for c in repeat.forbidden] == ["click('22')"]
+    # on the page it came back to, any other call is a correction
+    assert find_repeat(parse_action("click('31')"), history, "a") is None
+    assert find_repeat(parse_action("focus('22')"), history, "a") is None
+    # the second click was the first made on page b: undoing a mistake is not a loop
+    assert find_repeat(parse_action("click('22')"), history[:1], "b") is None
+    assert cycled_calls(history, "") == [] and cycled_calls(history, "c") == []
+
+
+def test_the_unchanged_run_is_not_counted_as_a_cycle() -> None:
+    history = [_step("click('5')", "a"), _step("click('7')", "b"), _step("focus('9')", "a")]
+    # focus('9') was made on page a as it is now, not before it changed and came back
+    assert [str(c) for c in cycled_calls(history, "a")] == ["click('5')"]
+    repeat = find_repeat(parse_action("focus('9')"), history, "a")
+    assert repeat is not None and not repeat.is_cycle
+    assert [str(c) for c in repeat.forbidden] == ["focus('9')", "click('5')"]
