@@ -62,7 +62,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     improve.add_argument("--no-baseline", dest="baseline", action="store_false",
                          help="skip round 0 (the test seeds without a memory)")
     improve.add_argument("--no-prune", dest="prune", action="store_false",
-                         help="no pruning: entries keep the steps that ran without error")
+                         help="no pruning: entries keep the steps that ran without error "
+                         "and changed the page")
     improve.add_argument("--prune-repeats", type=int, default=PruneOptions.repeats,
                          metavar="N", help="graph builds per trajectory for the pruner's vote")
     improve.add_argument("--no-embed", action="store_true",

@@ -27,7 +27,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     build = actions.add_parser(
         "build", help="successful episodes of run or bench folders -> memory entries",
         description="Keep the successful episodes, reduced to the pruner's kept steps where "
-        "`linewise prune` judged them (--pruned), else to the steps that ran without error.")
+        "`linewise prune` judged them (--pruned), else to the steps that ran without error "
+        "and changed the page.")
     build.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR",
                        help="run or bench folders (searched recursively)")
     build.add_argument("--out", type=Path, required=True, metavar="MEMORY.jsonl",

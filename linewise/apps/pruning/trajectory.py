@@ -20,6 +20,7 @@ from pathlib import Path
 import structlog
 from pydantic import BaseModel, Field
 
+from linewise.agent.policy import page_key
 from linewise.records import HUMAN_OPERATORS, Operator, Tab
 from linewise.runtime.trace import read_steps_checked, read_summary, safe_name
 
@@ -44,6 +45,8 @@ class TrajectoryStep(BaseModel):
     operator: Operator | None = Field(
         default=None, description="A person's approval at the step-through prompt, if any."
     )
+    page_key: str = Field(default="", description="The page the step acted on, whole "
+                          "(``agent.policy.page_key``): equal keys, the same page.")
 
 
 class Trajectory(BaseModel):
@@ -130,6 +133,8 @@ def read_trajectory(run_dir: Path, episode_dir: Path) -> Trajectory | str:
             action=r.action or r.action_raw,
             action_error=r.action_error,
             operator=r.operator,
+            page_key=page_key(r.url, (line.partition("|")[2] for line in r.axtree.split("\n")))
+            if r.axtree else "",
         )
         for r in records
     ]

@@ -60,16 +60,20 @@ def _entry(task: str, seed: int | None, goal: str, observation: str = "[4] butto
 
 
 def _episode(run_dir: Path, name: str, goal: str, success: bool,
-             steps: list[tuple[str, str | None, str | None]]) -> Path:
-    """An episode folder as the loop writes it: (action, action_error, thought) per step."""
+             steps: list[tuple[str, str | None, str | None]],
+             pages: list[str] | None = None) -> Path:
+    """An episode folder as the loop writes it: (action, action_error, thought) per step,
+    on ``pages`` (by default a page that every step changes)."""
     folder = run_dir / name
     writer = EpisodeTraceWriter(folder)
     summary = EpisodeSummary(episode_id=f"id-{name}", task_id=name, goal=goal)
     writer.start(summary)
     for index, (action, error, think) in enumerate(steps):
+        page = pages[index] if pages else f"{PAGE}\n\t[11] StaticText 'step {index}'"
+        axtree = "\n".join(f"{n}|{line}" for n, line in enumerate(page.splitlines(), 1))
         writer.write_step(StepRecord(
             episode_id=summary.episode_id, task_id=name, index=index, url="http://form.test/",
-            axtree=PAGE, observation=PAGE, think=think, action=action, action_error=error))
+            axtree=axtree, observation=page, think=think, action=action, action_error=error))
     summary.status, summary.termination = "finished", "task_done"
     summary.success, summary.n_steps = success, len(steps)
     writer.write_summary(summary)
@@ -183,6 +187,27 @@ async def test_build_keeps_only_successful_episodes_and_uses_the_pruned_trajecto
     assert "Footer" not in plain.steps[-1].observation.splitlines()[0]
     assert from_pruner.task == "miniwob.form" and from_pruner.kind == "miniwob"
     assert report.embedding_note == "no embedder: entries are lexical only"
+
+
+async def test_build_leaves_out_steps_after_which_the_page_was_the_same(
+    tmp_path: Path,
+) -> None:
+    # the 1.5B model's solved click-test: focus('14') twice, then the click that ended it
+    button = "[1] RootWebArea 'Click Test'\n\t[14] button 'Click Me!'"
+    focused = button + ", focused"  # focus is no change of the page
+    filled = PAGE.replace("textbox 'Name'", "textbox 'Name' value='Alice'")
+    _episode(tmp_path, "miniwob.click-test.seed0", "Click the button.", True, [
+        ("focus('14')", None, "Focus it."), ("focus('14')", None, "Focus it."),
+        ("click('14')", None, "Click it."),
+    ], pages=[button, focused, focused])
+    _episode(tmp_path, "miniwob.form.seed0", "Sign up as Alice.", True, [
+        ("fill('4', 'Alice')", None, "Type."), ("fill('4', 'Alice')", None, "Type."),
+        ("click('9')", None, "Submit."),
+    ], pages=[PAGE, filled, filled])
+    entries, _ = await build_memory([tmp_path])
+    assert {e.task: [s.action for s in e.steps] for e in entries} == {
+        "miniwob.click-test": ["click('14')"],  # the last step ends the task: kept
+        "miniwob.form": ["fill('4', 'Alice')", "click('9')"]}
 
 
 def test_a_memory_file_of_another_version_is_refused(tmp_path: Path) -> None:
