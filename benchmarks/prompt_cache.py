@@ -17,6 +17,11 @@ Layouts (the same sections, moved; the recorded prompt is ``recorded``):
 - ``state-last-unflagged``: as ``state-last``, and the tree's lines without the
   ``, focused`` flag (the state section names the focused element).
 
+``--parallel N`` gives the server N slots: with one, every call (the retriever's, the
+answer check's) takes the one KV cache, and the next action call may have to read the
+system prompt again; with two, llama.cpp sends each request to the slot whose cached
+prompt it shares most with, so retriever calls need not evict the action prompt.
+
 ``--estimate`` replays nothing: it counts, per action call, the tokens the prompt
 shares as a prefix with the most similar earlier action prompt of its episode (what a
 prefix cache can reuse at best), with tiktoken's count, in seconds of nothing.
@@ -120,9 +125,9 @@ def episode_calls(folder: Path) -> list[tuple[int, str, list[dict[str, Any]]]]:
     return calls
 
 
-async def replay(folders: list[Path], layout: str) -> list[dict[str, Any]]:
+async def replay(folders: list[Path], layout: str, parallel: int = 1) -> list[dict[str, Any]]:
     rows = []
-    async with LocalModelServer() as server:
+    async with LocalModelServer(parallel=parallel) as server:
         client = openai.AsyncOpenAI(base_url=server.base_url, api_key="local", timeout=3600)
         for folder in folders:
             for step, purpose, messages in episode_calls(folder):
@@ -136,7 +141,8 @@ async def replay(folders: list[Path], layout: str) -> list[dict[str, Any]]:
                 usage = answer.usage.model_dump() if answer.usage else {}
                 details = usage.get("prompt_tokens_details") or {}
                 rows.append({"episode": folder.name, "step": step, "purpose": purpose,
-                             "layout": layout, "prompt_tokens": usage.get("prompt_tokens", 0),
+                             "layout": layout, "parallel": parallel,
+                             "prompt_tokens": usage.get("prompt_tokens", 0),
                              "cached_tokens": details.get("cached_tokens", 0),
                              "seconds": round(seconds, 2)})
                 print(json.dumps(rows[-1]), flush=True)
@@ -166,6 +172,7 @@ def main() -> None:
     parser.add_argument("runs", nargs="+", type=Path, help="run folders or episode folders")
     parser.add_argument("--layout", action="append", choices=sorted(LAYOUTS))
     parser.add_argument("--json", type=Path, help="write every replayed call here")
+    parser.add_argument("--parallel", type=int, default=1, help="the server's request slots")
     parser.add_argument("--estimate", action="store_true",
                         help="count shared prefixes instead of replaying (no model)")
     args = parser.parse_args()
@@ -173,7 +180,7 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     for layout in args.layout or list(LAYOUTS):
         rows += estimate(folders, layout) if args.estimate else asyncio.run(
-            replay(folders, layout))
+            replay(folders, layout, args.parallel))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     report(rows)

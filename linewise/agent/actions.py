@@ -8,6 +8,7 @@ parser in ``action_parser`` looks names up in ``ACTIONS``.
 
 from __future__ import annotations
 
+import datetime
 import inspect
 import re
 from collections.abc import Awaitable, Callable
@@ -209,7 +210,53 @@ async def fill(ctx: ActionContext, bid: str, value: str) -> None:
         fill('45', "multi-line\\nexample")
     """
     element = await ctx.locate(bid)
+    if isinstance(value, str) and _DATE_LIKE.fullmatch(value.strip()):
+        value = await _date_field_value(element, value.strip(), ctx.timeout_ms)
     await element.fill(value, timeout=ctx.timeout_ms)
+
+
+_DATE_LIKE = re.compile(r"(\d{1,4})[/.-](\d{1,2})[/.-](\d{1,4})")
+_FIELD_KIND_JS = "(el) => [el.tagName === 'INPUT' ? el.type : '', navigator.language || '']"
+
+
+def iso_date(value: str, *, month_first: bool) -> str | None:
+    """``value`` as a date field takes it (``2014-12-09``): from ``2014-12-09``,
+    ``2014/12/9``, or a day and month in the locale's order (``12/09/2014`` is 9 December
+    where the month comes first), the other order when the first number cannot be a
+    month. None if it is no date."""
+    match = _DATE_LIKE.fullmatch(value.strip())
+    if match is None:
+        return None
+    a, b, c = (int(part) for part in match.groups())
+    if len(match.group(1)) == 4:
+        orders = [(a, b, c)]
+    elif len(match.group(3)) == 4:
+        orders = [(c, a, b), (c, b, a)] if month_first else [(c, b, a), (c, a, b)]
+    else:
+        return None
+    for year, month, day in orders:
+        try:
+            return datetime.date(year, month, day).isoformat()
+        except ValueError:
+            continue
+    return None
+
+
+async def _date_field_value(element: Locator, value: str, timeout_ms: int) -> str:
+    """The value to fill: ISO for a date input (Playwright refuses ``12/09/2014`` there
+    as "Malformed value", and the 1.5B model typed the date as the page shows it)."""
+    kind, language = await element.evaluate(_FIELD_KIND_JS, timeout=timeout_ms)
+    if kind != "date":
+        return value
+    iso = iso_date(value, month_first=str(language).lower() in _MONTH_FIRST_LOCALES)
+    if iso is None:
+        raise ActionError(f"{value!r} is not a date this field can take: a date field is "
+                          "filled with year-month-day, e.g. '2014-12-09'.")
+    return iso
+
+
+_MONTH_FIRST_LOCALES = frozenset({"en-us", "en", "en-ph", "es-us"})
+"""Locales whose dates show the month before the day (Chromium's default is en-US)."""
 
 
 @action

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from linewise.agent.action_parser import parse_action
-from linewise.agent.actions import ACTIONS, ActionContext, describe_action_space
+from linewise.agent.actions import ACTIONS, ActionContext, describe_action_space, iso_date
 from linewise.runtime.browser.chromium import BrowserSession
 from linewise.runtime.browser.executor import ActionOutcome, execute_action
 from linewise.runtime.browser.extraction import observe
@@ -181,3 +181,34 @@ async def _bid_of_selector(d: Driver, selector: str) -> str:
     bid = await handle.get_attribute(d.session.bid_attribute)
     assert bid
     return bid
+
+
+def test_dates_are_read_in_the_locales_order() -> None:
+    assert iso_date("12/09/2014", month_first=True) == "2014-12-09"
+    assert iso_date("12/09/2014", month_first=False) == "2014-09-12"
+    assert iso_date("25/09/2014", month_first=True) == "2014-09-25"  # 25 is no month
+    assert iso_date("2014/9/1", month_first=True) == "2014-09-01"
+    assert iso_date("2014-12-09", month_first=False) == "2014-12-09"
+    assert iso_date("31/31/2014", month_first=True) is None
+    assert iso_date("12/09/14", month_first=True) is None  # whose century?
+    assert iso_date("12", month_first=True) is None
+
+
+async def test_a_date_field_is_filled_with_the_date_as_the_page_shows_it(
+    session: BrowserSession, pages: StaticServer,
+) -> None:
+    # MiniWoB++'s enter-date: the 1.5B model typed 12/09/2014, which Playwright refuses
+    # on a date input ("Malformed value")
+    await session.page.goto(pages.url("fields.html"))
+    d = Driver(session)
+    await d.observe()
+    date, text = d.bid("\\] Date 'Date'"), d.bid("textbox .Text")
+    assert (await d.run(f"fill('{date}', '12/09/2014')")).error is None
+    assert await session.page.input_value("input[type=date]") == "2014-12-09"
+    error = (await d.run(f"fill('{date}', '12')")).error
+    assert error is not None and "Malformed value" in error
+    error = (await d.run(f"fill('{date}', '13/13/2014')")).error
+    assert error is not None and "year-month-day, e.g. '2014-12-09'" in error
+    # any other field takes the text as written
+    assert (await d.run(f"fill('{text}', '12/09/2014')")).error is None
+    assert await session.page.input_value("input[type=text]") == "12/09/2014"
