@@ -49,6 +49,9 @@ async def test_both_environments_show_the_model_the_same_page(
         await native.close()
         await gym.close()
     assert native_start.goal == gym_start.goal
+    # a MiniWoB++ task lives on one page, which only its own status ends, in both
+    assert (native.single_page, gym.single_page) == (True, True)
+    assert (native.agent_can_end, gym.agent_can_end) == (False, False)
     assert native_obs.url == gym_obs.url
     assert _without_bids(native_obs.lines) == _without_bids(gym_obs.lines)
     assert not any("InlineTextBox" in line for line in gym_obs.lines)
