@@ -10,7 +10,8 @@ click on an element changed nothing, every pointer action on it too: a focus or 
 does less than the click that already did nothing.
 
 A call is *cycled* when the page is one it was on before, changed since and came back
-to, and the same call was made on it then: made again, it goes round the same loop.
+to, the same call was made on it then, and the last step already made such a call:
+made again, it goes round the same loop a second time.
 """
 
 from __future__ import annotations
@@ -49,12 +50,13 @@ def futile_calls(history: Sequence[StepMemory], page_key: str) -> list[ParsedAct
 
 
 def cycled_calls(history: Sequence[StepMemory], page_key: str) -> list[ParsedAction]:
-    """The calls made on this same page before it changed and came back, each once,
-    oldest first: a checkbox clicked twice is back where it was, and a third click
-    goes round the loop again (the 1.5B model clicked one six times, as it did a tab
-    that expands and collapses, and a menu that opens and closes). Only the exact call
-    counts: on the page it came back to, another call is a correction."""
-    if not page_key:
+    """The calls made on this page before it changed and came back, each once, oldest
+    first, once the last step was itself such a call: the loop is then being gone round
+    a second time. The 1.5B model clicked one checkbox six times (checked, unchecked…),
+    and opened and closed one section as often. One call made again on a page it came
+    back to is not yet a loop: after ``fill``, a mistaken ``clear`` and the ``fill``
+    again, the fill is the correction. Only the exact call counts."""
+    if not page_key or not history or not _made_before(history, len(history) - 1):
         return []
     earlier = history[: len(history) - len(unchanged_run(history, page_key))]
     calls: list[ParsedAction] = []
@@ -62,6 +64,14 @@ def cycled_calls(history: Sequence[StepMemory], page_key: str) -> list[ParsedAct
         if step.page_key == page_key and step.parsed is not None and step.parsed not in calls:
             calls.append(step.parsed)
     return calls
+
+
+def _made_before(history: Sequence[StepMemory], index: int) -> bool:
+    """Whether step ``index`` made a call already made on its page at an earlier step."""
+    step = history[index]
+    return bool(step.page_key) and step.parsed is not None and any(
+        earlier.page_key == step.page_key and earlier.parsed == step.parsed
+        for earlier in history[:index])
 
 
 def is_futile(action: ParsedAction, made: Sequence[ParsedAction]) -> bool:

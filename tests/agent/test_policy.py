@@ -143,7 +143,7 @@ async def test_pointing_at_an_element_in_turn_is_escaped_under_the_grammar() -> 
     assert "Since the page last changed you did focus('17'), then click('17')" in told
 
 
-async def test_a_toggle_clicked_back_and_forth_is_escaped_the_third_time() -> None:
+async def test_a_toggle_clicked_back_and_forth_is_escaped_the_fourth_time() -> None:
     # a checkbox the model clicks step after step: checked, unchecked, checked…
     unchecked = ["RootWebArea 'Form'", "\t[22] checkbox 'a8h7', checked='false'",
                  "\t[31] button 'Submit'"]
@@ -157,12 +157,13 @@ async def test_a_toggle_clicked_back_and_forth_is_escaped_the_third_time() -> No
     model = FunctionModel(grammar_bound)
     agent = ActionAgent(model, AgentSettings(action_grammar="on"))
     decisions = []
-    for lines in (unchecked, checked, unchecked):
+    for lines in (unchecked, checked, unchecked, checked):
         view = _view(lines).model_copy(update={"elements": element_lines(lines, ["22", "31"])})
         decisions.append(await agent.decide("Select a8h7 and click Submit.", view))
         agent.remember(decisions[-1], None)
-    assert [str(d.action) for d in decisions] == ["click('22')", "click('22')", "click('31')"]
-    assert [d.repeat_escape for d in decisions] == [None, None, "escaped"]
+    assert [str(d.action) for d in decisions] == [
+        "click('22')", "click('22')", "click('22')", "click('31')"]
+    assert [d.repeat_escape for d in decisions] == [None, None, None, "escaped"]
     told = model.requests[-1].messages[-1]["content"]
     assert "You did click('22') on this same page before" in told
 

@@ -60,25 +60,43 @@ def test_focus_and_the_fragment_do_not_change_the_page_key() -> None:
     assert plain != page_key("http://docs/a.html", ["RootWebArea 'A'", "\t[4] link 'y'"])
 
 
-def test_a_call_made_on_a_page_that_came_back_goes_round_the_loop() -> None:
+def test_a_call_made_again_on_a_page_that_came_back_twice_running_is_a_loop() -> None:
     # click-checkboxes-transfer: the 1.5B model clicked one checkbox six times, checking
     # and unchecking it (pages a, b, a, b…)
     history = [_step("click('22')", "a"), _step("click('22')", "b")]
-    assert [str(c) for c in cycled_calls(history, "a")] == ["click('22')"]
-    repeat = find_repeat(parse_action("click('22')"), history, "a")
+    # the first call made again is allowed: it may correct a mistaken undo
+    assert cycled_calls(history, "a") == []
+    assert find_repeat(parse_action("click('22')"), history, "a") is None
+    history.append(_step("click('22')", "a"))
+    # made again right after another call made again: the loop, a second time round
+    assert [str(c) for c in cycled_calls(history, "b")] == ["click('22')"]
+    repeat = find_repeat(parse_action("click('22')"), history, "b")
     assert repeat is not None and repeat.is_cycle
     assert [str(c) for c in repeat.forbidden] == ["click('22')"]
-    # on the page it came back to, any other call is a correction
-    assert find_repeat(parse_action("click('31')"), history, "a") is None
-    assert find_repeat(parse_action("focus('22')"), history, "a") is None
-    # the second click was the first made on page b: undoing a mistake is not a loop
-    assert find_repeat(parse_action("click('22')"), history[:1], "b") is None
+    # on the page it came back to, any other call is allowed
+    assert find_repeat(parse_action("click('31')"), history, "b") is None
+    assert find_repeat(parse_action("focus('22')"), history, "b") is None
     assert cycled_calls(history, "") == [] and cycled_calls(history, "c") == []
 
 
+def test_a_fill_made_again_after_a_mistaken_clear_is_a_correction() -> None:
+    # enter-text: fill, a mistaken clear, the fill again: then Submit, not the clear again
+    history = [_step("fill('16', 'Myron')", "empty"), _step("clear('16')", "filled"),
+               _step("clear('16')", "empty")]
+    assert find_repeat(parse_action("fill('16', 'Myron')"), history, "empty") is None
+    history.append(_step("fill('16', 'Myron')", "empty"))
+    repeat = find_repeat(parse_action("clear('16')"), history, "filled")
+    assert repeat is not None and repeat.is_cycle
+    assert find_repeat(parse_action("click('17')"), history, "filled") is None
+
+
 def test_the_unchanged_run_is_not_counted_as_a_cycle() -> None:
-    history = [_step("click('5')", "a"), _step("click('7')", "b"), _step("focus('9')", "a")]
-    # focus('9') was made on page a as it is now, not before it changed and came back
+    history = [_step("click('5')", "a"), _step("click('7')", "b"), _step("click('5')", "a"),
+               _step("click('7')", "b"), _step("focus('9')", "a")]
+    # the last step made no call made before (focus('9') is new): no loop yet
+    assert cycled_calls(history, "a") == []
+    history.append(_step("focus('9')", "a"))
+    # focus('9') again on page a as it is now: the unchanged run's rule, not a cycle
     assert [str(c) for c in cycled_calls(history, "a")] == ["click('5')"]
     repeat = find_repeat(parse_action("focus('9')"), history, "a")
     assert repeat is not None and not repeat.is_cycle
