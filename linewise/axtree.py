@@ -124,9 +124,15 @@ def without_state(line: str) -> str:
     match = _HEAD.match(line)
     if match is None:
         return line
-    properties = [p for p in _properties(line[match.end():])
+    rest = line[match.end():]
+    properties = [p for p in _properties(rest)
                   if p != "focused" and not (root and p.startswith("url="))]
-    return line[: match.end()] + "".join(f", {p}" for p in properties)
+    if not properties:
+        return line[: match.end()]
+    # a value follows the name after a space (``textbox '' value='x', focused``), other
+    # properties after a comma: the line must read as it does without the flag
+    lead = ", " if rest.lstrip(" ").startswith(",") else " "
+    return line[: match.end()] + lead + ", ".join(properties)
 
 
 def line_depth(line: str) -> int:

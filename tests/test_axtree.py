@@ -107,6 +107,11 @@ def test_interactive_hint_lists_whole_heads_of_usable_elements() -> None:
      "\t\t[16] textbox 'Quick search', required"),
     ("\t[3] link 'a, focused', url='http://x/#c'", "\t[3] link 'a, focused', url='http://x/#c'"),
     ("\t[4] textbox '', value='focused', focused", "\t[4] textbox '', value='focused'"),
+    # as the browser writes a filled field: the value after a space; without the flag
+    # the line must read as it does on a step where the field lost focus
+    ("\t[16] textbox '' value='Myron', focused", "\t[16] textbox '' value='Myron'"),
+    ("\t[16] textbox '' value='a, b', focused, required",
+     "\t[16] textbox '' value='a, b', required"),
     ("\tStaticText 'focused'", "\tStaticText 'focused'"),
     ("\t… 3 lines omitted …", "\t… 3 lines omitted …"),
 ])
