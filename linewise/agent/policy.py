@@ -253,8 +253,12 @@ class ActionAgent:
         ]  # every re-ask repeats this one: the model's own re-answers are not added
         decision.repeat_escape = "kept"
         for attempt in range(self.repeat_escapes):
-            answer = await self._answer(asking, messages, retries=0,
-                                        temperature=self.reask_temperature)
+            # Under a grammar that forbids the repeat the first re-ask is greedy: the
+            # repeat cannot be written, and sampling at the re-ask temperature made the
+            # 1.5B model answer click('17', 'middle') or clear the field it had filled.
+            sampling = ({} if attempt == 0 and asking.grammar is not None
+                        else {"temperature": self.reask_temperature})
+            answer = await self._answer(asking, messages, retries=0, **sampling)
             if answer is None:
                 return
             if answer.action is not None and not is_futile(answer.action, forbidden):

@@ -51,14 +51,18 @@ def futile_calls(history: Sequence[StepMemory], page_key: str) -> list[ParsedAct
 
 def cycled_calls(history: Sequence[StepMemory], page_key: str) -> list[ParsedAction]:
     """The calls made on this page before it changed and came back, each once, oldest
-    first, once the last step was itself such a call: the loop is then being gone round
-    a second time. The 1.5B model clicked one checkbox six times (checked, unchecked…),
-    and opened and closed one section as often. One call made again on a page it came
-    back to is not yet a loop: after ``fill``, a mistaken ``clear`` and the ``fill``
-    again, the fill is the correction. Only the exact call counts."""
-    if not page_key or not history or not _made_before(history, len(history) - 1):
+    first, once the last step that changed the page was itself such a call: the loop is
+    then being gone round a second time. The 1.5B model clicked one checkbox six times
+    (checked, unchecked…), and opened and closed one section as often. One call made
+    again on a page it came back to is not yet a loop: after ``fill``, a mistaken
+    ``clear`` and the ``fill`` again, the fill is the correction. Only the exact call
+    counts."""
+    if not page_key:
         return []
     earlier = history[: len(history) - len(unchanged_run(history, page_key))]
+    # the last step that changed the page: calls since changed nothing (their own rule)
+    if not earlier or not _made_before(earlier, len(earlier) - 1):
+        return []
     calls: list[ParsedAction] = []
     for step in earlier:
         if step.page_key == page_key and step.parsed is not None and step.parsed not in calls:

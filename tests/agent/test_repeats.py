@@ -92,12 +92,21 @@ def test_a_fill_made_again_after_a_mistaken_clear_is_a_correction() -> None:
 
 def test_the_unchanged_run_is_not_counted_as_a_cycle() -> None:
     history = [_step("click('5')", "a"), _step("click('7')", "b"), _step("click('5')", "a"),
-               _step("click('7')", "b"), _step("focus('9')", "a")]
-    # the last step made no call made before (focus('9') is new): no loop yet
-    assert cycled_calls(history, "a") == []
-    history.append(_step("focus('9')", "a"))
-    # focus('9') again on page a as it is now: the unchanged run's rule, not a cycle
+               _step("click('7')", "b"), _step("focus('9')", "a"), _step("focus('9')", "a")]
+    # click('7') took the page back to a a second time: click('5') would go round again
     assert [str(c) for c in cycled_calls(history, "a")] == ["click('5')"]
+    # focus('9') again on page a as it is now: the unchanged run's rule, not a cycle
     repeat = find_repeat(parse_action("focus('9')"), history, "a")
     assert repeat is not None and not repeat.is_cycle
     assert [str(c) for c in repeat.forbidden] == ["focus('9')", "click('5')"]
+
+
+def test_calls_that_changed_nothing_do_not_hide_a_loop() -> None:
+    # the demo's enter-text: fill, clear, clear (nothing to clear), fill, then a fill
+    # that changed nothing; the clear it escaped to went round the loop again
+    history = [_step("fill('16', 'Myron')", "empty"), _step("clear('16')", "filled"),
+               _step("clear('16')", "empty"), _step("fill('16', 'Myron')", "empty"),
+               _step("fill('16', 'Myron')", "filled")]
+    repeat = find_repeat(parse_action("clear('16')"), history, "filled")
+    assert repeat is not None and repeat.is_cycle
+    assert [str(c) for c in repeat.forbidden] == ["fill('16', 'Myron')", "clear('16')"]
