@@ -33,10 +33,11 @@ DEFAULT_CONTEXT_TOKENS = 32768
 """The context window assumed for a model when nothing says otherwise (the embedded
 model is served with this context by default too)."""
 
-LOCAL_VIEW_BUDGET_TOKENS = 3000
+LOCAL_VIEW_BUDGET_TOKENS = 2000
 """The page tokens the embedded 1.5B model reads comfortably in one step: it reads its
-prompt at about 50 tokens/s on two cores, and reads a small view better than a large one
-(benchmarks/NOTES.md, "Real pages out of the box")."""
+prompt at about 50 tokens/s on two cores, and reads a small view better than a large one.
+At 2,000 its step on a documentation page is short enough and its success holds
+(benchmarks/NOTES.md, "A 2,000-token view on all 12 tasks")."""
 
 ENDPOINT_VIEW_BUDGET_TOKENS = 8000
 """The page tokens shown whole to a model behind an endpoint before ``auto`` filters: a

@@ -302,7 +302,7 @@ def add_view_budget_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--view-budget", type=int, metavar="N",
                         help="page tokens the action model is shown comfortably: the auto "
                         "filter shows a smaller tree whole and filters a larger one down to "
-                        "it (default 3000 for the embedded model, 8000 for an endpoint)")
+                        "it (default 2000 for the embedded model, 8000 for an endpoint)")
 
 
 def add_agent_flags(parser: argparse.ArgumentParser) -> None:
