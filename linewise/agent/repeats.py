@@ -10,8 +10,8 @@ click on an element changed nothing, every pointer action on it too: a focus or 
 does less than the click that already did nothing.
 
 A call is *cycled* when the page is one it was on before, changed since and came back
-to, the same call was made on it then, and the last step already made such a call:
-made again, it goes round the same loop a second time.
+to, the same call was made on it then, and the last step that changed the page was
+itself such a call: made again, it goes round the same loop a second time.
 """
 
 from __future__ import annotations
