@@ -327,6 +327,12 @@ class StepRecord(BaseModel):
         "marked (browser.invisible_text), by reason (off-screen, opacity, colour...).",
     )
 
+    def tree_lines(self) -> list[str]:
+        """The full AXTree's lines as the page gave them, without their numbers."""
+        if not self.axtree:
+            return []
+        return [line.partition("|")[2] for line in self.axtree.split("\n")]
+
 
 class TokenTotals(BaseModel):
     action_prompt: int = 0

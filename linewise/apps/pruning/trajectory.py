@@ -133,8 +133,7 @@ def read_trajectory(run_dir: Path, episode_dir: Path) -> Trajectory | str:
             action=r.action or r.action_raw,
             action_error=r.action_error,
             operator=r.operator,
-            page_key=page_key(r.url, (line.partition("|")[2] for line in r.axtree.split("\n")))
-            if r.axtree else "",
+            page_key=page_key(r.url, r.tree_lines()) if r.axtree else "",
         )
         for r in records
     ]

@@ -194,7 +194,7 @@ def misses_and_absent(record: StepRecord) -> tuple[list[str], list[str]]:
     misses = record.filter_result.misses
     if not misses:
         return [], record.absent_bids
-    in_tree = set(bids_in(line.partition("|")[2] for line in record.axtree.split("\n")))
+    in_tree = set(bids_in(record.tree_lines()))
     absent = [bid for bid in misses if bid not in in_tree]
     return ([bid for bid in misses if bid in in_tree],
             list(dict.fromkeys([*record.absent_bids, *absent])))
