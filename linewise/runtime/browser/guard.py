@@ -70,6 +70,7 @@ class NavigationGuard(rules.GuardRecords):
             episode_dir / DOWNLOADS_FOLDER if policy.downloads and episode_dir else None
         )
         self._context: BrowserContext | None = None
+        self._bounced_from: set[str] = set()  # pages that sent the tab to a refused document
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
@@ -95,11 +96,12 @@ class NavigationGuard(rules.GuardRecords):
     async def settle(self, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
         """Wait (bounded) until the watcher has undone what it caught (going back,
         closing a popup) and pending downloads are saved or refused."""
-        if not self._tasks:
-            return
-        _, pending = await asyncio.wait(list(self._tasks), timeout=timeout_s)
-        if pending:
-            log.warning("navigation guard still busy", tasks=len(pending))
+        if self._tasks:
+            _, pending = await asyncio.wait(list(self._tasks), timeout=timeout_s)
+            if pending:
+                log.warning("navigation guard still busy", tasks=len(pending))
+        if self.policy.enforce:
+            await self._empty_refused_tabs()
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
@@ -227,11 +229,36 @@ class NavigationGuard(rules.GuardRecords):
                 await (await frame.frame_element()).evaluate(rules.EMPTY_FRAME_JS)
             elif action == "close_popup":
                 await page.close()
-            elif await page.go_back() is None and page.url == url:
-                await page.goto("about:blank")
+            else:
+                await self._take_back(page)
         except PlaywrightError as exc:
             log.debug("could not undo a blocked navigation", url=url[:200],
                       error=str(exc)[:200])
+
+    async def _take_back(self, page: Page) -> None:
+        """Go back from a refused document; where going back fails, lands on a refused
+        document, or lands on a page that already sent the tab to one (a page that
+        bounces would loop for the rest of the episode), the tab is emptied instead."""
+        try:
+            await page.go_back()
+        except PlaywrightError as exc:
+            log.debug("could not go back from a blocked navigation", error=str(exc)[:200])
+        if page.is_closed():
+            return
+        if rules.must_empty_after_going_back(self.policy, page.url, self._bounced_from):
+            await page.goto("about:blank")
+
+    async def _empty_refused_tabs(self) -> None:
+        """The last word before an observation: no tab is left showing a refused document,
+        whatever order the browser's events arrived in."""
+        for page in list(self._context.pages) if self._context is not None else []:
+            if rules.committed_refusal(self.policy, page.url) is None:
+                continue
+            log.info("a tab still showed a refused document", url=page.url[:200])
+            try:
+                await page.goto("about:blank")
+            except PlaywrightError as exc:
+                log.debug("could not empty a tab", error=str(exc)[:200])
 
     async def _on_download(self, download: Download) -> None:
         url, name = download.url, download.suggested_filename

@@ -105,6 +105,18 @@ def undo_action(*, is_iframe: bool, is_popup: bool) -> tuple[UndoAction, Navigat
 EMPTY_FRAME_JS = "(e) => { e.removeAttribute('srcdoc'); e.src = 'about:blank'; }"
 
 
+def must_empty_after_going_back(policy: NavigationPolicy | None, landed_url: str,
+                                bounced_from: set[str]) -> bool:
+    """Whether a tab that went back from a refused document must be emptied: it is still
+    (or again) on a refused document, or on a page that already sent it to one. Records
+    ``landed_url`` in ``bounced_from``."""
+    if committed_refusal(policy, landed_url) is not None or landed_url in bounced_from:
+        return True
+    if landed_url and not landed_url.startswith(BROWSER_PAGES):
+        bounced_from.add(landed_url)
+    return False
+
+
 def committed_refusal(policy: NavigationPolicy | None, url: str) -> str | None:
     """Why a committed frame URL must be undone, or None."""
     if policy is None or not url or url.startswith(BROWSER_PAGES):

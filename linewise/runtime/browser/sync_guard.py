@@ -56,6 +56,7 @@ class SyncNavigationGuard(rules.GuardRecords):
         self.policy: NavigationPolicy | None = None
         self._refused_popups = 0
         self._context: BrowserContext | None = None
+        self._bounced_from: set[str] = set()  # pages that sent a tab to a refused document
         self._proxy: ProxyServer | None = None
 
     def context_options(self) -> dict[str, Any]:
@@ -211,11 +212,20 @@ class SyncNavigationGuard(rules.GuardRecords):
                 frame.frame_element().evaluate(rules.EMPTY_FRAME_JS)
             elif action == "close_popup":
                 self._close(page)
-            elif page.go_back() is None and page.url == url:
-                page.goto("about:blank")
+            else:
+                self._take_back(page)
         except PlaywrightError as exc:
             log.debug("could not undo a blocked navigation", url=url[:200],
                       error=str(exc)[:200])
+
+    def _take_back(self, page: Page) -> None:
+        try:
+            page.go_back()
+        except PlaywrightError as exc:
+            log.debug("could not go back from a blocked navigation", error=str(exc)[:200])
+        if not page.is_closed() and rules.must_empty_after_going_back(
+                self.policy, page.url, self._bounced_from):
+            page.goto("about:blank")
 
     def _on_download(self, download: Download) -> None:
         url = download.url

@@ -94,6 +94,21 @@ async def test_page_routes_off_the_allowlist_are_blocked_and_recorded(
     assert sum(exfil.hits.values()) == 0, exfil.hits
 
 
+async def test_a_page_that_keeps_sending_the_tab_to_a_refused_document_is_left(
+    browser: Browser, sites: tuple[Site, Site], tmp_path: Path
+) -> None:
+    """Going back from the blob lands on the page that made it, which makes it again: the
+    second time, the tab is emptied instead of looping for the rest of the episode."""
+    site, _ = sites
+    home = f"http://127.0.0.1:{site.port}/"
+    steps: list[Step] = [f"goto('{home}blob-later')", "noop(800)", "noop(900)", "noop(1000)"]
+    records = await _run(browser, _task(site), steps, tmp_path)
+    blobs = [b for r in records for b in r.blocked if b.url.startswith("blob:")]
+    assert [b.initiator for b in blobs] == ["page", "page"]
+    assert records[-1].url == "about:blank"
+    assert all("late blob secret" not in r.axtree for r in records)
+
+
 async def test_a_redirect_chain_inside_the_allowlist_lands(
     browser: Browser, sites: tuple[Site, Site], tmp_path: Path
 ) -> None:
