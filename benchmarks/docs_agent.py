@@ -80,7 +80,12 @@ from linewise.runtime.run import open_endpoints, run_tasks
 from linewise.runtime.tasks.loader import load_task_file
 from linewise.runtime.tasks.schema import WebTask
 from linewise.runtime.trace import read_steps, read_summary
-from linewise.settings import EndpointSettings, LinewiseSettings
+from linewise.settings import (
+    ENDPOINT_VIEW_BUDGET_TOKENS,
+    LOCAL_VIEW_BUDGET_TOKENS,
+    EndpointSettings,
+    LinewiseSettings,
+)
 from linewise.testing import ScriptedChatServer, StaticServer, prompt_section
 
 TASKS = Path(__file__).resolve().parent.parent / "tasks" / "docs-agent.yaml"
@@ -549,7 +554,8 @@ def main() -> None:
                         "endpoint (default: the action endpoint, else the embedded model)")
     parser.add_argument("--retriever-model", help="the retriever endpoint's model")
     parser.add_argument("--view-budget", type=int, metavar="N", help="the action model's "
-                        "view budget (default: 3000 for the embedded model, 8000 otherwise)")
+                        f"view budget (default: {LOCAL_VIEW_BUDGET_TOKENS} for the embedded model, "
+                        f"{ENDPOINT_VIEW_BUDGET_TOKENS} otherwise)")
     parser.add_argument("--out", type=Path, help="keep the traces here (DIR/<filter>/<task>)")
     parser.add_argument("--only", action="append", metavar="ID", help="run this task "
                         "(repeatable)")
