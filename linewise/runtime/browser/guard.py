@@ -71,6 +71,7 @@ class NavigationGuard(rules.GuardRecords):
         )
         self._context: BrowserContext | None = None
         self._bounced_from: set[str] = set()  # pages that sent the tab to a refused document
+        self._going_back = asyncio.Lock()  # one tab's undo at a time: navigations interrupt
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
@@ -239,14 +240,15 @@ class NavigationGuard(rules.GuardRecords):
         """Go back from a refused document; where going back fails, lands on a refused
         document, or lands on a page that already sent the tab to one (a page that
         bounces would loop for the rest of the episode), the tab is emptied instead."""
-        try:
-            await page.go_back()
-        except PlaywrightError as exc:
-            log.debug("could not go back from a blocked navigation", error=str(exc)[:200])
-        if page.is_closed():
-            return
-        if rules.must_empty_after_going_back(self.policy, page.url, self._bounced_from):
-            await page.goto("about:blank")
+        async with self._going_back:
+            try:
+                await page.go_back(wait_until="commit")
+            except PlaywrightError as exc:
+                log.debug("could not go back from a blocked navigation", error=str(exc)[:200])
+            if page.is_closed():
+                return
+            if rules.must_empty_after_going_back(self.policy, page.url, self._bounced_from):
+                await page.goto("about:blank", wait_until="commit")
 
     async def _empty_refused_tabs(self) -> None:
         """The last word before an observation: no tab is left showing a refused document,
@@ -256,7 +258,8 @@ class NavigationGuard(rules.GuardRecords):
                 continue
             log.info("a tab still showed a refused document", url=page.url[:200])
             try:
-                await page.goto("about:blank")
+                async with self._going_back:
+                    await page.goto("about:blank", wait_until="commit")
             except PlaywrightError as exc:
                 log.debug("could not empty a tab", error=str(exc)[:200])
 

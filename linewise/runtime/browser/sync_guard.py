@@ -220,12 +220,12 @@ class SyncNavigationGuard(rules.GuardRecords):
 
     def _take_back(self, page: Page) -> None:
         try:
-            page.go_back()
+            page.go_back(wait_until="commit")
         except PlaywrightError as exc:
             log.debug("could not go back from a blocked navigation", error=str(exc)[:200])
         if not page.is_closed() and rules.must_empty_after_going_back(
                 self.policy, page.url, self._bounced_from):
-            page.goto("about:blank")
+            page.goto("about:blank", wait_until="commit")
 
     def _on_download(self, download: Download) -> None:
         url = download.url
