@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 from linewise.agent.action_parser import parse_action
 from linewise.agent.actions import ACTIONS, ActionContext, describe_action_space, iso_date
+from linewise.axtree import bids_in
 from linewise.runtime.browser.chromium import BrowserSession
 from linewise.runtime.browser.executor import ActionOutcome, execute_action
 from linewise.runtime.browser.extraction import observe
@@ -203,6 +206,12 @@ async def test_a_date_field_is_filled_with_the_date_as_the_page_shows_it(
     d = Driver(session)
     await d.observe()
     date, text = d.bid("\\] Date 'Date'"), d.bid("textbox .Text")
+    # The month, day and year spin buttons are the field's own parts: one bid, on the
+    # field (printed on each part, it read as three fields, and the model filled '12').
+    parts = [line for line in d.obs.lines if re.search(r"spinbutton '(Month|Day|Year)", line)]
+    assert len(parts) >= 3 and not any(bids_in([line]) for line in parts), parts
+    assert bids_in([next(line for line in d.obs.lines if "spinbutton 'Number'" in line)])
+    assert sum(f"[{date}]" in line for line in d.obs.lines) == 1
     assert (await d.run(f"fill('{date}', '12/09/2014')")).error is None
     assert await session.page.input_value("input[type=date]") == "2014-12-09"
     error = (await d.run(f"fill('{date}', '12')")).error

@@ -93,8 +93,10 @@ def flatten_axtree(axtree: dict[str, Any], elements: dict[str, ElementProperties
     """Flatten a merged CDP AXTree into lines with browsergym-core's flattener.
 
     Generic nodes with no attributes are skipped as BrowserGym does, except clickable
-    ones, which keep their bid and get a ``clickable`` attribute.
+    ones, which keep their bid and get a ``clickable`` attribute. The inner parts of a
+    control (see ``_unmark_inner_parts``) are printed without a bid.
     """
+    _unmark_inner_parts(axtree)
     clickable_generics: dict[str, dict[str, Any]] = {}
     for node in axtree["nodes"]:
         if node["role"].get("value") != "generic" or "name" not in node:
@@ -117,6 +119,32 @@ def flatten_axtree(axtree: dict[str, Any], elements: dict[str, ElementProperties
         ignored_roles=[*IGNORED_ROLES, _SKIPPED_ROLE],
     )
     return [_NBSP_ESCAPE.sub(r"\1 ", line) for line in text.split("\n") if line.strip()]
+
+
+def _unmark_inner_parts(axtree: dict[str, Any]) -> None:
+    """Take the bid off nodes that share it with their nearest marked ancestor.
+
+    Such nodes are a control's own parts in its shadow tree (a date input's month, day
+    and year spin buttons, its picker button; a media element's controls): they map to
+    the control's DOM element, so an action on their bid acts on the whole control. A
+    bid printed on each part reads as three fields to fill one at a time; printed once,
+    on the control, it says there is one field."""
+    nodes = {node["nodeId"]: node for node in axtree["nodes"]}
+    children = {child for node in axtree["nodes"] for child in node.get("childIds", [])}
+    pending: list[tuple[dict[str, Any], str | None]] = [
+        (node, None) for node in axtree["nodes"] if node["nodeId"] not in children
+    ]
+    seen: set[str] = set()
+    while pending:
+        node, marked_above = pending.pop()
+        if node["nodeId"] in seen:
+            continue
+        seen.add(node["nodeId"])
+        bid = node.get("browsergym_id")
+        if bid is not None and bid == marked_above:
+            del node["browsergym_id"]
+        below = bid if bid is not None else marked_above
+        pending.extend((nodes[c], below) for c in node.get("childIds", []) if c in nodes)
 
 
 _NBSP_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\xa0")
