@@ -81,14 +81,20 @@ def term_groups(
 
 def term_hits(tree: LineTree, ranker: LineRanker, term: str, k: int,
               lowered: Sequence[str] | None = None, *, lexical: bool = True) -> list[int]:
-    """The ``k`` lines a term most likely names, best first. A name that starts with the
-    term, then one that contains it, comes before word matches: BM25 scores a long
-    entry ``json.dumps(obj, *, skipkeys=False, …)`` below the short links that mention
-    it, though the entry is what a reader of the term is after. Among equal matches an
-    element (a term, heading, field, button) comes before a link, and a link before
-    plain text, then page order. ``lowered``: the page's lines in lower case, when the
-    caller matches several terms. ``lexical``: fill up with BM25's hits for the term's
-    words when fewer than ``k`` names hold it."""
+    """The ``k`` lines a term most likely names, best first.
+
+    An element (a term, heading, field, button) whose name holds the term comes first;
+    then a line that links to the term's own anchor (``url='…#asyncio.to_thread'``,
+    the entry's address, whatever the link says: a table of contents writes
+    ``to_thread()``); then a link whose name holds the term, then plain text. Within
+    each, a name that starts with the term comes first, then page order: a
+    documentation entry is named ``coroutine asyncio.to_thread(…)``, while the text that
+    merely mentions it starts with the term. All of them come before word matches: BM25 scores
+    a long entry ``json.dumps(obj, *, skipkeys=False, …)`` below the short links that
+    mention it, though the entry is what a reader of the term is after.
+    ``lowered``: the page's lines in lower case, when the caller matches several terms.
+    ``lexical``: fill up with BM25's hits for the term's words when fewer than ``k``
+    names hold it."""
     needle = term.lower()
     lowered = lowered if lowered is not None else [line.lower() for line in tree.lines]
     exact: list[tuple[int, int, int]] = []
@@ -98,9 +104,14 @@ def term_hits(tree: LineTree, ranker: LineRanker, term: str, k: int,
                 continue
             line = tree.parsed(index)
             name = (line.name or "").lower()
-            if needle in name:
-                exact.append((0 if name.startswith(needle) else 1, _role_rank(line.role),
-                              index))
+            fragment = _FRAGMENT.search(lowered[index])
+            anchored = fragment is not None and unquote(fragment.group(1)) == needle
+            named = needle in name
+            if not (anchored or named):
+                continue
+            role = _role_rank(line.role)
+            rank = 0 if named and role == 0 else 1 if anchored else 1 + role
+            exact.append((rank, 0 if name.startswith(needle) else 1, index))
     hits = [index for *_, index in sorted(exact)[:k]]
     if not lexical:
         return hits

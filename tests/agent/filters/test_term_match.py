@@ -13,6 +13,7 @@ from linewise.agent.filters.term_match import (
     goal_terms,
     mentions,
     referred_entries,
+    term_hits,
 )
 from linewise.agent.filters.tree import LineTree
 from tests.support.paths import TREES
@@ -49,6 +50,20 @@ def test_the_named_entry_comes_before_the_lines_that_mention_it() -> None:
     # A goal that names nothing verbatim adds no stage.
     prose = FilterInput(goal="Which routine parses a JSON document?", lines=lines)
     assert named_groups(tree, ranker, prose) == []
+
+
+def test_after_the_entry_comes_the_link_to_its_anchor() -> None:
+    """A table of contents links ``dumps()`` to ``#json.dumps``: that link opens the
+    entry, so it ranks before the text and links that only mention the name."""
+    lines = json_tree()
+    tree, ranker = LineTree(lines), LineRanker(lines)
+    first, *links, text = term_hits(tree, ranker, "json.dumps", 4)
+    # Before this rule the link 'json.dumps()' led, its name starting with the term.
+    assert "term 'json.dumps(" in lines[first]
+    assert {lines[i].strip().split(",")[0] for i in links} == {
+        "[2236] link 'json.dumps()'", "[2332] link 'dumps()'"}
+    assert all(lines[i].endswith("#json.dumps'") for i in links)
+    assert "StaticText 'json.dumps()'" in lines[text]
 
 
 async def test_the_named_entry_is_kept_in_the_view() -> None:
