@@ -2,10 +2,11 @@
 
 Given the lines a retriever kept, the view shows each of them (without its state:
 ``shown_line``), every ancestor that gives it context (a long one reduced to bid, role
-and a shortened name) at its original indentation, and, under each shown node, one
-counted marker per run of dropped siblings. The result is a valid, smaller tree: it
-cuts lines, not only text (the public implementation keeps one line per dropped node,
-which saves little).
+and a shortened name) at its original indentation, the title of the plain-text section
+it is in (``LineTree.text_titles``: a release's header in a NEWS file), and, under
+each shown node, one counted marker per run of dropped siblings. The result is a valid,
+smaller tree: it cuts lines, not only text (the public implementation keeps one line per
+dropped node, which saves little).
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def rebuild_with_structure(tree: LineTree, kept: Iterable[int]) -> StructuredVie
             if ancestor in kept_set or ancestor in context:
                 break  # the rest of the chain is already shown
             context.add(ancestor)
+    if any(title >= 0 for title in tree.text_titles):
+        context |= {tree.text_titles[i] for i in kept_set} - kept_set - {-1}
     shown = kept_set | context
 
     out: list[str] = []

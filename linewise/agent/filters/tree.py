@@ -6,6 +6,7 @@ Indices here are 0-based positions in ``lines``; the numbers models see are 1-ba
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -72,9 +73,36 @@ class LineTree:
         """The role of each line."""
         return [self.parsed(i).role for i in range(len(self.lines))]
 
+    @cached_property
+    def text_titles(self) -> list[int]:
+        """For each line, the title of the plain-text section it is in, or -1.
+
+        Release notes, NEWS files and READMEs shown as preformatted text have no heading
+        elements: a section's title is a line underlined with a run of one character
+        (``Release 3.11.0 (22 September 2015)`` over ``~~~~~~~~``), and every line after
+        it among the same parent's children belongs to it, until the next such title.
+        A line deeper down (a link in the text) belongs to its ancestor's section."""
+        titles = [-1] * len(self.lines)
+        last: dict[int, int] = {}
+        for i, parent in enumerate(self.parent):
+            title = last.get(parent)
+            if title is None:
+                title = titles[parent] if parent >= 0 else -1
+            if (_UNDERLINE.match(self.lines[i]) and i > 0 and self.parent[i - 1] == parent
+                    and _TEXT_LINE.match(self.lines[i - 1])):
+                title = last[parent] = i - 1
+                titles[i - 1] = i - 1
+            titles[i] = title
+        return titles
+
     def short_head(self, index: int, max_name: int = 40) -> str:
         """The line reduced to indentation, bid, role and a shortened name."""
         line = self.parsed(index)
         if not line.role:
             return self.lines[index]
         return "\t" * line.depth + line.head(max_name)
+
+
+_UNDERLINE = re.compile(r"^\t*StaticText '([~=\-*^#])\1{2,}'$")
+"""A text line that underlines the one above it (a plain-text section title)."""
+_TEXT_LINE = re.compile(r"^\t*StaticText '\S")

@@ -156,6 +156,38 @@ def test_structure_rebuild_is_a_valid_smaller_tree(name: str) -> None:
     assert len(out) < len(lines) / 2 or len(lines) < 80
 
 
+def _news_lines() -> list[str]:
+    """A NEWS file as Chromium shows a DocBook ``literallayout``: one paragraph of text
+    runs, each release a title over a line of tildes."""
+    lines = ["RootWebArea 'NEWS'", "\t[7] paragraph ''"]
+    for release in ("3.12.0", "3.11.0", "3.10.0"):
+        lines += [f"\t\tStaticText 'Release {release} (22 September 2015)'",
+                  "\t\tStaticText '~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~'"]
+        lines += [f"\t\tStaticText '* change {n} of {release}'" for n in range(40)]
+        lines += [f"\t\t[{release[2:4]}] link 'bug {release}', url='https://bugs/{release}'",
+                  f"\t\t\tStaticText 'bug {release}'"]
+    return lines
+
+
+def test_a_kept_line_of_plain_text_brings_its_section_title() -> None:
+    lines = _news_lines()
+    tree = LineTree(lines)
+    bullet = lines.index("\t\tStaticText '* change 30 of 3.11.0'")
+    link_text = lines.index("\t\t\tStaticText 'bug 3.11.0'")
+    view = rebuild_with_structure(tree, {bullet, link_text})
+    out = view.text.split("\n")
+    title = lines.index("\t\tStaticText 'Release 3.11.0 (22 September 2015)'")
+    assert out[:5] == [lines[0], lines[1], "\t\t… 44 lines omitted …", lines[title],
+                       "\t\t… 31 lines omitted …"]
+    # one title for both lines; the link is the text's ancestor
+    assert view.context_lines == [1, 2, title + 1, link_text]
+    assert "Release 3.12.0" not in view.text and "Release 3.10.0" not in view.text
+    # A line above every title, and a page without titles, add nothing.
+    assert rebuild_with_structure(tree, {1}).context_lines == [1]
+    plain = [line for line in lines if "~~~" not in line]
+    assert rebuild_with_structure(LineTree(plain), {40}).context_lines == [1, 2]
+
+
 def test_structure_rebuild_cuts_a_large_page() -> None:
     lines = tree_lines("docs-functions.txt")
     tree = LineTree(lines)
