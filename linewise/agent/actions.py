@@ -158,7 +158,7 @@ async def click(
     modifiers: list[Literal["Alt", "Control", "ControlOrMeta", "Meta", "Shift"]] | None = None,
 ) -> None:
     """
-    Click an element.
+    Click an element: follow a link, press a button, tick a box.
 
     Examples:
         click('a51')
@@ -190,7 +190,8 @@ async def dblclick(
 @action
 async def hover(ctx: ActionContext, bid: str) -> None:
     """
-    Hover over an element.
+    Move the mouse over an element, to show a menu or tooltip that appears on hover.
+    Hovering neither follows a link nor finds anything on the page.
 
     Examples:
         hover('b8')
@@ -305,7 +306,8 @@ async def press(ctx: ActionContext, bid: str, key_comb: str) -> None:
 @action
 async def focus(ctx: ActionContext, bid: str) -> None:
     """
-    Focus the matching element.
+    Give an element the keyboard focus, before press(...). Focusing a link does not
+    follow it.
 
     Examples:
         focus('b455')
