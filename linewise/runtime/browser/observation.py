@@ -15,7 +15,7 @@ clickable (spans and divs with click handlers, such as MiniWoB++'s links) are ke
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -129,6 +129,20 @@ def _unmark_inner_parts(axtree: dict[str, Any]) -> None:
     the control's DOM element, so an action on their bid acts on the whole control. A
     bid printed on each part reads as three fields to fill one at a time; printed once,
     on the control, it says there is one field."""
+    def nearest_bid(node: dict[str, Any], marked_above: str | None) -> str | None:
+        return node.get("browsergym_id", marked_above)
+
+    for node, marked_above in _top_down(axtree, nearest_bid):
+        if marked_above is not None and node.get("browsergym_id") == marked_above:
+            del node["browsergym_id"]
+
+
+def _top_down(
+    axtree: dict[str, Any], passed_down: Callable[[dict[str, Any], str | None], str | None]
+) -> Iterator[tuple[dict[str, Any], str | None]]:
+    """Every node once, from the roots down, with what its parent passed down to it
+    (``passed_down(parent, what the parent got)``, read after the caller saw the parent;
+    None at the roots)."""
     nodes = {node["nodeId"]: node for node in axtree["nodes"]}
     children = {child for node in axtree["nodes"] for child in node.get("childIds", [])}
     pending: list[tuple[dict[str, Any], str | None]] = [
@@ -136,14 +150,12 @@ def _unmark_inner_parts(axtree: dict[str, Any]) -> None:
     ]
     seen: set[str] = set()
     while pending:
-        node, marked_above = pending.pop()
+        node, got = pending.pop()
         if node["nodeId"] in seen:
             continue
         seen.add(node["nodeId"])
-        bid = node.get("browsergym_id")
-        if bid is not None and bid == marked_above:
-            del node["browsergym_id"]
-        below = bid if bid is not None else marked_above
+        yield node, got
+        below = passed_down(node, got)
         pending.extend((nodes[c], below) for c in node.get("childIds", []) if c in nodes)
 
 
@@ -181,20 +193,13 @@ def apply_invisible_text(
     counts: dict[str, int] = {}
     if mode == "keep" or not invisible:
         return counts
-    nodes = {node["nodeId"]: node for node in axtree["nodes"]}
-    children = {child for node in axtree["nodes"] for child in node.get("childIds", [])}
-    pending: list[tuple[dict[str, Any], str | None]] = [
-        (node, None) for node in axtree["nodes"] if node["nodeId"] not in children
-    ]
-    seen: set[str] = set()
-    while pending:
-        node, inherited = pending.pop()
-        if node["nodeId"] in seen:
-            continue
-        seen.add(node["nodeId"])
+
+    def verdict_of(node: dict[str, Any], inherited: str | None) -> str | None:
         bid = node.get("browsergym_id")
-        verdict = invisible.get(bid) if bid else inherited
-        pending.extend((nodes[c], verdict) for c in node.get("childIds", []) if c in nodes)
+        return invisible.get(bid) if bid else inherited
+
+    for node, inherited in _top_down(axtree, verdict_of):
+        verdict = verdict_of(node, inherited)
         role = node["role"].get("value")
         if verdict is None or role in _UNPRINTED_ROLES:
             continue
