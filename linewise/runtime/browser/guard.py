@@ -256,12 +256,15 @@ class NavigationGuard(rules.GuardRecords):
         for page in list(self._context.pages) if self._context is not None else []:
             if rules.committed_refusal(self.policy, page.url) is None:
                 continue
-            log.info("a tab still showed a refused document", url=page.url[:200])
-            try:
-                async with self._going_back:
+            # An undo still going back holds the lock: what it leaves is what counts.
+            async with self._going_back:
+                if page.is_closed() or rules.committed_refusal(self.policy, page.url) is None:
+                    continue
+                log.info("a tab still showed a refused document", url=page.url[:200])
+                try:
                     await page.goto("about:blank", wait_until="commit")
-            except PlaywrightError as exc:
-                log.debug("could not empty a tab", error=str(exc)[:200])
+                except PlaywrightError as exc:
+                    log.debug("could not empty a tab", error=str(exc)[:200])
 
     async def _on_download(self, download: Download) -> None:
         url, name = download.url, download.suggested_filename
