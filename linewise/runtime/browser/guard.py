@@ -70,7 +70,6 @@ class NavigationGuard(rules.GuardRecords):
             episode_dir / DOWNLOADS_FOLDER if policy.downloads and episode_dir else None
         )
         self._context: BrowserContext | None = None
-        self._bounced_from: set[str] = set()  # pages that sent the tab to a refused document
         self._going_back = asyncio.Lock()  # one tab's undo at a time: navigations interrupt
         self._tasks: set[asyncio.Task[None]] = set()
 

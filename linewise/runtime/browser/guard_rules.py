@@ -156,6 +156,8 @@ class GuardRecords:
         self._lock = threading.Lock()
         self._events = NavigationEvents()
         self._unreported: list[BlockedNavigation] = []
+        self._bounced_from: set[str] = set()
+        """Pages that sent a tab to a refused document (``must_empty_after_going_back``)."""
 
     def check_model_url(self, url: str, from_url: str = "") -> str | None:
         """The refusal of a URL the model asked for (recorded), or None if allowed."""

@@ -56,7 +56,6 @@ class SyncNavigationGuard(rules.GuardRecords):
         self.policy: NavigationPolicy | None = None
         self._refused_popups = 0
         self._context: BrowserContext | None = None
-        self._bounced_from: set[str] = set()  # pages that sent a tab to a refused document
         self._proxy: ProxyServer | None = None
 
     def context_options(self) -> dict[str, Any]:
