@@ -98,6 +98,12 @@ SITE_PAGES: dict[str, Page] = {
     "/blob-later": _page("<h1>Later</h1><script>setTimeout(() => {{ location.href = "
                          "URL.createObjectURL(new Blob(['<p>late blob secret</p>'], "
                          "{{type: 'text/html'}})) }}, 150)</script>"),
+    "/blob-soon": _page("<h1>Soon</h1><script>setTimeout(() => {{ location.href = "
+                        "URL.createObjectURL(new Blob(['<p>soon blob secret</p>'], "
+                        "{{type: 'text/html'}})) }}, 20)</script>"),
+    "/blob-slow": _page("<h1>Slow</h1><script>setTimeout(() => {{ location.href = "
+                        "URL.createObjectURL(new Blob(['<p>slow blob secret</p>'], "
+                        "{{type: 'text/html'}})) }}, 250)</script>"),
     "/blob": _page("<h1>Blob</h1><script>location.href = URL.createObjectURL("
                    "new Blob(['<p>blob secret</p>'], {{type: 'text/html'}}))</script>"),
 }

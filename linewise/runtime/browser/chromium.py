@@ -24,6 +24,7 @@ from playwright.async_api import (
     BrowserContext,
     CDPSession,
     Dialog,
+    Frame,
     Page,
     Playwright,
     async_playwright,
@@ -299,6 +300,9 @@ class BrowserSession:
         """Set when Chromium or one of the context's renderers died: the episode is over."""
         self.faulted = asyncio.Event()
         self._dialogs: list[DialogRecord] = []
+        self.documents_committed = 0
+        """How many documents the tabs' main frames have committed: an observation read
+        while it changed may mix two documents (``ChromiumEnv.observe``)."""
         context.on("page", self._on_new_page)
         # On the context, once, from the episode's own task: a page-level "dialog"
         # listener is subscribed from Playwright's long-lived connection task, which keeps
@@ -309,6 +313,11 @@ class BrowserSession:
         self.activate(page)
         page.on("close", self._on_close)
         page.on("crash", self._on_crash)
+        page.on("framenavigated", self._on_frame_navigated)
+
+    def _on_frame_navigated(self, frame: Frame) -> None:
+        if frame.parent_frame is None:
+            self.documents_committed += 1
 
     def fail(self, fault: BrowserCrashed) -> None:
         """Mark the session dead: every guarded operation on it ends with ``fault``."""

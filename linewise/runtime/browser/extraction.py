@@ -59,9 +59,17 @@ _TRANSIENT_ERRORS = (
 
 T = TypeVar("T")
 
+# Chromium never answers Page.captureScreenshot when the tab navigates away while it
+# waits for a frame to paint: a screenshot is given up after this, not the observation.
+_SCREENSHOT_TIMEOUT_S = 5.0
+
 # Chromium shows a refused or failed frame source (file://, chrome://, a dead host) as an
 # error page whose scripts never run: evaluating in it would wait forever.
 _DEAD_FRAME_PREFIXES = ("chrome-error://",)
+
+
+def _is_dead(frame: Frame) -> bool:
+    return frame.url.startswith(_DEAD_FRAME_PREFIXES)
 
 
 @dataclass
@@ -80,7 +88,7 @@ class _FrameDeadlines:
     def usable(self, frame: Frame) -> bool:
         if frame in self.skipped or frame.is_detached():
             return False
-        if frame.url.startswith(_DEAD_FRAME_PREFIXES):
+        if _is_dead(frame):
             self.skip(frame, "Chromium refused or could not load the frame's source")
             return False
         return True
@@ -116,6 +124,8 @@ async def observe(
     for attempt in range(_MAX_TRIES):
         last = attempt == _MAX_TRIES - 1
         try:
+            if _is_dead(page.main_frame):
+                return await _error_page_observation(session, page, started, frame_timeout_s)
             if page.main_frame in frames.skipped:
                 raise _main_frame_stalled(page, frame_timeout_s)
             if not frames.usable(page.main_frame):
@@ -391,15 +401,19 @@ async def _screenshot(cdp: CDPSender, page: Page, binding: DocumentBinding) -> b
     (``binding.py``), which no frame or page script can undo. A page that cannot be
     masked is not shot."""
     try:
-        await page.evaluate(own_js("mask_secret_fields.js"), True)
-        shot = await cdp.send("Page.captureScreenshot", {"format": "png"})
-        return await binding.mask(page, base64.b64decode(shot["data"]))
-    except (PlaywrightError, BrowserError) as exc:
-        log.warning("screenshot failed", error=str(exc).splitlines()[0])
+        await asyncio.wait_for(page.evaluate(own_js("mask_secret_fields.js"), True),
+                               _SCREENSHOT_TIMEOUT_S)
+        shot = await asyncio.wait_for(cdp.send("Page.captureScreenshot", {"format": "png"}),
+                                      _SCREENSHOT_TIMEOUT_S)
+        return await asyncio.wait_for(binding.mask(page, base64.b64decode(shot["data"])),
+                                      _SCREENSHOT_TIMEOUT_S)
+    except (PlaywrightError, BrowserError, TimeoutError) as exc:
+        log.warning("screenshot failed", error=(str(exc) or "timed out").splitlines()[0])
         return None
     finally:
-        with contextlib.suppress(PlaywrightError):
-            await page.evaluate(own_js("mask_secret_fields.js"), False)
+        with contextlib.suppress(PlaywrightError, TimeoutError):
+            await asyncio.wait_for(page.evaluate(own_js("mask_secret_fields.js"), False),
+                                   _SCREENSHOT_TIMEOUT_S)
 
 
 async def _safe_title(page: Page, timeout_s: float) -> str:

@@ -240,13 +240,16 @@ class NavigationGuard(rules.GuardRecords):
         document, or lands on a page that already sent the tab to one (a page that
         bounces would loop for the rest of the episode), the tab is emptied instead."""
         async with self._going_back:
+            went_back = True
             try:
                 await page.go_back(wait_until="commit")
             except PlaywrightError as exc:
+                went_back = False
                 log.debug("could not go back from a blocked navigation", error=str(exc)[:200])
             if page.is_closed():
                 return
-            if rules.must_empty_after_going_back(self.policy, page.url, self._bounced_from):
+            if rules.must_empty_after_going_back(self.policy, page.url, self._bounced_from,
+                                                 went_back=went_back):
                 await page.goto("about:blank", wait_until="commit")
 
     async def _empty_refused_tabs(self) -> None:

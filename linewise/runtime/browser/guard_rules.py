@@ -106,10 +106,13 @@ EMPTY_FRAME_JS = "(e) => { e.removeAttribute('srcdoc'); e.src = 'about:blank'; }
 
 
 def must_empty_after_going_back(policy: NavigationPolicy | None, landed_url: str,
-                                bounced_from: set[str]) -> bool:
-    """Whether a tab that went back from a refused document must be emptied: it is still
-    (or again) on a refused document, or on a page that already sent it to one. Records
-    ``landed_url`` in ``bounced_from``."""
+                                bounced_from: set[str], *, went_back: bool = True) -> bool:
+    """Whether a tab that went back from a refused document must be emptied: going back
+    failed (the entry before it may be another refused document, which Chromium shows as
+    its error page), or the tab is still (or again) on a refused document, or on a page
+    that already sent it to one. Records ``landed_url`` in ``bounced_from``."""
+    if not went_back:
+        return True
     if committed_refusal(policy, landed_url) is not None or landed_url in bounced_from:
         return True
     if landed_url and not landed_url.startswith(BROWSER_PAGES):

@@ -218,12 +218,14 @@ class SyncNavigationGuard(rules.GuardRecords):
                       error=str(exc)[:200])
 
     def _take_back(self, page: Page) -> None:
+        went_back = True
         try:
             page.go_back(wait_until="commit")
         except PlaywrightError as exc:
+            went_back = False
             log.debug("could not go back from a blocked navigation", error=str(exc)[:200])
         if not page.is_closed() and rules.must_empty_after_going_back(
-                self.policy, page.url, self._bounced_from):
+                self.policy, page.url, self._bounced_from, went_back=went_back):
             page.goto("about:blank", wait_until="commit")
 
     def _on_download(self, download: Download) -> None:

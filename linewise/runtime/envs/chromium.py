@@ -35,6 +35,9 @@ T = TypeVar("T")
 
 MARGIN_S = 5.0
 """Beyond the sum of an operation's own Playwright timeouts, before the step gives up."""
+READINGS = 3
+"""Readings of a page per observation at most: one more whenever a document committed
+during the last (a page that keeps navigating is observed as its third reading found it)."""
 
 
 class ChromiumEnv:
@@ -132,17 +135,27 @@ class ChromiumEnv:
 
     async def observe(self, *, screenshot: bool) -> Observation:
         config = self.browser.config
-        await self._guarded("observe", self.guard.settle(),
-                            config.navigation_timeout_ms / 1000 + MARGIN_S)
-        self._last = await self._guarded(
-            "observe",
-            observe(self.session, screenshot=screenshot,
-                    frame_timeout_s=config.frame_timeout_ms / 1000,
-                    invisible_text=config.invisible_text),
-            config.observe_timeout_ms / 1000,
-        )
-        self._last.dialogs = self.session.take_dialogs()
-        return self._last
+        for reading in range(READINGS):
+            await self._guarded("observe", self.guard.settle(),
+                                config.navigation_timeout_ms / 1000 + MARGIN_S)
+            committed = self.session.documents_committed
+            last = await self._guarded(
+                "observe",
+                observe(self.session, screenshot=screenshot,
+                        frame_timeout_s=config.frame_timeout_ms / 1000,
+                        invisible_text=config.invisible_text),
+                config.observe_timeout_ms / 1000,
+            )
+            if self.session.documents_committed == committed:
+                break
+            # The page navigated while it was read (its own timer, or the guard undoing
+            # a refused document): what was read may mix two documents, or be one the
+            # guard has not undone yet.
+            log.info("the page navigated while it was read", reading=reading,
+                     url=last.url[:200])
+        last.dialogs = self.session.take_dialogs()
+        self._last = last
+        return last
 
     async def type_secret(self, action: ParsedAction, value: str, origin: str) -> ActionOutcome:
         """``action``, a ``fill`` of a secret, typing ``value`` only into the document

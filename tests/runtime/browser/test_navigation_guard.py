@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from linewise.records import StepRecord
 from linewise.runtime.browser.chromium import Browser
 from linewise.runtime.episode import EpisodeResources, run_episode
@@ -107,6 +109,22 @@ async def test_a_page_that_keeps_sending_the_tab_to_a_refused_document_is_left(
     assert [b.initiator for b in blobs] == ["page", "page"]
     assert records[-1].url == "about:blank"
     assert all("late blob secret" not in r.axtree for r in records)
+
+
+@pytest.mark.parametrize("path", ["/blob-soon", "/blob-slow"] * 2)
+async def test_a_page_that_navigates_while_it_is_read_is_observed_after_the_undo(
+    browser: Browser, sites: tuple[Site, Site], tmp_path: Path, path: str
+) -> None:
+    """The page's timer fires while the step's action loads it (20 ms) or while the next
+    observation reads it (250 ms): the undo may go back into a dead history entry
+    (Chromium's error page) or empty the tab mid-screenshot, and the step still reads
+    one whole document that is not the refused one. Timing-dependent: without the
+    re-reading, half of these episodes failed on a loaded machine (as in CI), none idle."""
+    site, _ = sites
+    steps: list[Step] = [f"goto('http://127.0.0.1:{site.port}{path}')", "noop(300)"]
+    records = await _run(browser, _task(site), steps, tmp_path)
+    assert all("blob secret" not in r.axtree for r in records)
+    assert records[-1].url in (f"http://127.0.0.1:{site.port}{path}", "about:blank")
 
 
 async def test_a_redirect_chain_inside_the_allowlist_lands(
