@@ -22,7 +22,12 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from linewise.agent.action_parser import ParsedAction, allowed_actions
-from linewise.agent.actions import ACTION_TARGETS, ActionFunction, action_parameters
+from linewise.agent.actions import (
+    ACTION_TARGETS,
+    POINTER_ACTIONS,
+    ActionFunction,
+    action_parameters,
+)
 from linewise.axtree import AXLine
 
 THOUGHT_CHARS = 600
@@ -53,6 +58,7 @@ def action_grammar(
     *,
     thought_chars: int = THOUGHT_CHARS,
     forbid: Sequence[ParsedAction] = (),
+    pointer_bids: Collection[str] | None = None,
 ) -> str:
     """The grammar of ``<think>…</think>`` then ``<action>call</action>``.
 
@@ -68,6 +74,8 @@ def action_grammar(
         forbid: calls the answer must not repeat (a futile repeat being escaped,
             ``agent.repeats``): each one's action may not name the same elements again,
             and an action that names none (``noop()``, ``go_back()``) is left out.
+        pointer_bids: when given, the only elements a pointer action (``click``,
+            ``hover``…) may name (``agent.targets``).
 
     Raises:
         ValueError: nothing is left to call (every offered action forbidden or without
@@ -90,7 +98,13 @@ def action_grammar(
         forbidden = forbidden_bids.get(name)
         if forbidden is not None and not needs_bid:
             continue
-        bid_rule = _bid_rule(name, elements, rules, forbidden) if needs_bid else None
+        targets_only = (pointer_bids is not None and name in POINTER_ACTIONS
+                        and elements is not None)
+        named = ({bid: line for bid, line in elements.items() if bid in pointer_bids}
+                 if targets_only and elements is not None and pointer_bids is not None
+                 else elements)
+        bid_rule = (_bid_rule(name, named, rules, forbidden, targets_only=targets_only)
+                    if needs_bid else None)
         body = _call_rule(name, fn, bid_rule, rules)
         if body is not None:
             rule = f"call-{name.replace('_', '-')}"
@@ -109,16 +123,17 @@ def action_grammar(
 
 def _bid_rule(
     action: str, elements: dict[str, AXLine | None] | None, rules: dict[str, str],
-    forbidden: set[str] | None = None,
+    forbidden: set[str] | None = None, *, targets_only: bool = False,
 ) -> str | None:
     """The rule of the element ids ``action`` may name (added to ``rules``), less the
-    ``forbidden`` ones, or None when the view has none it could act on."""
+    ``forbidden`` ones, or None when the view has none it could act on. ``elements``
+    are pointer targets only (``targets_only``): the rule gets its own name."""
     if elements is None:
         rules["bid"] = "\"'\" [a-zA-Z]* [0-9]+ \"'\" | \"\\\"\" [a-zA-Z]* [0-9]+ \"\\\"\""
         return "bid"
     accepts = ACTION_TARGETS.get(action)
     if accepts is None:
-        rule, chosen = "bid", sorted(elements)
+        rule, chosen = ("bid-pointer" if targets_only else "bid"), sorted(elements)
     else:
         rule = f"bid-{accepts.__name__.replace('_', '-')}"
         chosen = sorted(b for b, line in elements.items() if line is None or accepts(line))

@@ -87,6 +87,27 @@ ACTION_TARGETS: dict[str, Callable[[AXLine], bool]] = {
 Every other action that takes a bid can act on any element."""
 
 
+POINTER_ACTIONS = ("click", "dblclick", "hover", "focus")
+"""Actions that only point at an element: none changes it the way a fill or a key does."""
+
+POINTER_TARGET_ROLES = frozenset({
+    "link", "button", "checkbox", "radio", "switch", "tab", "menuitem", "menuitemcheckbox",
+    "menuitemradio", "option", "treeitem", "combobox", "listbox", "textbox", "searchbox",
+    "spinbutton", "slider", "DisclosureTriangle", LABEL_ROLE,
+})
+"""Roles that answer a click by themselves: controls, links, and labels (which act on
+their control). Any other element answers one only where the page listens for it."""
+
+
+def is_pointer_target(element: AXLine | None, clickable: bool) -> bool:
+    """Whether a click on the element can do anything: a control or link, or an element
+    the page listens to clicks on (``clickable``: the DOM snapshot's flag, or the
+    ``clickable`` a listened-to generic is printed with). Unknown (None) counts as one."""
+    if element is None or clickable:
+        return True
+    return element.role in POINTER_TARGET_ROLES or "clickable" in element.properties
+
+
 def action(fn: ActionFunction) -> ActionFunction:
     """Register an async action function under its own name."""
     if not inspect.iscoroutinefunction(fn):

@@ -23,9 +23,10 @@ from linewise.agent.prompt import (
     retry_message,
 )
 from linewise.agent.prompt_fit import PromptLimits
-from linewise.agent.repeats import Repeat, find_repeat, is_futile
+from linewise.agent.repeats import Repeat, find_repeat, futile_calls, is_futile
 from linewise.agent.response import AgentAnswer, parse_answer
 from linewise.agent.structured import Constraint, ask_structured, supports
+from linewise.agent.targets import closest_targets, inert_bids, pointer_targets
 from linewise.axtree import without_state
 from linewise.errors import ResponseFormatError
 from linewise.records import ActionDecoding, AnswerCheckRecord, LLMCall, RepeatEscape
@@ -145,13 +146,13 @@ class ActionAgent:
                                          self.examples)
         decision = Decision(page_key=view.page_key)
         # Once the endpoint refused a grammar (remembered per model), none is built.
-        grammar = (Constraint.gbnf("action", action_grammar(view.elements, self.action_names))
-                   if self.grammar_on and supports(self.model, "grammar") else None)
+        grammar = (self._grammar(goal, view) if self.grammar_on and supports(self.model, "grammar")
+                   else None)
         asking = _Asking(decision, grammar, spend_check)
         await self._ask(asking, messages)
         if self.repeat_escapes and (
                 repeat := find_repeat(decision.action, self.history, decision.page_key)):
-            await self._escape_repeat(asking, messages, view, repeat)
+            await self._escape_repeat(goal, asking, messages, view, repeat)
         if self._may_answer_from_reasoning(goal, decision):
             await self._answer_from_reasoning(goal, view, asking)
         return decision
@@ -220,7 +221,7 @@ class ActionAgent:
             decision.action_text = str(decision.action)
 
     async def _escape_repeat(
-        self, asking: _Asking, messages: list[dict[str, str]], view: PageView,
+        self, goal: str, asking: _Asking, messages: list[dict[str, str]], view: PageView,
         repeat: Repeat,
     ) -> None:
         """Ask again, told that the answer changed nothing when it was made on this page,
@@ -237,7 +238,7 @@ class ActionAgent:
         log.info("futile repeat", action=str(repeated), made=[str(c) for c in repeat.made],
                  cycle=repeat.is_cycle)
         if asking.grammar is not None:
-            asking = _Asking(decision, self._grammar_without(view, forbidden),
+            asking = _Asking(decision, self._grammar(goal, view, forbidden),
                              asking.spend_check)
         if repeat.is_cycle:
             told = cycle_repeat_message(str(repeated))
@@ -245,7 +246,9 @@ class ActionAgent:
             error = next((step.error for step in reversed(self.history)
                           if step.parsed is not None and is_futile(repeated, [step.parsed])),
                          None)
-            told = futile_repeat_message(str(repeated), [str(c) for c in repeat.made], error)
+            told = futile_repeat_message(
+                str(repeated), [str(c) for c in repeat.made], error,
+                can_report=self.action_names is None or "send_msg_to_user" in self.action_names)
         messages = [
             *messages,
             {"role": "assistant", "content": decision.calls[-1].response or ""},
@@ -268,9 +271,20 @@ class ActionAgent:
                 return
             log.info("repeat not escaped", attempt=attempt, answer=answer.action_text)
 
-    def _grammar_without(self, view: PageView, calls: list[ParsedAction]) -> Constraint:
+    def _grammar(self, goal: str, view: PageView,
+                 forbid: list[ParsedAction] | None = None) -> Constraint:
+        """The action grammar over the view's elements, less ``forbid``. Once a pointer
+        action on this unchanged page named an element that answers no click, pointer
+        actions may name only the clickable elements closest to the goal, the ones the
+        prompt lists (``agent.targets``), or any clickable one when none is close."""
+        pointer_bids: list[str] | None = None
+        if view.elements is not None and inert_bids(
+                futile_calls(self.history, view.page_key), view.elements, view.clickable):
+            pointer_bids = (closest_targets(goal, view.elements, view.clickable, page_url=view.url)
+                            or pointer_targets(view.elements, view.clickable))
         try:
-            grammar = action_grammar(view.elements, self.action_names, forbid=calls)
+            grammar = action_grammar(view.elements, self.action_names, forbid=forbid or (),
+                                     pointer_bids=pointer_bids)
         except ValueError:  # the forbidden calls were the only ones left: keep the full grammar
             grammar = action_grammar(view.elements, self.action_names)
         return Constraint.gbnf("action", grammar)

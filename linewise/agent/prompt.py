@@ -7,7 +7,8 @@ from functools import cache
 from pydantic import BaseModel, Field
 
 from linewise.agent.action_parser import ParsedAction, allowed_actions
-from linewise.agent.actions import ENDING_ACTIONS, describe_action_space
+from linewise.agent.actions import ENDING_ACTIONS, POINTER_ACTIONS, describe_action_space
+from linewise.agent.targets import closest_targets, inert_bids, target_text
 from linewise.axtree import AXLine
 from linewise.prompts import load_prompt, render_prompt
 from linewise.records import Tab
@@ -32,6 +33,11 @@ class PageView(BaseModel):
         "action grammar names only these, and each action only the kinds of element it "
         "can act on. None: not known, any id is allowed.",
     )
+    clickable: frozenset[str] = Field(
+        default=frozenset(), description="The elements the page listens to clicks on "
+        "(the DOM snapshot's flag), not shown: a click on an element that is neither "
+        "one of these nor a control or link does nothing (``agent.targets``).",
+    )
 
 
 class StepMemory(BaseModel):
@@ -47,7 +53,9 @@ class StepMemory(BaseModel):
     page_key: str = Field(default="", description="The page the action was taken on.")
 
 
-def render_history(history: list[StepMemory], max_steps: int = 20) -> str:
+def render_history(history: list[StepMemory], max_steps: int = 20, page_key: str = "") -> str:
+    """The past steps, oldest first; a pointer action after which the page was the same
+    (``page_key``: the page as it is now, after the last step) says so."""
     if not history:
         return "(none yet: this is the first step)\n"
     shown = history[-max_steps:]
@@ -65,7 +73,18 @@ def render_history(history: list[StepMemory], max_steps: int = 20) -> str:
         lines.append(f"  action: {step.action or '(none)'}")
         if step.error:
             lines.append(f"  error: {step.error}")
+        elif _changed_nothing(step, history[number] if number < len(history) else None,
+                              page_key):
+            lines.append("  result: nothing on the page changed")
     return "\n".join(lines) + "\n"
+
+
+def _changed_nothing(step: StepMemory, after: StepMemory | None, page_key: str) -> bool:
+    """Whether ``step``, a pointer action, left the page as it was (``after``: the next
+    step, taken on the page it left; else the page is ``page_key``)."""
+    if step.parsed is None or step.parsed.name not in POINTER_ACTIONS or not step.page_key:
+        return False
+    return step.page_key == (after.page_key if after is not None else page_key)
 
 
 def repeated_action_note(history: list[StepMemory], threshold: int = 2) -> str:
@@ -85,6 +104,27 @@ def repeated_action_note(history: list[StepMemory], threshold: int = 2) -> str:
     if count < threshold:
         return ""
     return "\n" + render_prompt("repeated_action.md", count=count, action=last)
+
+
+def pointed_at_nothing_note(goal: str, view: PageView, history: list[StepMemory]) -> str:
+    """A note when the last step pointed at an element that answers no click and the page
+    stayed as it was, naming the clickable elements closest to the goal (``targets``)."""
+    if not history or view.elements is None:
+        return ""
+    last = history[-1]
+    if last.parsed is None or last.error or not last.page_key or last.page_key != view.page_key:
+        return ""
+    inert = inert_bids([last.parsed], view.elements, view.clickable)
+    if not inert:
+        return ""
+    closest = closest_targets(goal, view.elements, view.clickable, page_url=view.url)
+    listed = "".join(f"\n  {target_text(line)}" for bid in closest
+                     if (line := view.elements[bid]) is not None)
+    element = view.elements[inert[0]]
+    assert element is not None
+    return "\n" + render_prompt(
+        "pointed_at_nothing.md", action=str(last.parsed), element=element.head(max_name=60),
+        targets=f" Those in your view closest to the goal:{listed}" if listed else "")
 
 
 def render_tabs(view: PageView) -> str:
@@ -120,8 +160,9 @@ def build_action_messages(
         tabs=render_tabs(view),
         focused=f"[{view.focused_bid}]" if view.focused_bid else "(none)",
         observation=view.text,
-        history=render_history(history),
-        last_error=last_error + repeated_action_note(history),
+        history=render_history(history, page_key=view.page_key),
+        last_error=last_error + repeated_action_note(history)
+        + pointed_at_nothing_note(goal, view, history),
     )
     return [
         {"role": "system", "content": system_prompt(tuple(action_names or ()))},
@@ -146,17 +187,23 @@ def system_prompt(action_names: tuple[str, ...] = ()) -> str:
                          ending_rules=rules)
 
 
-def futile_repeat_message(action: str, done: list[str], error: str | None) -> dict[str, str]:
+def futile_repeat_message(action: str, done: list[str], error: str | None,
+                          *, can_report: bool = False) -> dict[str, str]:
     """Tells the model that ``action``, answered again, changed nothing (or failed) when
-    it was made on this page; ``done`` lists every call made since the page last changed."""
+    it was made on this page; ``done`` lists every call made since the page last changed.
+    ``can_report``: the agent ends the episode itself, and is reminded that a goal
+    already reached is reported (the 1.5B model, on the entry it was asked to open,
+    clicked its link again and, forbidden that, clicked the next link it listed)."""
     outcome = "nothing on the page changed"
     first_line = (error or "").strip().splitlines()[:1]
     if first_line:
         outcome = f"it failed ({first_line[0]}) and {outcome}"
+    report = (" If the goal is already reached, say so with send_msg_to_user."
+              if can_report else "")
     return {
         "role": "user",
         "content": render_prompt("futile_repeat.md", action=action, done=", then ".join(done),
-                                 outcome=outcome),
+                                 outcome=outcome, report=report),
     }
 
 

@@ -20,10 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from linewise.agent.action_parser import ParsedAction
+from linewise.agent.actions import POINTER_ACTIONS
 from linewise.agent.prompt import StepMemory
-
-POINTER_ACTIONS = ("click", "dblclick", "hover", "focus")
-"""Actions that only point at an element: none changes it the way a fill or a key does."""
 
 _CLICKS = ("click", "dblclick")
 

@@ -348,6 +348,8 @@ class _Episode:
         view.text = step.filtered.text
         lines = element_lines(obs.lines, step.filtered.shown_bids)
         view.elements = {bid: lines.get(bid) for bid in step.filtered.shown_bids}
+        view.clickable = frozenset(bid for bid in view.elements
+                                   if (found := obs.elements.get(bid)) and found.clickable)
         timings = StepTimings(observe_ms=(observed - started) * 1000)
         try:
             step.decision = await self.agent.decide(goal, view, self._spend_check)

@@ -328,3 +328,83 @@ async def test_re_asks_stop_at_the_spending_limit() -> None:
     assert len(llm.requests) == 2 and spent == [1, 2]
     assert decision.action is None and "no <action>" in (decision.error or "")
     assert decision.reasks_stopped == "episode tokens reached --max-tokens"
+
+
+DOC = ["RootWebArea 'Tasks'", "\t[30] paragraph ''", "\t\tStaticText 'Run func in a thread.'",
+       "\t[31] code ''", "\t\tStaticText 'to_thread()'", "\t[32] term 'asyncio.to_thread(func)'",
+       "\t[33] link 'to_thread()', url='http://docs/tasks.html#asyncio.to_thread'",
+       "\t[34] paragraph ''", "\t[35] heading 'Threads'", "\t[36] button 'Search'"]
+
+
+async def test_after_a_click_on_an_element_that_answers_none_only_elements_that_can_are_named(
+) -> None:
+    # the 1.5B model asked to open an entry clicked its paragraphs and code spans one after
+    # another (a new element each time: no repeat) while the entry's link was in its view;
+    # the model answers the first call its grammar admits
+    walk = ["click('30')", "click('31')", "click('32')", "click('34')", "click('36')",
+            "click('35')", "click('33')"]
+
+    def grammar_bound(messages: list[dict[str, Any]], info: CallInfo) -> str:
+        grammar = info.params["extra_body"]["grammar"]
+        return next(a for a in (f"<think>Open it.</think><action>{c}</action>" for c in walk)
+                    if admits(grammar, a))
+
+    model = FunctionModel(grammar_bound)
+    agent = ActionAgent(model, AgentSettings(action_grammar="on"))
+    view = _view(DOC).model_copy(update={
+        "elements": element_lines(DOC, ["30", "31", "32", "33", "34", "35", "36"]),
+        "clickable": frozenset({"35"})})  # a heading the page listens to clicks on
+    first = await agent.decide("Open the entry of asyncio.to_thread().", view)
+    assert str(first.action) == "click('30')"  # nothing tried yet on this page: any element
+    agent.remember(first, None)
+    walk.remove("click('30')")
+    second = await agent.decide("Open the entry of asyncio.to_thread().", view)
+    assert str(second.action) == "click('35')" and second.repeat_escape is None
+    # told, with the elements that can be clicked and share words with the goal
+    told = model.requests[-1].messages[-1]["content"]
+    assert "click('30'), pointed at [30] paragraph, which does not respond to clicks" in told
+    assert told.split("closest to the goal:\n")[1].splitlines()[:3] == [
+        "  [33] link 'to_thread()' (#asyncio.to_thread)", "  [35] heading 'Threads'", ""]
+    grammar = model.requests[-1].params["extra_body"]["grammar"]
+    # pointer actions name only the clickable elements the note lists: not the button,
+    # which shares no word with the goal, nor the term
+    assert admits(grammar, "<think>x</think><action>hover('33')</action>")
+    assert not admits(grammar, "<think>x</think><action>focus('32')</action>")
+    assert not admits(grammar, "<think>x</think><action>click('36')</action>")
+    # the page changed: every element may be named again
+    agent.remember(second, None)
+    moved = view.model_copy(update={"page_key": "another page"})
+    walk.insert(0, "click('31')")
+    third = await agent.decide("Open the entry of asyncio.to_thread().", moved)
+    assert str(third.action) == "click('31')"
+
+
+def test_the_history_says_which_pointer_actions_left_the_page_as_it_was() -> None:
+    from linewise.agent.action_parser import parse_action
+    from linewise.agent.prompt import StepMemory, render_history
+
+    def step(call: str, key: str, error: str | None = None) -> StepMemory:
+        return StepMemory(action=call, parsed=parse_action(call), page_key=key, error=error)
+
+    history = [step("click('30')", "a"), step("click('33')", "a"), step("fill('4', 'x')", "b"),
+               step("click('5')", "b", error="Element 5 is hidden"), step("hover('9')", "c")]
+    blocks = render_history(history, page_key="c").split("Step ")[1:]
+    unchanged = "  result: nothing on the page changed"
+    # click('30') left page a as it was; click('33') led to page b; a fill is not pointing;
+    # an error is said instead; the hover left page c, where the page still is
+    assert [unchanged in block for block in blocks] == [True, False, False, False, True]
+    assert render_history(history, page_key="d").count(unchanged) == 1
+
+
+async def test_a_futile_repeat_is_told_to_report_a_reached_goal_where_the_agent_may() -> None:
+    # on the entry it was asked to open, the model clicked the entry's link again
+    again = "<think>Open it.</think><action>click('33')</action>"
+    model = FunctionModel(lambda messages, info: again)
+    view = _view(DOC)
+    for names, reminded in ((None, True), (["click", "scroll", "noop"], False)):
+        agent = ActionAgent(model, AgentSettings(), action_names=names)
+        agent.remember(await agent.decide("Open the entry of asyncio.to_thread().", view), None)
+        await agent.decide("Open the entry of asyncio.to_thread().", view)
+        told = model.requests[-1].messages[-1]["content"]
+        assert "nothing on the page changed" in told
+        assert ("If the goal is already reached, say so with send_msg_to_user." in told) is reminded
