@@ -31,6 +31,17 @@ def stubborn(messages: list[dict[str, Any]]) -> str:
     return SUBMIT if _told_futile(messages) else FILL
 
 
+def first_admitted(preferred: list[str]) -> FunctionModel:
+    """A model that answers the first of ``preferred`` (a list the test may change) its
+    request's grammar admits, as llama.cpp's sampling under a grammar would."""
+    def grammar_bound(messages: list[dict[str, Any]], info: CallInfo) -> str:
+        grammar = info.params["extra_body"]["grammar"]
+        return next(a for a in (f"<think>Try.</think><action>{c}</action>" for c in preferred)
+                    if admits(grammar, a))
+
+    return FunctionModel(grammar_bound)
+
+
 def _view(lines: list[str]) -> PageView:
     return PageView(url="http://form/", text="\n".join(lines),
                     page_key=page_key("http://form/", lines))
@@ -124,12 +135,7 @@ async def test_pointing_at_an_element_in_turn_is_escaped_under_the_grammar() -> 
     # whose clicks change nothing; the model answers the first call its grammar admits
     preferred = ["focus('17')", "click('17')", "hover('17')", "fill('16', 'Alice')"]
 
-    def grammar_bound(messages: list[dict[str, Any]], info: CallInfo) -> str:
-        grammar = info.params["extra_body"]["grammar"]
-        return next(a for a in (f"<think>Try.</think><action>{c}</action>" for c in preferred)
-                    if admits(grammar, a))
-
-    model = FunctionModel(grammar_bound)
+    model = first_admitted(preferred)
     agent = ActionAgent(model, AgentSettings(action_grammar="on"))
     view = _view(PAGE).model_copy(update={"elements": element_lines(PAGE, ["16", "17"])})
     first = await agent.decide("Submit the form.", view)
@@ -344,12 +350,7 @@ async def test_after_a_click_on_an_element_that_answers_none_only_elements_that_
     walk = ["click('30')", "click('31')", "click('32')", "click('34')", "click('36')",
             "click('35')", "click('33')"]
 
-    def grammar_bound(messages: list[dict[str, Any]], info: CallInfo) -> str:
-        grammar = info.params["extra_body"]["grammar"]
-        return next(a for a in (f"<think>Open it.</think><action>{c}</action>" for c in walk)
-                    if admits(grammar, a))
-
-    model = FunctionModel(grammar_bound)
+    model = first_admitted(walk)
     agent = ActionAgent(model, AgentSettings(action_grammar="on"))
     view = _view(DOC).model_copy(update={
         "elements": element_lines(DOC, ["30", "31", "32", "33", "34", "35", "36"]),
