@@ -26,7 +26,7 @@ from linewise.agent.prompt_fit import PromptLimits
 from linewise.agent.repeats import Repeat, find_repeat, futile_calls, is_futile
 from linewise.agent.response import AgentAnswer, parse_answer
 from linewise.agent.structured import Constraint, ask_structured, supports
-from linewise.agent.targets import closest_targets, inert_bids, pointer_targets
+from linewise.agent.targets import closest_targets, inert_bids, link_url, pointer_targets
 from linewise.axtree import without_state
 from linewise.errors import ResponseFormatError
 from linewise.records import ActionDecoding, AnswerCheckRecord, LLMCall, RepeatEscape
@@ -61,6 +61,7 @@ class Decision(BaseModel):
     )
     calls: list[LLMCall] = Field(default_factory=list)
     page_key: str = Field(default="", description="The page the decision was made on.")
+    url: str = Field(default="", description="Its URL, fragment included.")
     repeat_escape: RepeatEscape | None = Field(
         default=None,
         description="Set when the first answer repeated an action that had changed nothing: "
@@ -144,7 +145,7 @@ class ActionAgent:
         """One step's action. ``spend_check`` is asked before every re-ask."""
         messages = build_action_messages(goal, view, self.history, self.action_names,
                                          self.examples)
-        decision = Decision(page_key=view.page_key)
+        decision = Decision(page_key=view.page_key, url=view.url)
         # Once the endpoint refused a grammar (remembered per model), none is built.
         grammar = (self._grammar(goal, view) if self.grammar_on and supports(self.model, "grammar")
                    else None)
@@ -248,7 +249,10 @@ class ActionAgent:
                          None)
             told = futile_repeat_message(
                 str(repeated), [str(c) for c in repeat.made], error,
-                can_report=self.action_names is None or "send_msg_to_user" in self.action_names)
+                can_report=self.action_names is None or "send_msg_to_user" in self.action_names,
+                leads_here=bool(view.elements) and any(
+                    (line := (view.elements or {}).get(bid)) is not None
+                    and link_url(line) == view.url for bid in repeated.bids))
         messages = [
             *messages,
             {"role": "assistant", "content": decision.calls[-1].response or ""},
@@ -307,6 +311,7 @@ class ActionAgent:
                 parsed=decision.action,
                 error=action_error or decision.error,
                 page_key=decision.page_key,
+                url=decision.url,
             )
         )
 

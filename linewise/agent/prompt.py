@@ -51,11 +51,14 @@ class StepMemory(BaseModel):
     parsed: ParsedAction | None = Field(default=None, description="The action, when it parsed.")
     error: str | None = None
     page_key: str = Field(default="", description="The page the action was taken on.")
+    url: str = Field(default="", description="Its URL, fragment included.")
 
 
-def render_history(history: list[StepMemory], max_steps: int = 20, page_key: str = "") -> str:
-    """The past steps, oldest first; a pointer action after which the page was the same
-    (``page_key``: the page as it is now, after the last step) says so."""
+def render_history(history: list[StepMemory], max_steps: int = 20, page_key: str = "",
+                   url: str = "") -> str:
+    """The past steps, oldest first; a pointer action after which the page and its URL
+    were the same (``page_key``, ``url``: the page as it is now, after the last step) says
+    so. A link to an anchor changes the URL alone, and counts as a change here."""
     if not history:
         return "(none yet: this is the first step)\n"
     shown = history[-max_steps:]
@@ -74,17 +77,21 @@ def render_history(history: list[StepMemory], max_steps: int = 20, page_key: str
         if step.error:
             lines.append(f"  error: {step.error}")
         elif _changed_nothing(step, history[number] if number < len(history) else None,
-                              page_key):
+                              page_key, url):
             lines.append("  result: nothing on the page changed")
     return "\n".join(lines) + "\n"
 
 
-def _changed_nothing(step: StepMemory, after: StepMemory | None, page_key: str) -> bool:
-    """Whether ``step``, a pointer action, left the page as it was (``after``: the next
-    step, taken on the page it left; else the page is ``page_key``)."""
+def _changed_nothing(step: StepMemory, after: StepMemory | None, page_key: str,
+                     url: str) -> bool:
+    """Whether ``step``, a pointer action, left the page and its URL as they were
+    (``after``: the next step, taken on the page it left; else the page is ``page_key``
+    at ``url``)."""
     if step.parsed is None or step.parsed.name not in POINTER_ACTIONS or not step.page_key:
         return False
-    return step.page_key == (after.page_key if after is not None else page_key)
+    if after is not None:
+        page_key, url = after.page_key, after.url
+    return step.page_key == page_key and step.url == url
 
 
 def repeated_action_note(history: list[StepMemory], threshold: int = 2) -> str:
@@ -160,7 +167,7 @@ def build_action_messages(
         tabs=render_tabs(view),
         focused=f"[{view.focused_bid}]" if view.focused_bid else "(none)",
         observation=view.text,
-        history=render_history(history, page_key=view.page_key),
+        history=render_history(history, page_key=view.page_key, url=view.url),
         last_error=last_error + repeated_action_note(history)
         + pointed_at_nothing_note(goal, view, history),
     )
@@ -188,16 +195,19 @@ def system_prompt(action_names: tuple[str, ...] = ()) -> str:
 
 
 def futile_repeat_message(action: str, done: list[str], error: str | None,
-                          *, can_report: bool = False) -> dict[str, str]:
+                          *, can_report: bool = False, leads_here: bool = False
+                          ) -> dict[str, str]:
     """Tells the model that ``action``, answered again, changed nothing (or failed) when
     it was made on this page; ``done`` lists every call made since the page last changed.
     ``can_report``: the agent ends the episode itself, and is reminded that a goal
     already reached is reported (the 1.5B model, on the entry it was asked to open,
-    clicked its link again and, forbidden that, clicked the next link it listed)."""
-    outcome = "nothing on the page changed"
+    clicked its link again and, forbidden that, clicked the next link it listed).
+    ``leads_here``: the action names a link to the very URL the page is at."""
+    outcome = ("it leads to the address the page is already at" if leads_here
+               else "nothing on the page changed")
     first_line = (error or "").strip().splitlines()[:1]
     if first_line:
-        outcome = f"it failed ({first_line[0]}) and {outcome}"
+        outcome = f"it failed ({first_line[0]}) and nothing on the page changed"
     report = (" If the goal is already reached, say so with send_msg_to_user."
               if can_report else "")
     return {

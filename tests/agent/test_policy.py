@@ -395,6 +395,12 @@ def test_the_history_says_which_pointer_actions_left_the_page_as_it_was() -> Non
     # an error is said instead; the hover left page c, where the page still is
     assert [unchanged in block for block in blocks] == [True, False, False, False, True]
     assert render_history(history, page_key="d").count(unchanged) == 1
+    # a link to an anchor changes the URL alone (the page key leaves fragments out)
+    anchored = [StepMemory(action="click('33')", parsed=parse_action("click('33')"),
+                           page_key="a", url="http://docs/t.html")]
+    assert unchanged not in render_history(anchored, page_key="a",
+                                           url="http://docs/t.html#asyncio.to_thread")
+    assert unchanged in render_history(anchored, page_key="a", url="http://docs/t.html")
 
 
 async def test_a_futile_repeat_is_told_to_report_a_reached_goal_where_the_agent_may() -> None:
@@ -409,3 +415,11 @@ async def test_a_futile_repeat_is_told_to_report_a_reached_goal_where_the_agent_
         told = model.requests[-1].messages[-1]["content"]
         assert "nothing on the page changed" in told
         assert ("If the goal is already reached, say so with send_msg_to_user." in told) is reminded
+    # on the entry itself, the link leads where the page already is
+    there = view.model_copy(update={"url": "http://docs/tasks.html#asyncio.to_thread",
+                                    "elements": element_lines(DOC, ["33"])})
+    agent = ActionAgent(model, AgentSettings())
+    agent.remember(await agent.decide("Open the entry of asyncio.to_thread().", there), None)
+    await agent.decide("Open the entry of asyncio.to_thread().", there)
+    told = model.requests[-1].messages[-1]["content"]
+    assert "it leads to the address the page is already at" in told
