@@ -231,16 +231,23 @@ class ActionAgent:
         model still wrote the same call at temperature (``click('415')`` five steps
         running on a search form while the link it looked for was in its view), or
         turned to another way of pointing at the same element (``focus('617')``,
-        ``click('617')``, ``focus('617')``…)."""
+        ``click('617')``, ``focus('617')``…). A link to the address the page is already at
+        is not forbidden: the model that clicks it again takes the page for where it
+        should be, and made to choose another, the 1.5B model left the entry it had been
+        asked to open for the next link it saw; told, it may keep it."""
         decision = asking.decision
         assert decision.action is not None
         repeated = decision.action
         forbidden = repeat.forbidden
+        leads_here = view.elements is not None and any(
+            (line := view.elements.get(bid)) is not None and link_url(line) == view.url
+            for bid in repeated.bids)
         log.info("futile repeat", action=str(repeated), made=[str(c) for c in repeat.made],
-                 cycle=repeat.is_cycle)
-        if asking.grammar is not None:
+                 cycle=repeat.is_cycle, leads_here=leads_here)
+        if asking.grammar is not None and not leads_here:
             asking = _Asking(decision, self._grammar(goal, view, forbidden),
                              asking.spend_check)
+        narrowed = asking.grammar is not None and not leads_here
         if repeat.is_cycle:
             told = cycle_repeat_message(str(repeated))
         else:
@@ -250,9 +257,7 @@ class ActionAgent:
             told = futile_repeat_message(
                 str(repeated), [str(c) for c in repeat.made], error,
                 can_report=self.action_names is None or "send_msg_to_user" in self.action_names,
-                leads_here=bool(view.elements) and any(
-                    (line := (view.elements or {}).get(bid)) is not None
-                    and link_url(line) == view.url for bid in repeated.bids))
+                leads_here=leads_here)
         messages = [
             *messages,
             {"role": "assistant", "content": decision.calls[-1].response or ""},
@@ -263,7 +268,7 @@ class ActionAgent:
             # Under a grammar that forbids the repeat the first re-ask is greedy: the
             # repeat cannot be written, and sampling at the re-ask temperature made the
             # 1.5B model answer click('17', 'middle') or clear the field it had filled.
-            sampling = ({} if attempt == 0 and asking.grammar is not None
+            sampling = ({} if attempt == 0 and narrowed
                         else {"temperature": self.reask_temperature})
             answer = await self._answer(asking, messages, retries=0, **sampling)
             if answer is None:

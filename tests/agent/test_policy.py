@@ -423,3 +423,24 @@ async def test_a_futile_repeat_is_told_to_report_a_reached_goal_where_the_agent_
     await agent.decide("Open the entry of asyncio.to_thread().", there)
     told = model.requests[-1].messages[-1]["content"]
     assert "it leads to the address the page is already at" in told
+
+
+async def test_under_the_grammar_a_link_to_where_the_page_is_may_be_kept() -> None:
+    # forbidden its click on the entry it was asked to open, the model left the entry
+    # for the next link it listed
+    model = first_admitted(["click('33')", "click('35')"])
+    agent = ActionAgent(model, AgentSettings(action_grammar="on"))
+    there = _view(DOC).model_copy(update={
+        "url": "http://docs/tasks.html#asyncio.to_thread",
+        "elements": element_lines(DOC, ["33", "35"])})
+    agent.remember(await agent.decide("Open the entry of asyncio.to_thread().", there), None)
+    again = await agent.decide("Open the entry of asyncio.to_thread().", there)
+    assert again.repeat_escape == "kept" and str(again.action) == "click('33')"
+    assert admits(model.requests[-1].params["extra_body"]["grammar"],
+                  "<think>x</think><action>click('33')</action>")
+    # a link elsewhere is still forbidden when made again on the unchanged page
+    agent = ActionAgent(model, AgentSettings(action_grammar="on"))
+    elsewhere = there.model_copy(update={"url": "http://docs/tasks.html"})
+    agent.remember(await agent.decide("Open the entry of asyncio.to_thread().", elsewhere), None)
+    moved = await agent.decide("Open the entry of asyncio.to_thread().", elsewhere)
+    assert moved.repeat_escape == "escaped" and str(moved.action) == "click('35')"
