@@ -98,11 +98,10 @@ def action_grammar(
         forbidden = forbidden_bids.get(name)
         if forbidden is not None and not needs_bid:
             continue
-        targets_only = (pointer_bids is not None and name in POINTER_ACTIONS
-                        and elements is not None)
-        named = ({bid: line for bid, line in elements.items() if bid in pointer_bids}
-                 if targets_only and elements is not None and pointer_bids is not None
-                 else elements)
+        named, targets_only = elements, False
+        if pointer_bids is not None and name in POINTER_ACTIONS and elements is not None:
+            named = {bid: line for bid, line in elements.items() if bid in pointer_bids}
+            targets_only = True
         bid_rule = (_bid_rule(name, named, rules, forbidden, targets_only=targets_only)
                     if needs_bid else None)
         body = _call_rule(name, fn, bid_rule, rules)

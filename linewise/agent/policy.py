@@ -26,7 +26,7 @@ from linewise.agent.prompt_fit import PromptLimits
 from linewise.agent.repeats import Repeat, find_repeat, futile_calls, is_futile
 from linewise.agent.response import AgentAnswer, parse_answer
 from linewise.agent.structured import Constraint, ask_structured, supports
-from linewise.agent.targets import closest_targets, inert_bids, link_url, pointer_targets
+from linewise.agent.targets import closest_targets, inert_bids, leads_to, pointer_targets
 from linewise.axtree import without_state
 from linewise.errors import ResponseFormatError
 from linewise.records import ActionDecoding, AnswerCheckRecord, LLMCall, RepeatEscape
@@ -239,9 +239,7 @@ class ActionAgent:
         assert decision.action is not None
         repeated = decision.action
         forbidden = repeat.forbidden
-        leads_here = view.elements is not None and any(
-            (line := view.elements.get(bid)) is not None and link_url(line) == view.url
-            for bid in repeated.bids)
+        leads_here = leads_to(repeated.bids, view.elements, view.url)
         log.info("futile repeat", action=str(repeated), made=[str(c) for c in repeat.made],
                  cycle=repeat.is_cycle, leads_here=leads_here)
         if asking.grammar is not None and not leads_here:

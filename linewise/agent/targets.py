@@ -65,6 +65,13 @@ def link_url(line: AXLine) -> str:
     return next((p[5:-1] for p in line.properties if p.startswith("url=")), "")
 
 
+def leads_to(bids: Iterable[str], elements: Elements | None, url: str) -> bool:
+    """Whether one of the elements is a link to exactly ``url`` (fragment included)."""
+    return elements is not None and any(
+        (line := elements.get(bid)) is not None and link_url(line) == url
+        for bid in bids)
+
+
 def link_fragment(line: AXLine) -> str:
     """The part of a link's URL after ``#``; "" for anything else."""
     return link_url(line).partition("#")[2]
