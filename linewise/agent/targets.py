@@ -14,6 +14,7 @@ paragraph's (``click('2424')``, the glossary's GIL, after ``click('2416')``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 
 from linewise.agent.action_parser import ParsedAction
@@ -22,6 +23,8 @@ from linewise.agent.filters.bm25 import words
 from linewise.axtree import AXLine
 
 Elements = Mapping[str, AXLine | None]
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][\w.]*[\w]")
 
 
 def inert_bids(calls: Iterable[ParsedAction], elements: Elements | None,
@@ -40,24 +43,50 @@ def pointer_targets(elements: Elements, clickable: frozenset[str]) -> list[str]:
     return [bid for bid, line in elements.items() if is_pointer_target(line, bid in clickable)]
 
 
+def named_words(goal: str) -> set[str]:
+    """The words of ``goal`` that name something the way code or a reference does
+    (``asyncio.to_thread``, ``SHUT_RDWR``, ``ELLIPSIS``, ``RewriteMap``: a dot, an
+    underscore, or a capital after the first letter), lower-cased."""
+    return {word.lower() for word in _IDENTIFIER.findall(goal)
+            if "." in word or "_" in word or any(c.isupper() for c in word[1:])}
+
+
+def names_one_of(line: AXLine, named: set[str]) -> bool:
+    """Whether the element is called by one of ``named``: its name (a call's ``()`` and
+    a pilcrow set aside), or a link's ``#fragment`` or that fragment's last dotted part
+    (``#doctest.ELLIPSIS``, Apache's lower-cased ``#rewritemap``)."""
+    fragment = link_fragment(line).lower()
+    name = (line.name or "").replace("¶", "").strip().removesuffix("()").lower()
+    return bool(named & {name, fragment, fragment.rpartition(".")[2]} - {""})
+
+
 def closest_targets(goal: str, elements: Elements, clickable: frozenset[str],
                     k: int = 5, page_url: str = "") -> list[str]:
-    """Up to ``k`` elements a click can act on, most words shared with ``goal`` first
-    (the name, and a link's ``#fragment``: a documentation entry's own name), in view
-    order among equals; none that shares no word, and no link to ``page_url`` itself
-    (a sidebar's link to the page's own title only reloads it)."""
+    """Up to ``k`` elements a click can act on, closest to ``goal`` first: those the goal
+    names (:func:`named_words`: a section link "Option Flags" shares more words with
+    "doctest's ELLIPSIS option flag" than the link 'ELLIPSIS' does, and the 1.5B model
+    took the first it was offered), then most words shared with the goal (the name, and
+    a link's ``#fragment``: a documentation entry's own name), in view order among
+    equals. None that shares no word; one link per destination (a contents list, a
+    sidebar and the text often link the same anchor); no link to ``page_url`` itself (a
+    sidebar's link to the page's own title only reloads it)."""
     wanted = set(words(goal))
+    named = named_words(goal)
     here = page_url.partition("#")[0]
-    scored: list[tuple[int, int, str]] = []
+    scored: list[tuple[bool, int, int, str]] = []
+    destinations: set[str] = set()
     for order, (bid, line) in enumerate(elements.items()):
         if line is None or not is_pointer_target(line, bid in clickable):
             continue
-        if here and link_url(line) == here:
+        url = link_url(line)
+        if (here and url == here) or url in destinations:
             continue
         shared = len(wanted & set(words(f"{line.name or ''} {link_fragment(line)}")))
         if shared:
-            scored.append((-shared, order, bid))
-    return [bid for _, _, bid in sorted(scored)[:k]]
+            scored.append((not names_one_of(line, named), -shared, order, bid))
+            if url:
+                destinations.add(url)
+    return [bid for *_, bid in sorted(scored)[:k]]
 
 
 def link_url(line: AXLine) -> str:

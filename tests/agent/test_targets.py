@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from linewise.agent.action_parser import parse_action
-from linewise.agent.targets import closest_targets, inert_bids, pointer_targets
+from linewise.agent.targets import closest_targets, inert_bids, named_words, pointer_targets
 from linewise.axtree import element_lines
 
 PAGE = "http://docs/library/inspect.html"
@@ -41,6 +41,31 @@ def test_the_closest_targets_share_most_words_with_the_goal_and_leave_the_page_i
     # own title link (inspect, object) only reloads it.
     assert closest_targets(GOAL, ELEMENTS, frozenset(), page_url=PAGE + "#top") == [
         "4", "5", "8"]
-    assert closest_targets(GOAL, ELEMENTS, frozenset()) == ["1", "4", "5", "8"]
+    assert closest_targets(GOAL, ELEMENTS, frozenset()) == ["4", "1", "5", "8"]  # named first
     assert closest_targets(GOAL, ELEMENTS, frozenset(), k=1, page_url=PAGE) == ["4"]
     assert closest_targets("Press the big red button.", ELEMENTS, frozenset()) == []
+
+
+def test_what_the_goal_names_comes_before_what_shares_more_words_and_a_destination_once(
+) -> None:
+    page = "http://docs/library/doctest.html"
+    lines = [
+        "RootWebArea 'doctest'",
+        f"\t[10] link 'option flags', url='{page}#doctest-options'",
+        f"\t[11] link 'Option Flags', url='{page}#doctest-options'",
+        "\t[12] term 'doctest.ELLIPSIS'",
+        f"\t[13] link 'ELLIPSIS', url='{page}#doctest.ELLIPSIS'",
+        f"\t[14] link 'ELLIPSIS', url='{page}#doctest.ELLIPSIS'",
+        "\t[15] link 'RewriteMap', url='http://docs/mod/mod_rewrite.html#rewritemap'",
+        "\t[16] link 'Ellipsis', url='http://docs/library/constants.html#Ellipsis'",
+    ]
+    elements = element_lines(lines, [str(i) for i in range(10, 17)])
+    goal = "Open the entry of doctest's ELLIPSIS option flag."
+    assert named_words(goal) == {"ellipsis"}
+    # the section link shares doctest, option and flag; the entry's link is named
+    assert closest_targets(goal, elements, frozenset(), page_url=page) == ["13", "16", "10"]
+    assert named_words("Open the entry of the RewriteMap directive, not asyncio.run()") == {
+        "rewritemap", "asyncio.run"}
+    # Apache lower-cases its anchors: the fragment names the directive
+    assert closest_targets("Where is RewriteMap set?", elements, frozenset())[0] == "15"
+    assert named_words("Which Valgrind release added Solaris? Open its entry.") == set()
