@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 import inspect
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -179,7 +179,7 @@ async def click(
     modifiers: list[Literal["Alt", "Control", "ControlOrMeta", "Meta", "Shift"]] | None = None,
 ) -> None:
     """
-    Click an element: follow a link, press a button, tick a box.
+    Click an element: follow a link, press a button, tick a box, choose an option.
 
     Examples:
         click('a51')
@@ -187,7 +187,36 @@ async def click(
         click('48', button="middle", modifiers=["Shift"])
     """
     element = await ctx.locate(bid)
+    if await _choose_option(element, modifiers or [], ctx.timeout_ms):
+        return
     await element.click(button=button, modifiers=modifiers or [], timeout=ctx.timeout_ms)
+
+
+_OPTION_JS = """(el) => {
+    const select = el.tagName === 'OPTION' ? el.closest('select') : null;
+    return select && {index: el.index, multiple: select.multiple,
+                      selected: Array.from(select.selectedOptions, (o) => o.index)};
+}"""
+_ADDING_MODIFIERS = frozenset({"Control", "ControlOrMeta", "Meta", "Shift"})
+
+
+async def _choose_option(element: Locator, modifiers: Sequence[str], timeout_ms: int) -> bool:
+    """Select the option when the element is an ``<option>`` of a ``<select>``; False
+    for any other element. A closed list's options are in the accessibility tree but
+    never visible, so a click on one waits out its timeout ("element is not visible"):
+    the model reads "option 'Phil'" and clicks it, as a person would pick it. In a
+    multiple list a click with Control, Meta or Shift toggles the option and keeps the
+    others, as it does for a person."""
+    found = await element.evaluate(_OPTION_JS, timeout=timeout_ms)
+    if not found:
+        return False
+    index = int(found["index"])
+    indices = [index]
+    if found["multiple"] and _ADDING_MODIFIERS & set(modifiers):
+        indices = sorted(set(found["selected"]) ^ {index})
+    select = element.locator("xpath=ancestor::select[1]")
+    await select.select_option(index=indices, timeout=timeout_ms)
+    return True
 
 
 @action

@@ -79,11 +79,28 @@ async def test_element_actions(session: BrowserSession, pages: StaticServer) -> 
     assert (await d.run(f"select_option('{d.bid('combobox .Color')}', 'blue')")).error is None
     assert await session.page.input_value("#color") == "b"
 
+    # an option of a closed list is never visible: a click on it picks it
+    await session.page.evaluate(
+        "document.querySelector('#color').addEventListener('change', "
+        "() => { document.body.dataset.changed = 'yes'; })")
+    assert (await d.run(f"click('{d.bid('option .green')}')")).error is None
+    assert await session.page.input_value("#color") == "g"
+    assert await session.page.evaluate("document.body.dataset.changed") == "yes"
+
     multi = d.bid("listbox .Tags")
     assert (await d.run(f"select_option('{multi}', ['alpha', 'gamma'])")).error is None
     selected = await session.page.eval_on_selector(
         "#tags", "s => Array.from(s.selectedOptions).map(o => o.value)")
     assert selected == ["alpha", "gamma"]
+    await d.observe()
+    beta = d.bid("option .beta")
+    assert (await d.run(f"click('{beta}', modifiers=['Control'])")).error is None
+    assert await session.page.eval_on_selector(
+        "#tags", "s => Array.from(s.selectedOptions).map(o => o.value)") == [
+        "alpha", "beta", "gamma"]
+    assert (await d.run(f"click('{beta}')")).error is None
+    assert await session.page.eval_on_selector(
+        "#tags", "s => Array.from(s.selectedOptions).map(o => o.value)") == ["beta"]
 
     keys = d.bid("textbox ''") if False else await _keys_bid(d)
     assert (await d.run(f"fill('{keys}', 'hello')")).error is None
