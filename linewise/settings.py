@@ -214,6 +214,13 @@ class AgentSettings(BaseModel):
         "ends the episode (not MiniWoB++); auto: with the embedded model and --gguf; on: "
         "with any model.",
     )
+    past_thoughts: Literal["auto", "on", "off"] = Field(
+        default="on",
+        description="Show the model its own past thoughts in the history of its steps, "
+        "beside their actions and results. off: actions and results only (a small model "
+        "copies its last thought word for word and acts on it again); auto: off for the "
+        "embedded model and --gguf, on for endpoints.",
+    )
     memory: Path | None = Field(
         default=None,
         description="An experience memory (`linewise memory build`): each episode's "

@@ -121,6 +121,10 @@ class ActionAgent:
         self.reask_temperature = self.settings.reask_temperature
         self.action_names = action_names
         self.grammar_on = _grammar_on(self.settings.action_grammar, model)
+        # the opposite way round: auto hides them from the small model alone
+        self.past_thoughts = (self.settings.past_thoughts == "on"
+                              or (self.settings.past_thoughts == "auto"
+                                  and not getattr(model, "embedded", False)))
         self.history: list[StepMemory] = []
         self.examples = ""
         """The memory's worked examples for this episode (``agent/experience``), shown
@@ -136,7 +140,8 @@ class ActionAgent:
         model's context less the rest of the prompt, the answer and one re-ask."""
         empty = view.model_copy(update={"text": ""})
         others = count_message_tokens(
-            build_action_messages(goal, empty, self.history, self.action_names, self.examples))
+            build_action_messages(goal, empty, self.history, self.action_names, self.examples,
+                                  past_thoughts=self.past_thoughts))
         return self.limits.view_room(others)
 
     async def decide(
@@ -144,7 +149,7 @@ class ActionAgent:
     ) -> Decision:
         """One step's action. ``spend_check`` is asked before every re-ask."""
         messages = build_action_messages(goal, view, self.history, self.action_names,
-                                         self.examples)
+                                         self.examples, past_thoughts=self.past_thoughts)
         decision = Decision(page_key=view.page_key, url=view.url)
         # Once the endpoint refused a grammar (remembered per model), none is built.
         grammar = (self._grammar(goal, view) if self.grammar_on and supports(self.model, "grammar")

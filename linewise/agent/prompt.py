@@ -55,10 +55,11 @@ class StepMemory(BaseModel):
 
 
 def render_history(history: list[StepMemory], max_steps: int = 20, page_key: str = "",
-                   url: str = "") -> str:
-    """The past steps, oldest first; a pointer action after which the page and its URL
-    were the same (``page_key``, ``url``: the page as it is now, after the last step) says
-    so. A link to an anchor changes the URL alone, and counts as a change here."""
+                   url: str = "", *, thoughts: bool = True) -> str:
+    """The past steps, oldest first, with their thoughts (``thoughts``); a pointer action
+    after which the page and its URL were the same (``page_key``, ``url``: the page as it
+    is now, after the last step) says so. A link to an anchor changes the URL alone, and
+    counts as a change here."""
     if not history:
         return "(none yet: this is the first step)\n"
     shown = history[-max_steps:]
@@ -67,7 +68,7 @@ def render_history(history: list[StepMemory], max_steps: int = 20, page_key: str
     if first > 1:
         lines.append(f"({first - 1} earlier step(s) not shown)")
     for number, step in enumerate(shown, first):
-        thought = (step.think or "").strip().replace("\n", " ")
+        thought = (step.think or "").strip().replace("\n", " ") if thoughts else ""
         if len(thought) > MAX_THOUGHT_CHARS:
             thought = thought[: MAX_THOUGHT_CHARS - 1] + "…"
         lines.append(f"Step {number}:")
@@ -149,12 +150,16 @@ def build_action_messages(
     history: list[StepMemory],
     action_names: list[str] | None = None,
     examples: str = "",
+    *,
+    past_thoughts: bool = True,
 ) -> list[dict[str, str]]:
     """The system and user messages for one action decision (static part first).
 
     ``examples`` (the experience memory's worked examples, ``agent/experience``) open the
     user message: they stay the same for a whole episode, so a prefix cache keeps them
-    with the system prompt, and the page that changes every step comes after them."""
+    with the system prompt, and the page that changes every step comes after them.
+    ``past_thoughts``: the history shows each step's thought (else its action and result
+    alone)."""
     last_error = (
         f"\n# Error from your last action\n{view.last_action_error}\n"
         if view.last_action_error
@@ -167,7 +172,8 @@ def build_action_messages(
         tabs=render_tabs(view),
         focused=f"[{view.focused_bid}]" if view.focused_bid else "(none)",
         observation=view.text,
-        history=render_history(history, page_key=view.page_key, url=view.url),
+        history=render_history(history, page_key=view.page_key, url=view.url,
+                               thoughts=past_thoughts),
         last_error=last_error + repeated_action_note(history)
         + pointed_at_nothing_note(goal, view, history),
     )

@@ -444,3 +444,22 @@ async def test_under_the_grammar_a_link_to_where_the_page_is_may_be_kept() -> No
     agent.remember(await agent.decide("Open the entry of asyncio.to_thread().", elsewhere), None)
     moved = await agent.decide("Open the entry of asyncio.to_thread().", elsewhere)
     assert moved.repeat_escape == "escaped" and str(moved.action) == "click('35')"
+
+
+async def test_past_thoughts_are_hidden_from_the_small_model_under_auto() -> None:
+    # the 1.5B model copied its last thought word for word at every step of MiniWoB++'s
+    # click-option ("…we need to focus on the 'Submit' button") and clicked the radio again
+    answer = "<think>The Submit button is next.</think><action>click('17')</action>"
+    prompts = []
+    with ScriptedChatServer(lambda _messages: answer) as llm:
+        view = _view(PAGE)
+        for embedded in (True, False):
+            agent = ActionAgent(_client(llm, embedded=embedded),
+                                AgentSettings(past_thoughts="auto"))
+            agent.remember(await agent.decide("Submit the form.", view), None)
+            second = len(llm.requests)
+            await agent.decide("Submit the form.", view)
+            prompts.append(llm.requests[second]["messages"][1]["content"])
+    small, large = prompts
+    assert "Step 1:\n  action: click('17')" in small and "thought:" not in small
+    assert "Step 1:\n  thought: The Submit button is next.\n  action: click('17')" in large
