@@ -5,19 +5,13 @@ step's ``FilterInput`` it reads whether the agent got stuck on that view:
 
 - ``noop``: the last action was ``noop()``;
 - ``repeat``: the last action repeated the one before on an unchanged page;
-- ``no_effect``: the last action pointed at an element (a click, a hover, a focus) and
-  the page is the same as the view was read from. On a documentation page the embedded
-  model clicks one paragraph after another while the answer lies outside its view, and
-  the view, reused while the page stays the same, never takes in what its thoughts
-  name. A pointless click asks for a wider look, not for the whole tree: alone, it
-  sets the level to 1;
 - ``filter_miss``: the last action named an element the view did not show;
 - ``action_error``: the last action failed and named an element;
 - ``cannot_find``: the last thought says it cannot find or see something.
 
 Each consecutive stuck step raises the level by one (a larger budget, then the whole
-tree; ``no_effect`` alone sets it to 1); a step that is not stuck brings it back to 0.
-The decision goes to the trace as ``notes["escalation"]``.
+tree); a step that is not stuck brings it back to 0. The decision goes to the trace
+as ``notes["escalation"]``.
 """
 
 from __future__ import annotations
@@ -27,7 +21,6 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
-from linewise.agent.actions import POINTER_ACTIONS
 from linewise.agent.filters.base import FilterInput
 
 __all__ = ["Escalation", "EscalationState", "ShownStep", "stuck_reasons"]
@@ -69,8 +62,6 @@ def stuck_reasons(observation: FilterInput, previous: ShownStep | None) -> list[
     if (len(observation.history) >= 2 and unchanged
             and last.text.strip() == observation.history[-2].text.strip()):
         reasons.append("repeat")
-    elif unchanged and last.name in POINTER_ACTIONS and not observation.last_action_error:
-        reasons.append("no_effect")
     if any(bid not in previous.shown_bids for bid in bids):
         reasons.append("filter_miss")
     if observation.last_action_error and bids:
@@ -91,10 +82,7 @@ class Escalation:
     def update(self, observation: FilterInput) -> EscalationState:
         """This step's level, from how the last step went."""
         reasons = stuck_reasons(observation, self.previous)
-        if reasons == ["no_effect"]:
-            self.level = min(self.max_level, 1)
-        else:
-            self.level = min(self.max_level, self.level + 1) if reasons else 0
+        self.level = min(self.max_level, self.level + 1) if reasons else 0
         unchanged = self.previous is not None and self.previous.lines == observation.lines
         return EscalationState(level=self.level, reasons=reasons, page_unchanged=unchanged)
 
