@@ -215,7 +215,7 @@ class AgentSettings(BaseModel):
         "with any model.",
     )
     past_thoughts: Literal["auto", "on", "off"] = Field(
-        default="on",
+        default="auto",
         description="Show the model its own past thoughts in the history of its steps, "
         "beside their actions and results. off: actions and results only (a small model "
         "copies its last thought word for word and acts on it again); auto: off for the "
