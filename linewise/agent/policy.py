@@ -287,18 +287,24 @@ class ActionAgent:
                  forbid: list[ParsedAction] | None = None) -> Constraint:
         """The action grammar over the view's elements, less ``forbid``. Once a pointer
         action on this unchanged page named an element that answers no click, pointer
-        actions may name only the clickable elements closest to the goal, the ones the
-        prompt lists (``agent.targets``), or any clickable one when none is close."""
+        actions may name only what the prompt lists (``agent.targets``): the links that
+        open the entry the last one pointed into (``view.entry_links``: offered them beside
+        other links, the 1.5B model took the one whose id began like the element's), else
+        the clickable elements closest to the goal, else any clickable one."""
         pointer_bids: list[str] | None = None
         if view.elements is not None and inert_bids(
                 futile_calls(self.history, view.page_key), view.elements, view.clickable):
-            pointer_bids = (closest_targets(goal, view.elements, view.clickable, page_url=view.url)
+            pointer_bids = (list(view.entry_links)
+                            or closest_targets(goal, view.elements, view.clickable,
+                                               page_url=view.url)
                             or pointer_targets(view.elements, view.clickable))
+        elements = (view.elements if view.elements is None or not view.entry_links
+                    else {**view.elements, **view.entry_links})
         try:
-            grammar = action_grammar(view.elements, self.action_names, forbid=forbid or (),
+            grammar = action_grammar(elements, self.action_names, forbid=forbid or (),
                                      pointer_bids=pointer_bids)
         except ValueError:  # the forbidden calls were the only ones left: keep the full grammar
-            grammar = action_grammar(view.elements, self.action_names)
+            grammar = action_grammar(elements, self.action_names)
         return Constraint.gbnf("action", grammar)
 
     async def _ask(self, asking: _Asking, messages: list[dict[str, str]]) -> None:

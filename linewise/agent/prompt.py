@@ -38,6 +38,12 @@ class PageView(BaseModel):
         "(the DOM snapshot's flag), not shown: a click on an element that is neither "
         "one of these nor a control or link does nothing (``agent.targets``).",
     )
+    entry_links: dict[str, AXLine] = Field(
+        default_factory=dict, description="Links of the page, in the view or not, that "
+        "open the entry (a definition, a section) the last action pointed into, when what "
+        "it pointed at answers no click (``targets.entry_links``): the note that says so "
+        "names them, and the action grammar admits them.",
+    )
 
 
 class StepMemory(BaseModel):
@@ -75,12 +81,26 @@ def render_history(history: list[StepMemory], max_steps: int = 20, page_key: str
         if thought:
             lines.append(f"  thought: {thought}")
         lines.append(f"  action: {step.action or '(none)'}")
+        after = history[number] if number < len(history) else None
         if step.error:
             lines.append(f"  error: {step.error}")
-        elif _changed_nothing(step, history[number] if number < len(history) else None,
-                              page_key, url):
+        elif _changed_nothing(step, after, page_key, url):
             lines.append("  result: nothing on the page changed")
+        elif moved := _moved_to(step, after.url if after is not None else url):
+            lines.append(f"  result: {moved}")
     return "\n".join(lines) + "\n"
+
+
+def _moved_to(step: StepMemory, url: str) -> str:
+    """Where the page went after ``step``, when its address changed ("" else). Once a
+    link had taken it to the entry it was asked to open, the 1.5B model, not told, went
+    on clicking the entry's own links and left it."""
+    if not step.url or not url or url == step.url:
+        return ""
+    page, _, fragment = url.partition("#")
+    if page == step.url.partition("#")[0] and fragment:
+        return f"the page went to its part #{fragment}"
+    return f"the browser went to {url}"
 
 
 def _changed_nothing(step: StepMemory, after: StepMemory | None, page_key: str,
@@ -116,7 +136,9 @@ def repeated_action_note(history: list[StepMemory], threshold: int = 2) -> str:
 
 def pointed_at_nothing_note(goal: str, view: PageView, history: list[StepMemory]) -> str:
     """A note when the last step pointed at an element that answers no click and the page
-    stayed as it was, naming the clickable elements closest to the goal (``targets``)."""
+    stayed as it was, naming the links that open the entry the element lies in
+    (``view.entry_links``), else the clickable elements closest to the goal
+    (``targets``)."""
     if not history or view.elements is None:
         return ""
     last = history[-1]
@@ -125,14 +147,19 @@ def pointed_at_nothing_note(goal: str, view: PageView, history: list[StepMemory]
     inert = inert_bids([last.parsed], view.elements, view.clickable)
     if not inert:
         return ""
-    closest = closest_targets(goal, view.elements, view.clickable, page_url=view.url)
-    listed = "".join(f"\n  {target_text(line)}" for bid in closest
-                     if (line := view.elements[bid]) is not None)
     element = view.elements[inert[0]]
     assert element is not None
+    if view.entry_links:
+        listed = "".join(f"\n  {target_text(line)}" for line in view.entry_links.values())
+        targets = f" To open the entry it lies in:{listed}"
+    else:
+        closest = closest_targets(goal, view.elements, view.clickable, page_url=view.url)
+        listed = "".join(f"\n  {target_text(line)}" for bid in closest
+                         if (line := view.elements[bid]) is not None)
+        targets = f" Those in your view closest to the goal:{listed}" if listed else ""
     return "\n" + render_prompt(
         "pointed_at_nothing.md", action=str(last.parsed), element=element.head(max_name=60),
-        targets=f" Those in your view closest to the goal:{listed}" if listed else "")
+        targets=targets)
 
 
 def render_tabs(view: PageView) -> str:

@@ -15,16 +15,22 @@ paragraph's (``click('2424')``, the glossary's GIL, after ``click('2416')``).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from linewise.agent.action_parser import ParsedAction
 from linewise.agent.actions import POINTER_ACTIONS, is_pointer_target
 from linewise.agent.filters.bm25 import words
-from linewise.axtree import AXLine
+from linewise.axtree import AXLine, bid_of, element_lines, line_depth, parse_line
 
 Elements = Mapping[str, AXLine | None]
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][\w.]*[\w]")
+_ENTRY_HEAD = re.compile(r"^\t*\[[A-Za-z0-9]+\] (term|heading) ")
+# Words a definition's term puts before the name it defines (Sphinx: "class enum.Flag",
+# "exception ReferenceError", "async with", "@enum.unique").
+_TERM_PREFIXES = frozenset({"class", "exception", "async", "await", "awaitable", "abstractmethod",
+                            "classmethod", "staticmethod", "coroutine", "property", "method",
+                            "function", "data", "attribute", "module"})
 
 
 def inert_bids(calls: Iterable[ParsedAction], elements: Elements | None,
@@ -110,3 +116,78 @@ def target_text(line: AXLine) -> str:
     """``[33] link 'to_thread()' (#asyncio.to_thread)``."""
     fragment = link_fragment(line)
     return line.head(max_name=60) + (f" (#{fragment})" if fragment else "")
+
+
+def entry_links(lines: Sequence[str], bid: str, page_url: str, k: int = 2) -> list[str]:
+    """Up to ``k`` links of the page (``lines``: the whole tree, unnumbered) that open the
+    entry the element ``bid`` lies in: the reference entry (a definition's term) or the
+    section (a heading) it belongs to, named the way the page's anchors are (the term's
+    name, ``socket.create_connection``; a heading's first word, Apache's ``#pidfile``, or
+    its title as a slug, ``#option-flags``). Exact names first, then a method's anchor
+    under its class (``#….FileFinder.invalidate_caches``), in page order; one link per
+    anchor.
+
+    Asked to open an entry, the 1.5B model clicked the entry's description, its term or
+    its list, none of which answers a click, while a link to the entry's anchor was
+    elsewhere on the page: these are the links that do what it pointed at."""
+    index = next((i for i, line in enumerate(lines) if bid_of(line) == bid), None)
+    if index is None:
+        return []
+    head = _entry_head(lines, index)
+    if head is None or not head.name:
+        return []
+    name = head.name.replace("¶", "").strip()
+    words = [w for w in _IDENTIFIER.findall(name.lstrip("@")) if w.lower() not in _TERM_PREFIXES]
+    if not words:
+        return []
+    primary = words[0].lower()
+    exact = {primary, re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")}
+    here = page_url.partition("#")[0]
+    found: list[tuple[int, int, str, str]] = []
+    for order, line in enumerate(lines):
+        if "] link " not in line or (link_bid := bid_of(line)) is None or link_bid == bid:
+            continue
+        url = link_url(parse_line(line))
+        page, _, fragment = url.partition("#")
+        if not fragment or (page and here and page != here):
+            continue
+        fragment = fragment.lower()
+        if fragment in exact:
+            found.append((0, order, fragment, link_bid))
+        elif ("." in primary or "(" in name) and fragment.endswith("." + primary):
+            found.append((1, order, fragment, link_bid))
+    chosen: dict[str, str] = {}  # one link per anchor: a contents list and the text repeat it
+    for *_, fragment, link_bid in sorted(found):
+        chosen.setdefault(fragment, link_bid)
+    return list(chosen.values())[:k]
+
+
+def pointed_entry_links(call: ParsedAction | None, lines: Sequence[str],
+                        clickable: frozenset[str], page_url: str) -> dict[str, AXLine]:
+    """The links (with their lines) that open the entries ``call``, a pointer action,
+    pointed into, where what it pointed at answers no click (:func:`entry_links`)."""
+    if call is None or call.name not in POINTER_ACTIONS:
+        return {}
+    pointed = element_lines(lines, call.bids)
+    links = [link for bid in inert_bids([call], pointed, clickable)
+             for link in entry_links(lines, bid, page_url)]
+    found = element_lines(lines, links)
+    return {bid: found[bid] for bid in dict.fromkeys(links) if bid in found}
+
+
+def _entry_head(lines: Sequence[str], index: int) -> AXLine | None:
+    """The term or heading that opens the entry line ``index`` lies in: the line itself,
+    a definition list's first term, or else the closest one before it."""
+    element = parse_line(lines[index])
+    if element.role in ("term", "heading"):
+        return element
+    if element.role == "DescriptionList":
+        for line in lines[index + 1:]:
+            if line_depth(line) <= element.depth:
+                break
+            if _ENTRY_HEAD.match(line):
+                return parse_line(line)
+    for line in reversed(lines[:index]):
+        if _ENTRY_HEAD.match(line):
+            return parse_line(line)
+    return None

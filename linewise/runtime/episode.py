@@ -36,6 +36,7 @@ from linewise.agent.models import ChatModel
 from linewise.agent.policy import ActionAgent, Decision, page_key
 from linewise.agent.prompt import PageView
 from linewise.agent.prompt_fit import fit_view
+from linewise.agent.targets import pointed_entry_links
 from linewise.axtree import bids_in, element_lines
 from linewise.errors import (
     BrowserCrashed,
@@ -350,6 +351,11 @@ class _Episode:
         view.elements = {bid: lines.get(bid) for bid in step.filtered.shown_bids}
         view.clickable = frozenset(bid for bid in view.elements
                                    if (found := obs.elements.get(bid)) and found.clickable)
+        if (last := self.agent.history[-1].parsed if self.agent.history else None) is not None:
+            view.entry_links = pointed_entry_links(
+                last, obs.lines, frozenset(bid for bid in last.bids
+                                           if (found := obs.elements.get(bid)) and found.clickable),
+                obs.url)
         timings = StepTimings(observe_ms=(observed - started) * 1000)
         try:
             step.decision = await self.agent.decide(goal, view, self._spend_check)

@@ -398,9 +398,46 @@ def test_the_history_says_which_pointer_actions_left_the_page_as_it_was() -> Non
     # a link to an anchor changes the URL alone (the page key leaves fragments out)
     anchored = [StepMemory(action="click('33')", parsed=parse_action("click('33')"),
                            page_key="a", url="http://docs/t.html")]
-    assert unchanged not in render_history(anchored, page_key="a",
-                                           url="http://docs/t.html#asyncio.to_thread")
+    went = render_history(anchored, page_key="a", url="http://docs/t.html#asyncio.to_thread")
+    assert unchanged not in went
+    assert went.endswith("  result: the page went to its part #asyncio.to_thread\n")
     assert unchanged in render_history(anchored, page_key="a", url="http://docs/t.html")
+    assert render_history(anchored, page_key="b", url="http://docs/u.html").endswith(
+        "  result: the browser went to http://docs/u.html\n")
+    # a step without a known address says nothing of where it went
+    assert "result" not in render_history([history[2]], page_key="z", url="http://docs/u.html")
+
+
+async def test_a_click_inside_an_entry_is_told_the_links_that_open_it_and_may_name_only_those(
+) -> None:
+    # the 1.5B model clicked the entry's list, then, offered the entry's link beside the
+    # view's other links, took one whose id began like the list's: 2126 after 2084
+    from linewise.agent.targets import pointed_entry_links
+
+    lines = [*DOC[:-1], "\t[37] link 'connect()', url='http://docs/tasks.html#connect'",
+             DOC[-1], "\t[90] link 'to_thread()', url='http://docs/tasks.html#asyncio.to_thread'"]
+    in_view = ["30", "31", "32", "34", "35", "36", "37"]  # the entry's links are not shown
+    view = _view(DOC).model_copy(update={"url": "http://docs/tasks.html",
+                                         "elements": element_lines(lines, in_view)})
+    model = first_admitted(["click('34')", "click('37')", "click('90')", "click('33')"])
+    agent = ActionAgent(model, AgentSettings(action_grammar="on"))
+    goal = "Which function runs a blocking call in a thread? Open its entry."
+    agent.remember(await agent.decide(goal, view), None)
+    clicked = agent.history[-1].parsed
+    entry = view.model_copy(update={"entry_links": pointed_entry_links(
+        clicked, lines, frozenset(), view.url)})
+    assert list(entry.entry_links) == ["33"]  # the first link to #asyncio.to_thread
+    decision = await agent.decide(goal, entry)
+    told = model.requests[-1].messages[-1]["content"]
+    assert "pointed at [34] paragraph, which does not respond to clicks" in told
+    assert told.split("To open the entry it lies in:\n")[1].splitlines()[0] == (
+        "  [33] link 'to_thread()' (#asyncio.to_thread)")
+    assert "[37]" not in told
+    grammar = model.requests[-1].params["extra_body"]["grammar"]
+    assert admits(grammar, "<think>x</think><action>click('33')</action>")
+    assert not admits(grammar, "<think>x</think><action>click('37')</action>")
+    assert not admits(grammar, "<think>x</think><action>click('90')</action>")
+    assert str(decision.action) == "click('33')"
 
 
 async def test_a_futile_repeat_is_told_to_report_a_reached_goal_where_the_agent_may() -> None:

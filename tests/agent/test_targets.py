@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from linewise.agent.action_parser import parse_action
-from linewise.agent.targets import closest_targets, inert_bids, named_words, pointer_targets
+from linewise.agent.targets import (
+    closest_targets,
+    entry_links,
+    inert_bids,
+    named_words,
+    pointed_entry_links,
+    pointer_targets,
+)
 from linewise.axtree import element_lines
 
 PAGE = "http://docs/library/inspect.html"
@@ -69,3 +76,61 @@ def test_what_the_goal_names_comes_before_what_shares_more_words_and_a_destinati
     # Apache lower-cases its anchors: the fragment names the directive
     assert closest_targets("Where is RewriteMap set?", elements, frozenset())[0] == "15"
     assert named_words("Which Valgrind release added Solaris? Open its entry.") == set()
+
+
+SOCKET = "http://docs/library/socket.html"
+REFERENCE = [
+    "RootWebArea 'socket'",
+    f"\t[1] link 'socket', url='{SOCKET}#module-socket'",
+    "\t[2] DescriptionList ''",
+    "\t\t[3] term 'socket.create_connection(address, timeout=None)'",
+    "\t\t\tStaticText 'create_connection'",
+    "\t\t[4] definition ''",
+    "\t\t\t[5] paragraph ''",
+    "\t\t\t\tStaticText 'Connect to a TCP service.'",
+    f"\t\t\t\t[6] link 'timeout', url='{SOCKET}#socket.timeout'",
+    "\t\t\t[7] DescriptionList ''",
+    "\t\t\t\t[8] term 'close()'",
+    "\t\t\t\t[9] definition ''",
+    "\t[10] heading 'Option Flags'",
+    "\t[11] paragraph ''",
+    "\t[12] heading 'PidFile Directive'",
+    "\t[13] paragraph ''",
+    f"\t[20] link 'create_connection()', url='{SOCKET}#socket.create_connection'",
+    f"\t[21] link 'create_connection()', url='{SOCKET}#socket.create_connection'",
+    f"\t[22] link 'close()', url='{SOCKET}#socket.socket.close'",
+    f"\t[23] link 'close()', url='{SOCKET}#socket.close'",
+    f"\t[24] link 'Option Flags', url='{SOCKET}#option-flags'",
+    "\t[25] link 'PidFile', url='http://docs/mod/mpm_common.html#pidfile'",
+    f"\t[26] link 'PidFile', url='{SOCKET}#pidfile'",
+    f"\t[27] link 'timeout', url='{SOCKET}#timeout'",
+]
+
+
+def test_the_links_that_open_the_entry_an_element_lies_in() -> None:
+    # a definition's text, its list and its term all lie in the entry socket.create_connection;
+    # one link per anchor, and the term's parameter (timeout) is no name of the entry
+    for inside in ("2", "3", "4", "5"):
+        assert entry_links(REFERENCE, inside, SOCKET) == ["20"], inside
+    # a method's term names the method alone: anchors under a class, in page order, after
+    # an anchor that is the name itself
+    assert entry_links(REFERENCE, "9", SOCKET) == ["22", "23"]
+    assert entry_links(REFERENCE, "9", SOCKET, k=1) == ["22"]
+    exact = [*REFERENCE, f"\t[28] link 'close', url='{SOCKET}#close'"]
+    assert entry_links(exact, "9", SOCKET) == ["28", "22"]
+    # a section: its title as a slug; Apache's: the heading's first word, on this page only
+    assert entry_links(REFERENCE, "11", SOCKET) == ["24"]
+    assert entry_links(REFERENCE, "13", SOCKET) == ["26"]
+    assert entry_links(REFERENCE, "1", SOCKET) == []  # before any entry
+    assert entry_links(REFERENCE, "99", SOCKET) == []  # not on the page
+
+
+def test_only_an_element_that_answers_no_click_is_given_its_entry_links() -> None:
+    links = pointed_entry_links(parse_action("click('5')"), REFERENCE, frozenset(), SOCKET)
+    assert [(bid, line.name) for bid, line in links.items()] == [("20", "create_connection()")]
+    assert pointed_entry_links(parse_action("hover('4')"), REFERENCE, frozenset(), SOCKET)
+    # a link answers clicks; so does an element the page listens to; a fill points at nothing
+    for call, clickable in (("click('6')", frozenset()), ("click('5')", frozenset({"5"})),
+                            ("fill('5', 'x')", frozenset())):
+        assert pointed_entry_links(parse_action(call), REFERENCE, clickable, SOCKET) == {}
+    assert pointed_entry_links(None, REFERENCE, frozenset(), SOCKET) == {}

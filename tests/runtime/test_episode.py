@@ -204,3 +204,35 @@ async def test_log_lines_name_the_task_and_the_filter(
     assert sorted(entry["filter"] for entry in steps) == ["none", "none", "truncate", "truncate"]
     assert {entry["event"] for entry in lines} >= {"episode started", "step"}
     assert all(entry["filter"] in ("none", "truncate") for entry in lines)
+
+
+async def test_a_click_inside_a_reference_entry_is_shown_the_link_that_opens_it(
+    browser: Browser, pages: StaticServer, tmp_path: Path
+) -> None:
+    # asked to open an entry, the 1.5B model clicked the entry's description, which answers
+    # no click; the page's only visible link to the entry's anchor is far below it
+    def script(messages: list[dict[str, Any]]) -> str:
+        prompt = messages[1]["content"]
+        if "result: the page went to its part #socket.create_connection" in prompt:
+            return "<action>send_msg_to_user('Opened socket.create_connection.')</action>"
+        told = messages[-1]["content"].partition("To open the entry it lies in:\n")[2]
+        if told:
+            return f"<action>click('{bid_matching(told, 'create_connection')}')</action>"
+        tree = prompt_section(prompt, "Current page")
+        below = tree.partition("term 'socket.create_connection")[2]
+        return f"<action>click('{bid_matching(below, 'paragraph')}')</action>"
+
+    with ScriptedChatServer(script) as llm:
+        env = EpisodeResources(browser, _client(llm), None)
+        task = WebTask.model_validate({
+            "id": "entry", "url": pages.url("reference.html"), "max_steps": 4,
+            "goal": "Which helper connects to a TCP service? Open its entry.",
+            "success": {"url_contains": "#socket.create_connection"},
+        })
+        summary = await run_episode(task, env, tmp_path)
+    steps = read_steps(tmp_path / "entry")
+    assert summary.success is True and summary.n_steps == 3, [s.action for s in steps]
+    link = bid_matching(steps[0].observation, r"link 'create_connection\(\)'")
+    assert steps[1].action == f"click('{link}')"
+    assert steps[2].url.endswith("reference.html#socket.create_connection")
+
