@@ -27,7 +27,7 @@ from linewise.agent.repeats import Repeat, find_repeat, futile_calls, is_futile
 from linewise.agent.response import AgentAnswer, parse_answer
 from linewise.agent.structured import Constraint, ask_structured, supports
 from linewise.agent.targets import closest_targets, inert_bids, leads_to, pointer_targets
-from linewise.axtree import without_state
+from linewise.axtree import AXLine, without_state
 from linewise.errors import ResponseFormatError
 from linewise.records import ActionDecoding, AnswerCheckRecord, LLMCall, RepeatEscape
 from linewise.settings import DEFAULT_CONTEXT_TOKENS, AgentSettings, EndpointSettings
@@ -62,6 +62,9 @@ class Decision(BaseModel):
     calls: list[LLMCall] = Field(default_factory=list)
     page_key: str = Field(default="", description="The page the decision was made on.")
     url: str = Field(default="", description="Its URL, fragment included.")
+    target: AXLine | None = Field(
+        default=None, description="The line of the element the action named first, in the "
+        "view it was chosen on.")
     repeat_escape: RepeatEscape | None = Field(
         default=None,
         description="Set when the first answer repeated an action that had changed nothing: "
@@ -148,6 +151,11 @@ class ActionAgent:
         self, goal: str, view: PageView, spend_check: SpendCheck | None = None
     ) -> Decision:
         """One step's action. ``spend_check`` is asked before every re-ask."""
+        if self.history and view.elements is not None:
+            # the page as it is now says what the last step did to the element it named
+            last = self.history[-1]
+            if last.parsed is not None and last.parsed.bids:
+                last.target_after = view.elements.get(last.parsed.bids[0])
         messages = build_action_messages(goal, view, self.history, self.action_names,
                                          self.examples, past_thoughts=self.past_thoughts)
         decision = Decision(page_key=view.page_key, url=view.url)
@@ -161,6 +169,8 @@ class ActionAgent:
             await self._escape_repeat(goal, asking, messages, view, repeat)
         if self._may_answer_from_reasoning(goal, decision):
             await self._answer_from_reasoning(goal, view, asking)
+        if decision.action is not None and decision.action.bids and view.elements is not None:
+            decision.target = view.elements.get(decision.action.bids[0])
         return decision
 
     async def _answer(
@@ -326,6 +336,7 @@ class ActionAgent:
                 error=action_error or decision.error,
                 page_key=decision.page_key,
                 url=decision.url,
+                target=decision.target,
             )
         )
 

@@ -58,6 +58,16 @@ class StepMemory(BaseModel):
     error: str | None = None
     page_key: str = Field(default="", description="The page the action was taken on.")
     url: str = Field(default="", description="Its URL, fragment included.")
+    target: AXLine | None = Field(
+        default=None, description="The line of the element the action named first, as it "
+        "was when the action was chosen.")
+    target_after: AXLine | None = Field(
+        default=None, description="The same element's line on the next page the agent saw "
+        "(None: not known, or not shown).")
+
+
+# Flags that change without saying what an action did: any click focuses its element.
+_UNTOLD_PROPERTIES = ("focused", "clickable", "url=")
 
 
 def render_history(history: list[StepMemory], max_steps: int = 20, page_key: str = "",
@@ -88,7 +98,26 @@ def render_history(history: list[StepMemory], max_steps: int = 20, page_key: str
             lines.append("  result: nothing on the page changed")
         elif moved := _moved_to(step, after.url if after is not None else url):
             lines.append(f"  result: {moved}")
+        elif changed := _state_change(step):
+            lines.append(f"  result: {changed}")
     return "\n".join(lines) + "\n"
+
+
+def _state_change(step: StepMemory) -> str:
+    """How the element the step named changed state (``[22] checkbox 'a8h7' is now
+    checked='true'``), "" when it did not or is not known. The view showed the box
+    checked, and the 1.5B model clicked it again, unchecking it, six steps running."""
+    before, after = step.target, step.target_after
+    if before is None or after is None:
+        return ""
+    told = [p for p in after.properties
+            if p not in before.properties and not p.startswith(_UNTOLD_PROPERTIES)]
+    lost = [p for p in before.properties
+            if p not in after.properties and not p.startswith(_UNTOLD_PROPERTIES)
+            and p.partition("=")[0] not in {q.partition("=")[0] for q in told}]
+    parts = ([f"is now {', '.join(told)}"] if told else []) + (
+        [f"is no longer {', '.join(lost)}"] if lost else [])
+    return f"{after.head(max_name=40)} {' and '.join(parts)}" if parts else ""
 
 
 def _moved_to(step: StepMemory, url: str) -> str:

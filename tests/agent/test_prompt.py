@@ -68,3 +68,24 @@ def test_repeated_successful_action_gets_a_note() -> None:
     assert repeated_action_note([fill, fill, other]) == ""
     view = PageView(url="u", text="t")
     assert "last 2 actions" in build_action_messages("g", view, [fill, fill])[1]["content"]
+
+
+def test_the_history_says_how_the_named_element_changed_but_not_that_it_took_the_focus(
+) -> None:
+    from linewise.agent.action_parser import parse_action
+    from linewise.axtree import parse_line
+
+    def step(call: str, before: str, after: str | None) -> StepMemory:
+        return StepMemory(action=call, parsed=parse_action(call), target=parse_line(before),
+                          target_after=parse_line(after) if after else None)
+
+    box = "[22] checkbox 'a8h7', checked='false'"
+    checked = step("click('22')", box, "[22] checkbox 'a8h7', focused, checked='true'")
+    assert render_history([checked]).endswith(
+        "  result: [22] checkbox 'a8h7' is now checked='true'\n")
+    opened = step("click('5')", "[5] button 'More', expanded='false', selected",
+                  "[5] button 'Less', focused, expanded='true'")
+    assert render_history([opened]).endswith(
+        "  result: [5] button 'Less' is now expanded='true' and is no longer selected\n")
+    for unchanged in (step("click('22')", box, f"{box}, focused"), step("click('22')", box, None)):
+        assert "result" not in render_history([unchanged])

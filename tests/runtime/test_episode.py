@@ -236,3 +236,23 @@ async def test_a_click_inside_a_reference_entry_is_shown_the_link_that_opens_it(
     assert steps[1].action == f"click('{link}')"
     assert steps[2].url.endswith("reference.html#socket.create_connection")
 
+
+async def test_the_history_says_how_the_element_an_action_named_changed(
+    browser: Browser, miniwob_server: MiniWoBServer, tmp_path: Path
+) -> None:
+    # the view showed the box checked, and the 1.5B model clicked it again six steps
+    # running; this script submits only once the history says what its click did
+    def script(messages: list[dict[str, Any]]) -> str:
+        prompt = messages[1]["content"]
+        tree = prompt_section(prompt, "Current page")
+        choice = re.search(r"Select (\S+) and", prompt_section(prompt, "Goal")).group(1)  # type: ignore[union-attr]
+        radio = bid_matching(tree, rf"radio '{re.escape(choice)}'")
+        if f"result: [{radio}] radio '{choice}' is now checked='true'" in prompt:
+            return f"<action>click('{bid_matching(tree, 'button .Submit')}')</action>"
+        return f"<action>click('{radio}')</action>"
+
+    with ScriptedChatServer(script) as llm:
+        env = EpisodeResources(browser, _client(llm), miniwob_server)
+        task = MiniWoBTask(miniwob="click-option", seed=4, max_steps=3)
+        summary = await run_episode(task, env, tmp_path)
+    assert summary.success is True and summary.n_steps == 2
