@@ -26,7 +26,7 @@ from linewise.agent.prompt_fit import PromptLimits
 from linewise.agent.repeats import Repeat, find_repeat, futile_calls, is_futile
 from linewise.agent.response import AgentAnswer, parse_answer
 from linewise.agent.structured import Constraint, ask_structured, supports
-from linewise.agent.targets import closest_targets, inert_bids, leads_to, pointer_targets
+from linewise.agent.targets import inert_bids, leads_to, offered_targets, pointer_targets
 from linewise.axtree import AXLine, without_state
 from linewise.errors import ResponseFormatError
 from linewise.records import ActionDecoding, AnswerCheckRecord, LLMCall, RepeatEscape
@@ -297,16 +297,16 @@ class ActionAgent:
                  forbid: list[ParsedAction] | None = None) -> Constraint:
         """The action grammar over the view's elements, less ``forbid``. Once a pointer
         action on this unchanged page named an element that answers no click, pointer
-        actions may name only what the prompt lists (``agent.targets``): the links that
-        open the entry the last one pointed into (``view.entry_links``: offered them beside
-        other links, the 1.5B model took the one whose id began like the element's), else
-        the clickable elements closest to the goal, else any clickable one."""
+        actions may name only what the prompt lists (``targets.offered_targets``): the
+        links the goal names and those that open the entry the last one pointed into
+        (offered them beside the view's other links, the 1.5B model took the one whose id
+        began like the element's), else the clickable elements closest to the goal, else
+        any clickable one."""
         pointer_bids: list[str] | None = None
         if view.elements is not None and inert_bids(
                 futile_calls(self.history, view.page_key), view.elements, view.clickable):
-            pointer_bids = (list(view.entry_links)
-                            or closest_targets(goal, view.elements, view.clickable,
-                                               page_url=view.url)
+            pointer_bids = (offered_targets(goal, view.elements, view.clickable,
+                                            view.entry_links, view.url)
                             or pointer_targets(view.elements, view.clickable))
         elements = (view.elements if view.elements is None or not view.entry_links
                     else {**view.elements, **view.entry_links})

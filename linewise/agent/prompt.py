@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from linewise.agent.action_parser import ParsedAction, allowed_actions
 from linewise.agent.actions import ENDING_ACTIONS, POINTER_ACTIONS, describe_action_space
-from linewise.agent.targets import closest_targets, inert_bids, target_text
+from linewise.agent.targets import inert_bids, offered_targets, target_text
 from linewise.axtree import AXLine
 from linewise.prompts import load_prompt, render_prompt
 from linewise.records import Tab
@@ -165,9 +165,8 @@ def repeated_action_note(history: list[StepMemory], threshold: int = 2) -> str:
 
 def pointed_at_nothing_note(goal: str, view: PageView, history: list[StepMemory]) -> str:
     """A note when the last step pointed at an element that answers no click and the page
-    stayed as it was, naming the links that open the entry the element lies in
-    (``view.entry_links``), else the clickable elements closest to the goal
-    (``targets``)."""
+    stayed as it was, naming what a pointer action may name next
+    (``targets.offered_targets``)."""
     if not history or view.elements is None:
         return ""
     last = history[-1]
@@ -178,14 +177,13 @@ def pointed_at_nothing_note(goal: str, view: PageView, history: list[StepMemory]
         return ""
     element = view.elements[inert[0]]
     assert element is not None
-    if view.entry_links:
-        listed = "".join(f"\n  {target_text(line)}" for line in view.entry_links.values())
-        targets = f" To open the entry it lies in:{listed}"
-    else:
-        closest = closest_targets(goal, view.elements, view.clickable, page_url=view.url)
-        listed = "".join(f"\n  {target_text(line)}" for bid in closest
-                         if (line := view.elements[bid]) is not None)
-        targets = f" Those in your view closest to the goal:{listed}" if listed else ""
+    lines = {**view.elements, **view.entry_links}
+    offered = offered_targets(goal, view.elements, view.clickable, view.entry_links, view.url)
+    listed = "".join(f"\n  {target_text(line)}" for bid in offered
+                     if (line := lines[bid]) is not None)
+    heading = ("Links the goal names or that open the entry it lies in" if view.entry_links
+               else "Those in your view closest to the goal")
+    targets = f" {heading}:{listed}" if listed else ""
     return "\n" + render_prompt(
         "pointed_at_nothing.md", action=str(last.parsed), element=element.head(max_name=60),
         targets=targets)

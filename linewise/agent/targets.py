@@ -95,6 +95,26 @@ def closest_targets(goal: str, elements: Elements, clickable: frozenset[str],
     return [bid for *_, bid in sorted(scored)[:k]]
 
 
+def offered_targets(goal: str, elements: Elements, clickable: frozenset[str],
+                    entry_links: Iterable[str] = (), page_url: str = "") -> list[str]:
+    """What a pointer action is offered after one named an element that answers no
+    click: when that element lies in an entry with links to it (``entry_links``), the
+    links the goal names (:func:`named_words`) and then those; else the clickable
+    elements closest to the goal (:func:`closest_targets`). Offered the entry's links
+    alone, the 1.5B model that had clicked the list beside importlib.reload's opened
+    its neighbour's, while the goal named ``importlib.reload()`` and its link was in
+    view."""
+    closest = closest_targets(goal, elements, clickable, page_url=page_url)
+    entry = list(entry_links)
+    if not entry:
+        return closest
+    named = named_words(goal)
+    return list(dict.fromkeys([
+        *(bid for bid in closest if (line := elements[bid]) is not None
+          and names_one_of(line, named)),
+        *entry]))
+
+
 def link_url(line: AXLine) -> str:
     """The URL a line shows (``url='…'``); "" for none."""
     return next((p[5:-1] for p in line.properties if p.startswith("url=")), "")

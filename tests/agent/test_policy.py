@@ -430,8 +430,8 @@ async def test_a_click_inside_an_entry_is_told_the_links_that_open_it_and_may_na
     decision = await agent.decide(goal, entry)
     told = model.requests[-1].messages[-1]["content"]
     assert "pointed at [34] paragraph, which does not respond to clicks" in told
-    assert told.split("To open the entry it lies in:\n")[1].splitlines()[0] == (
-        "  [33] link 'to_thread()' (#asyncio.to_thread)")
+    assert told.split("Links the goal names or that open the entry it lies in:\n")[1].splitlines(
+    )[:2] == ["  [33] link 'to_thread()' (#asyncio.to_thread)", ""]
     assert "[37]" not in told
     grammar = model.requests[-1].params["extra_body"]["grammar"]
     assert admits(grammar, "<think>x</think><action>click('33')</action>")

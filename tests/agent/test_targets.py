@@ -8,6 +8,7 @@ from linewise.agent.targets import (
     entry_links,
     inert_bids,
     named_words,
+    offered_targets,
     pointed_entry_links,
     pointer_targets,
 )
@@ -134,3 +135,16 @@ def test_only_an_element_that_answers_no_click_is_given_its_entry_links() -> Non
                             ("fill('5', 'x')", frozenset())):
         assert pointed_entry_links(parse_action(call), REFERENCE, clickable, SOCKET) == {}
     assert pointed_entry_links(None, REFERENCE, frozenset(), SOCKET) == {}
+
+
+def test_after_a_click_inside_an_entry_the_links_the_goal_names_come_before_the_entrys() -> None:
+    elements = element_lines(REFERENCE, [str(i) for i in range(1, 28)])
+    entry = entry_links(REFERENCE, "5", SOCKET)
+    paraphrased = "Which helper reaches a TCP service? Open its entry."
+    assert offered_targets(paraphrased, elements, frozenset(), entry, SOCKET) == ["20"]
+    # the goal names socket.close: its link first, then the entry the click lay in
+    named = "Open the entry of socket.close()."
+    assert offered_targets(named, elements, frozenset(), entry, SOCKET) == ["23", "20"]
+    # no entry: the clickable elements closest to the goal, as before
+    assert offered_targets(named, elements, frozenset(), (), SOCKET) == closest_targets(
+        named, elements, frozenset(), page_url=SOCKET)

@@ -215,7 +215,7 @@ async def test_a_click_inside_a_reference_entry_is_shown_the_link_that_opens_it(
         prompt = messages[1]["content"]
         if "result: the page went to its part #socket.create_connection" in prompt:
             return "<action>send_msg_to_user('Opened socket.create_connection.')</action>"
-        told = messages[-1]["content"].partition("To open the entry it lies in:\n")[2]
+        told = messages[-1]["content"].partition("open the entry it lies in:\n")[2]
         if told:
             return f"<action>click('{bid_matching(told, 'create_connection')}')</action>"
         tree = prompt_section(prompt, "Current page")
