@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from linewise.agent.action_grammar import action_grammar
 from linewise.agent.action_parser import ParsedAction
+from linewise.agent.actions import ENDING_ACTIONS
 from linewise.agent.answer_check import answer_from_reasoning, applies
 from linewise.agent.models import ChatModel
 from linewise.agent.prompt import (
@@ -269,8 +270,7 @@ class ActionAgent:
                          None)
             told = futile_repeat_message(
                 str(repeated), [str(c) for c in repeat.made], error,
-                can_report=self.action_names is None or "send_msg_to_user" in self.action_names,
-                leads_here=leads_here)
+                can_report=self._can_end(), leads_here=leads_here)
         messages = [
             *messages,
             {"role": "assistant", "content": decision.calls[-1].response or ""},
@@ -292,6 +292,19 @@ class ActionAgent:
                 decision.repeat_escape = "escaped"
                 return
             log.info("repeat not escaped", attempt=attempt, answer=answer.action_text)
+            if leads_here and asking.grammar is not None and self._can_end():
+                # Told its link leads where the page already is, the 1.5B model clicked it
+                # again on the entry it had been asked to open ("the page is already at the
+                # RewriteMap directive section") until the step limit: the last re-asks
+                # may only end the episode, with an answer or a reason it cannot.
+                ending = [n for n in ENDING_ACTIONS
+                          if self.action_names is None or n in self.action_names]
+                asking = _Asking(decision, Constraint.gbnf(
+                    "action", action_grammar(view.elements, ending)), asking.spend_check)
+
+    def _can_end(self) -> bool:
+        """Whether the agent ends the episode itself (``send_msg_to_user`` is offered)."""
+        return self.action_names is None or "send_msg_to_user" in self.action_names
 
     def _grammar(self, goal: str, view: PageView,
                  forbid: list[ParsedAction] | None = None) -> Constraint:

@@ -462,19 +462,30 @@ async def test_a_futile_repeat_is_told_to_report_a_reached_goal_where_the_agent_
     assert "it leads to the address the page is already at" in told
 
 
-async def test_under_the_grammar_a_link_to_where_the_page_is_may_be_kept() -> None:
+async def test_under_the_grammar_a_link_to_where_the_page_is_is_kept_once_then_ends_the_episode(
+) -> None:
     # forbidden its click on the entry it was asked to open, the model left the entry
-    # for the next link it listed
-    model = first_admitted(["click('33')", "click('35')"])
+    # for the next link it listed; allowed it, it clicked it again until the step limit
+    model = first_admitted(["click('33')", "click('35')", "send_msg_to_user('It is open.')"])
     agent = ActionAgent(model, AgentSettings(action_grammar="on"))
     there = _view(DOC).model_copy(update={
         "url": "http://docs/tasks.html#asyncio.to_thread",
         "elements": element_lines(DOC, ["33", "35"])})
     agent.remember(await agent.decide("Open the entry of asyncio.to_thread().", there), None)
     again = await agent.decide("Open the entry of asyncio.to_thread().", there)
+    assert again.repeat_escape == "escaped"
+    assert str(again.action) == "send_msg_to_user('It is open.')"
+    first, last = (model.requests[i].params["extra_body"]["grammar"] for i in (-2, -1))
+    assert admits(first, "<think>x</think><action>click('33')</action>")
+    for other in ("click('33')", "click('35')", "scroll(0, 200)"):
+        assert not admits(last, f"<think>x</think><action>{other}</action>")
+    assert admits(last, "<think>x</think><action>report_infeasible('No.')</action>")
+    # an agent that does not end its episodes keeps the link
+    kept = ActionAgent(model, AgentSettings(action_grammar="on"),
+                       action_names=["click", "scroll"])
+    kept.remember(await kept.decide("Open the entry of asyncio.to_thread().", there), None)
+    again = await kept.decide("Open the entry of asyncio.to_thread().", there)
     assert again.repeat_escape == "kept" and str(again.action) == "click('33')"
-    assert admits(model.requests[-1].params["extra_body"]["grammar"],
-                  "<think>x</think><action>click('33')</action>")
     # a link elsewhere is still forbidden when made again on the unchanged page
     agent = ActionAgent(model, AgentSettings(action_grammar="on"))
     elsewhere = there.model_copy(update={"url": "http://docs/tasks.html"})
