@@ -112,9 +112,10 @@ def _state_change(step: StepMemory) -> str:
         return ""
     told = [p for p in after.properties
             if p not in before.properties and not p.startswith(_UNTOLD_PROPERTIES)]
+    renewed = {p.partition("=")[0] for p in told}  # checked='false' → 'true' is told once
     lost = [p for p in before.properties
             if p not in after.properties and not p.startswith(_UNTOLD_PROPERTIES)
-            and p.partition("=")[0] not in {q.partition("=")[0] for q in told}]
+            and p.partition("=")[0] not in renewed]
     parts = ([f"is now {', '.join(told)}"] if told else []) + (
         [f"is no longer {', '.join(lost)}"] if lost else [])
     return f"{after.head(max_name=40)} {' and '.join(parts)}" if parts else ""
