@@ -52,6 +52,37 @@ class TargetBox(BaseModel):
     height: float
 
 
+class TargetLocator(BaseModel):
+    """How to find an element an action named again, in another tree of the same page
+    (``linewise/locators.py`` builds and resolves it): what the element is (role, name,
+    value or label when it has no name), where it is (its named ancestors, the heading it
+    is under, the frames it is in) and which of the elements that match it equally it
+    was. Never its bid alone: a bid is only valid in the tree it was read from."""
+
+    model_config = ConfigDict(frozen=True)
+
+    bid: str = Field(description="The element's bid in the tree it was read from.")
+    role: str
+    name: str = Field(default="", description="The accessible name, whitespace collapsed.")
+    value: str | None = Field(
+        default=None, description="The element's value, for an element with no name.")
+    label: str | None = Field(
+        default=None, description="For an element with no name: the text closest before "
+        "it among its siblings (a form's 'Username' before its textbox).")
+    context: tuple[str, ...] = Field(
+        default=(), description="Its named ancestors, outermost first, as ``role 'name'``.")
+    heading: str | None = Field(
+        default=None, description="The text of the closest heading before it.")
+    frames: tuple[str, ...] = Field(
+        default=(), description="The frames it lies in, outermost first, as ``Iframe "
+        "'name'``; empty in the top document.")
+    ordinal: int = Field(
+        default=0, description="Its place (from 0) among the elements of the tree that "
+        "match it equally (the same role, name, value, label, context and frames).")
+    matches: int = Field(
+        default=1, description="How many elements of the tree matched it equally.")
+
+
 class StepTimings(BaseModel):
     observe_ms: float = 0.0
     agent_ms: float = 0.0
