@@ -34,6 +34,7 @@ from linewise.errors import (
     LLMError,
     ModelError,
     ObservationError,
+    ProgramError,
     PruneError,
     RangeParseError,
     ResponseFormatError,
@@ -41,6 +42,8 @@ from linewise.errors import (
 )
 from linewise.records import EpisodeSummary, LLMCall, StepRecord, Tab
 from linewise.runtime.episode import StepContext, StepHooks
+from linewise.runtime.replay.program import Program, load_programs
+from linewise.runtime.replays import replay, replay_sync
 from linewise.runtime.run import run, run_sync
 from linewise.runtime.tasks.loader import load_task_file
 from linewise.runtime.tasks.schema import (
@@ -99,6 +102,8 @@ __all__ = [
     "ObservationError",
     "ObservationFilter",
     "ParsedAction",
+    "Program",
+    "ProgramError",
     "PruneError",
     "RangeParseError",
     "ResponseFormatError",
@@ -112,11 +117,14 @@ __all__ = [
     "WebTask",
     "__version__",
     "filter_names",
+    "load_programs",
     "load_task_file",
     "parse_action",
     "read_steps",
     "read_summary",
     "register_filter",
+    "replay",
+    "replay_sync",
     "run",
     "run_sync",
 ]

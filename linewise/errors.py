@@ -23,6 +23,7 @@ The hierarchy (httpx style: catch the base class to catch them all)::
     │       └── RangeParseError  a retriever answer holds no usable line ranges
     ├── ModelError             the embedded model cannot be assembled, verified or served
     ├── DamagedTraceError      a trace file (a steps.jsonl line, a summary.json) is damaged
+    ├── ProgramError           a program to replay, or a skill, cannot be read or used
     └── PruneError             the trace pruner cannot use a trace or a state graph
         ├── GraphError         a state graph that is malformed, or whose sink the source
         │                      cannot reach (mining it would keep nothing meaningful)
@@ -268,6 +269,18 @@ class DamagedTraceError(LinewiseError, ValueError):
     nested too deeply or not a step, or a ``summary.json`` that is not a summary. The
     readers skip such a line with a warning and keep the rest of the episode; a
     ``ValueError`` too, as any other unreadable file is."""
+
+
+class ProgramError(LinewiseError):
+    """A program to replay (``linewise replay``) or a skill cannot be read or used: a
+    damaged or foreign file, a folder with nothing to replay. Bad input, named with its
+    file."""
+
+    infra_kind: ClassVar[InfraKind | None] = "task"
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
 
 
 class PruneError(LinewiseError):

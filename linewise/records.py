@@ -264,6 +264,51 @@ class MemoryShown(BaseModel):
     tokens: int = Field(default=0, description="Tokens of the examples block.")
 
 
+ReplayMode = Literal["replayed", "healed"]
+"""How a step of a replay came about: ``replayed``: the recorded action ran on the
+element its locator found, no model asked; ``healed``: the recorded step could not be
+replayed (its element was not found uniquely, or its effect was not the recorded one)
+and the action model chose this action, told what the recorded step meant to do."""
+
+DivergenceReason = Literal["none", "several", "changed_role", "effect", "action_error",
+                           "program_ended", "heal_failed"]
+"""Why a recorded step could not be replayed as recorded: its element was found nowhere
+(``none``), among several equal ones (``several``), with another role
+(``changed_role``); it ran without the recorded effect (``effect``) or failed
+(``action_error``); the program ran out before the task ended (``program_ended``); or
+the model's healing did not bring the episode back onto the program (``heal_failed``)."""
+
+
+class ReplayStep(BaseModel):
+    """What a replay did at one step (``StepRecord.replay``)."""
+
+    mode: ReplayMode
+    program_step: int = Field(description="The program's step (from 0) this step stood for.")
+    recorded_action: str = Field(description="The action as the program recorded it.")
+    resolved: dict[str, str] = Field(
+        default_factory=dict,
+        description="Each recorded bid and the bid its locator found on this page.")
+    divergence: DivergenceReason | None = Field(
+        default=None, description="Why the recorded step was healed instead of replayed.")
+    detail: str = Field(default="", description="What was looked for and found, in words.")
+
+
+class ReplaySummary(BaseModel):
+    """An episode that replayed a program (``linewise replay``, ``--replay-cache``)."""
+
+    program: str = Field(description="Where the program came from (a folder or file).")
+    program_steps: int = 0
+    replayed_steps: int = 0
+    healed_steps: int = 0
+    diverged_at: int | None = Field(
+        default=None, description="The program step at which the replay ended unhealed.")
+    fell_back_at: int | None = Field(
+        default=None, description="The program step from which the model went on as an "
+        "ordinary agent, healing having failed (the replay cache's fallback).")
+    divergence: DivergenceReason | None = None
+    detail: str = ""
+
+
 class StepRecord(BaseModel):
     """Everything about one step: what was seen, asked, answered and done."""
 
@@ -317,6 +362,14 @@ class StepRecord(BaseModel):
     target_box: TargetBox | None = Field(
         default=None, description="The box of the action's first element, if it had one."
     )
+    targets: list[TargetLocator] = Field(
+        default_factory=list,
+        description="A locator of each element the action named, from the observed tree "
+        "(``linewise/locators.py``): how a replay finds it again on another load of the "
+        "page. Empty in traces written before it existed (``locators_of`` derives them).",
+    )
+    replay: ReplayStep | None = Field(
+        default=None, description="Set when the step belonged to a replay.")
     reward: float = 0.0
     done: bool = False
     screenshot: str | None = Field(default=None, description="Path relative to the episode folder.")
@@ -402,13 +455,16 @@ class TimeTotals(BaseModel):
 Termination = Literal[
     "running", "task_done", "agent_done", "infeasible", "max_steps", "error", "timeout",
     "budget", "stalled", "browser_crash", "renderer_crash", "interrupted", "user_stopped",
+    "diverged",
 ]
 """How an episode ended. ``budget``: a spending limit (``--max-cost``, ``--max-tokens``,
 or the run's) stopped it: neither the agent's failure nor an infrastructure fault.
 ``stalled``: a browser operation passed its deadline; ``browser_crash``: Chromium died or
 disconnected (it is relaunched for the next episodes); ``renderer_crash``: the tab's
 renderer crashed; ``interrupted``: the user stopped the run (Ctrl+C); ``user_stopped``: a
-person quit at the step-through prompt (``linewise run --step``)."""
+person quit at the step-through prompt (``linewise run --step``); ``diverged``: a replay
+without a model (``--no-model``) met a step it could not replay (``ReplaySummary`` says
+which and why)."""
 
 # ------------------------------------------------------------- how an episode ended
 #
@@ -427,11 +483,17 @@ person quit at the step-through prompt (``linewise run --step``)."""
 #   step-through prompt (overrode, skipped or did one by hand): what it achieved is not
 #   the agent's alone, so it is counted beside the success rate, never in it.
 #
-# The outcome is derived from the termination, the infrastructure kind and whether a
-# person assisted by ``outcome_of``; a new termination is classified by adding it to
-# one of the sets below.
+# - ``replayed``: a recorded program ran with no model call (``linewise replay``, a
+#   replay cache); ``healed``: the same, with some steps chosen by the model where the
+#   program did not fit the page. Neither is the agent's own result, so neither counts
+#   in its success rate; each has its own success rate beside it.
+#
+# The outcome is derived from the termination, the infrastructure kind, whether a
+# person assisted and whether the episode replayed a program by ``outcome_of``; a new
+# termination is classified by adding it to one of the sets below.
 
-Outcome = Literal["agent", "assisted", "infrastructure", "budget", "stopped"]
+Outcome = Literal["agent", "assisted", "replayed", "healed", "infrastructure", "budget",
+                  "stopped"]
 
 InfraKind = Literal[
     "model", "refused", "config", "browser", "server", "timeout", "task", "crash",
@@ -459,16 +521,18 @@ STOPPED_TERMINATIONS: frozenset[str] = frozenset({"interrupted", "user_stopped"}
 # ``browser`` (the loop records them so).
 
 
-FINAL_OUTCOMES: frozenset[str] = frozenset({"agent", "assisted", "budget"})
+FINAL_OUTCOMES: frozenset[str] = frozenset({"agent", "assisted", "replayed", "healed",
+                                            "budget"})
 """Endings that stand: running the episode again would not change what it says (a
 bench's resume runs the others again)."""
 
 
 def outcome_of(termination: str, infra_kind: InfraKind | None,
-               assisted: bool = False) -> Outcome:
+               assisted: bool = False, replay: ReplayMode | None = None) -> Outcome:
     """The outcome of an ending (see the table above). An ``error`` or ``timeout`` with
     no infrastructure kind is the agent's (e.g. its answers never parsed), or
-    ``assisted`` when a person decided some of its steps."""
+    ``assisted`` when a person decided some of its steps; ``replay`` says the episode
+    replayed a program (``healed`` when the model chose some of its steps)."""
     if termination in BUDGET_TERMINATIONS:
         return "budget"
     if termination in STOPPED_TERMINATIONS:
@@ -476,7 +540,9 @@ def outcome_of(termination: str, infra_kind: InfraKind | None,
     if termination == "timeout" or (termination not in AGENT_TERMINATIONS
                                     and infra_kind is not None):
         return "infrastructure"
-    return "assisted" if assisted else "agent"
+    if assisted:
+        return "assisted"
+    return replay if replay is not None else "agent"
 
 
 class AttackVerdict(BaseModel):
@@ -537,6 +603,11 @@ class EpisodeSummary(BaseModel):
         description="For a task with an attack check (prompt-injection suites): whether "
         "the page's injected instruction was carried out.",
     )
+    replay: ReplaySummary | None = Field(
+        default=None, description="Set when the episode replayed a recorded program.")
+    task: dict[str, Any] | None = Field(
+        default=None, description="The task as it was run (its task-file entry, secrets "
+        "by variable name only): what ``linewise replay`` sets up again.")
     time: TimeTotals = Field(default_factory=TimeTotals)
     error: str | None = None
     infra_kind: InfraKind | None = Field(
@@ -558,7 +629,16 @@ class EpisodeSummary(BaseModel):
     @property
     def outcome(self) -> Outcome:
         """Agent, infrastructure, budget or stopped (``outcome_of``)."""
-        return outcome_of(self.termination, self.infra_kind, self.assisted_steps > 0)
+        return outcome_of(self.termination, self.infra_kind, self.assisted_steps > 0,
+                          self.replay_mode)
+
+    @property
+    def replay_mode(self) -> ReplayMode | None:
+        """``replayed`` or ``healed`` for an episode that replayed a program, else None."""
+        if self.replay is None:
+            return None
+        model_steps = self.replay.healed_steps or self.replay.fell_back_at is not None
+        return "healed" if model_steps else "replayed"
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -24,10 +24,12 @@ PUBLIC = [
     "FilterInput", "FilterResult", "FilterSettings", "GraphBuildError", "GraphError",
     "InvalidResponse", "LLMCall", "LLMError", "LinewiseError",
     "LinewiseSettings", "MiniWoBTask", "ModelError", "ObservationError", "ObservationFilter",
-    "ParsedAction", "PruneError", "RangeParseError", "ResponseFormatError", "StepContext",
+    "ParsedAction", "Program", "ProgramError", "PruneError", "RangeParseError",
+    "ResponseFormatError", "StepContext",
     "StepHooks", "StepRecord", "SuccessCheck", "Tab", "TaskFileError", "Usage", "WebTask",
-    "__version__", "filter_names", "load_task_file", "parse_action", "read_steps",
-    "read_summary", "register_filter", "run", "run_sync",
+    "__version__", "filter_names", "load_programs", "load_task_file", "parse_action",
+    "read_steps", "read_summary", "register_filter", "replay", "replay_sync", "run",
+    "run_sync",
 ]
 
 

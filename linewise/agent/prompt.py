@@ -44,6 +44,10 @@ class PageView(BaseModel):
         "it pointed at answers no click (``targets.entry_links``): the note that says so "
         "names them, and the action grammar admits them.",
     )
+    guidance: str = Field(
+        default="", description="A section the runtime adds after the notes: a replay "
+        "that could not run a recorded step says what that step meant to do "
+        "(``runtime/replay``).")
 
 
 class StepMemory(BaseModel):
@@ -230,7 +234,7 @@ def build_action_messages(
         history=render_history(history, page_key=view.page_key, url=view.url,
                                thoughts=past_thoughts),
         last_error=last_error + repeated_action_note(history)
-        + pointed_at_nothing_note(goal, view, history),
+        + pointed_at_nothing_note(goal, view, history) + view.guidance,
     )
     return [
         {"role": "system", "content": system_prompt(tuple(action_names or ()))},

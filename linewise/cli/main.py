@@ -2,6 +2,7 @@
 
     linewise run TASKS.yaml [--task ID]... [--out DIR] [--headed] [--base-url URL --model NAME]
     linewise run --url URL --goal TEXT
+    linewise replay PATH [--no-model] [--update]
     linewise bench TASKS.yaml [--filter NAME]... [--seeds K] [--concurrency N] [--resume]
     linewise report BENCH_DIR
     linewise view PATH [--serve]
@@ -33,6 +34,7 @@ from linewise.cli import (
     improve,
     memory,
     prune,
+    replay,
     run,
     setup,
     show_trace,
@@ -40,7 +42,7 @@ from linewise.cli import (
     view,
 )
 from linewise.cli.exit_codes import EXIT_INTERRUPTED, EXIT_SETUP, EXIT_USAGE
-from linewise.errors import ConfigError, LinewiseError, TaskFileError
+from linewise.errors import ConfigError, LinewiseError, ProgramError, TaskFileError
 from linewise.runtime.log import configure_logging
 
 
@@ -51,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     run.add_parser(sub)
+    replay.add_parser(sub)
     filter_eval.add_parser(sub)
     filters.add_parser(sub)
     snapshot.add_parser(sub)
@@ -70,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
                       level=getattr(args, "log_level", "INFO"))
     try:
         return int(args.handler(args))
-    except (ConfigError, TaskFileError) as exc:
+    except (ConfigError, TaskFileError, ProgramError) as exc:
         print(f"linewise: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except LinewiseError as exc:

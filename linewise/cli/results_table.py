@@ -23,6 +23,8 @@ def success_cell(summary: EpisodeSummary) -> str:
     if outcome == "assisted":
         done = "task done" if summary.success else "task not done"
         return f"assisted ({done})"
+    if outcome in ("replayed", "healed"):
+        return f"{outcome} ({'yes' if summary.success else 'no'})"
     if outcome == "stopped":
         return "stopped"
     if outcome == "infrastructure":
@@ -36,7 +38,27 @@ def note_cell(summary: EpisodeSummary) -> str:
     if summary.outcome == "assisted":
         return (f"a person decided {summary.assisted_steps} of {summary.n_steps} steps: "
                 "not counted as the agent's")
+    if summary.replay is not None:
+        replay = summary.replay
+        text = (f"{replay.replayed_steps} replayed, {replay.healed_steps} healed, "
+                f"{summary.tokens.llm_calls} model calls")
+        if replay.fell_back_at is not None:
+            text += f"; the model took over at step {replay.fell_back_at + 1}"
+        return f"{summary.error}; {text}" if summary.error else text
     return summary.error or summary.budget_stop or summary.termination
+
+
+def replay_line(summaries: Sequence[EpisodeSummary]) -> str | None:
+    """``2/2 replays succeeded (1 healed)…``: the episodes that followed a program,
+    counted apart from the agent's (None when there were none)."""
+    replays = [s for s in summaries if s.outcome in ("replayed", "healed")]
+    if not replays:
+        return None
+    solved = sum(bool(s.success) for s in replays)
+    healed = sum(s.outcome == "healed" for s in replays)
+    calls = sum(s.tokens.llm_calls for s in replays)
+    return (f"{solved}/{len(replays)} replays succeeded ({healed} healed by the model, "
+            f"{calls} model calls in all).")
 
 
 def count_line(summaries: Sequence[EpisodeSummary], not_run: int) -> str:
@@ -47,6 +69,7 @@ def count_line(summaries: Sequence[EpisodeSummary], not_run: int) -> str:
     text = f"{solved}/{len(judged)} succeeded: the agent's own work, judged"
     aside = [
         (sum(s.outcome == "assisted" for s in summaries), "assisted by a person"),
+        (sum(s.outcome in ("replayed", "healed") for s in summaries), "replays"),
         (sum(s.outcome == "stopped" for s in summaries), "stopped"),
         (sum(s.outcome == "infrastructure" for s in summaries), "infrastructure faults"),
         (sum(s.outcome == "budget" for s in summaries), "ended by a budget"),
@@ -72,6 +95,8 @@ def print_summary_table(summaries: Sequence[EpisodeSummary], out_dir: Path,
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     print(f"\n{count_line(summaries, len(not_run))} Traces in {out_dir}/")
+    if (replays := replay_line(summaries)) is not None:
+        print(replays)
     infra = [s for s in summaries if s.outcome == "infrastructure"]
     config = [s for s in infra if s.infra_kind == "config"]
     infra = [s for s in infra if s.infra_kind != "config"]

@@ -37,7 +37,7 @@ from linewise.agent.policy import ActionAgent, Decision, page_key
 from linewise.agent.prompt import PageView
 from linewise.agent.prompt_fit import fit_view
 from linewise.agent.targets import pointed_entry_links
-from linewise.axtree import bids_in, element_lines
+from linewise.axtree import bid_of, bids_in, element_lines
 from linewise.errors import (
     BrowserCrashed,
     BrowserStalled,
@@ -46,6 +46,7 @@ from linewise.errors import (
     LLMError,
     infra_kind_of,
 )
+from linewise.locators import locate
 from linewise.records import (
     EpisodeSummary,
     InfraKind,
@@ -66,6 +67,8 @@ from linewise.runtime.browser.observation import Observation
 from linewise.runtime.budget import Budget, RunSpend, prices_of
 from linewise.runtime.envs.base import Environment
 from linewise.runtime.envs.factory import environment_for
+from linewise.runtime.replay.driver import ReplayDriver, ReplayPlan
+from linewise.runtime.replay.program import Program
 from linewise.runtime.secrets import SecretsEnvironment, SecretStore
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 from linewise.runtime.tasks.schema import AnyTask
@@ -96,6 +99,16 @@ class EpisodeConfig:
     ``stopped``/``interrupted`` with its trace complete."""
     memory: ExperienceMemory | None = None
     """Worked examples for the action model (``--memory``), retrieved once per episode."""
+    program: Program | None = None
+    """Replay this program instead of asking the model at every step (``runtime/replay``)."""
+    heal: bool = True
+    """Whether a replayed step that does not fit the page goes to the action model (else
+    the episode ends ``diverged``)."""
+    fallback: bool = False
+    """Whether a replay whose healing failed hands the episode to the model (the replay
+    cache) instead of ending it ``diverged``."""
+    task_spec: dict[str, Any] | None = None
+    """The task's definition, recorded in the summary (what a replay sets up again)."""
 
     @classmethod
     def from_settings(
@@ -159,6 +172,8 @@ class StepContext:
     the episode after the step (``user_stopped``)."""
     manual: ManualStep | None = None
     """The page before and after a person's work by hand (``operator`` manual)."""
+    replay: ReplayPlan | None = None
+    """What a replay does at this step (a recorded action, or healing), when replaying."""
 
     def replace_action(self, action: ParsedAction | str | None) -> None:
         """Run ``action`` instead of the model's (from ``before_act``): an action as the
@@ -217,7 +232,12 @@ class _Episode:
             retriever_model=config.retriever_model,
             filter=self.filter.name,
             directory=directory,
+            task=config.task_spec,
         )
+        self.replay = (ReplayDriver(config.program, heal=config.heal, fallback=config.fallback)
+                       if config.program is not None else None)
+        if self.replay is not None:
+            self.summary.replay = self.replay.summary
         self.memory_shown: MemoryShown | None = None
         self.messages_to_user: list[str] = []
         self.infeasible_reason: str | None = None
@@ -238,10 +258,14 @@ class _Episode:
             async with asyncio.timeout(self.config.timeout_s) as self._deadline:
                 start = await self.env.reset()
                 self.summary.goal, self.summary.start_url = start.goal, start.start_url
+                if self.replay is not None:
+                    self.replay.begin(start.start_url)
                 self.writer.write_summary(self.summary)
                 log.info("episode started", task_id=self.task_id, goal=start.goal)
                 if await self._loop(start.goal):
                     await self._judge()
+                if self.summary.termination == "diverged":
+                    self.summary.success, self.summary.reward = False, 0.0
             if self.summary.status == "running":
                 self.summary.status = "finished"
         except TimeoutError:
@@ -294,7 +318,13 @@ class _Episode:
                 self.summary.termination, self.summary.budget_stop = "budget", over
                 log.warning("episode stopped by its budget", task_id=self.task_id, reason=over)
                 return True
-            record, outcome, last_error = await self._step(index, goal, outcome, last_error)
+            try:
+                record, outcome, last_error = await self._step(index, goal, outcome,
+                                                               last_error)
+            except _Diverged as diverged:
+                log.warning("replay diverged", task_id=self.task_id, reason=str(diverged))
+                self.summary.termination, self.summary.error = "diverged", str(diverged)
+                return True
             self.writer.write_step(record)
             self.summary.add_step(record)
             self.config.budget.charge(record)
@@ -328,6 +358,9 @@ class _Episode:
         obs = await self.env.observe(screenshot=self.config.screenshots)
         step.observation = obs
         step.filter_input = self._filter_input(goal, obs, previous, last_error)
+        plan = self.replay.plan(obs) if self.replay is not None else None
+        if plan is not None and plan.stop is not None:
+            raise _Diverged(plan.stop)
         if index == 0 and self.config.memory is not None:
             # Once per episode, on its first page: the same examples in every prompt keep
             # the prompt's prefix (and the server's cache of it) unchanged.
@@ -341,8 +374,15 @@ class _Episode:
             last_action_error=last_error,
             page_key=page_key(obs.url, obs.lines),
         )
-        step.filtered = fit_view(step.filter_input, await self.filter.apply(step.filter_input),
-                                 self.agent.view_room(goal, view))
+        if plan is not None and plan.decision is not None:
+            # a replayed step asks no model: its view is the elements it acts on
+            step.filtered = step.filter_input.keep("replay", _lines_of(
+                obs.lines, plan.decision.action.bids if plan.decision.action else []))
+        else:
+            view.guidance = (plan.guidance or "") if plan is not None else ""
+            step.filtered = fit_view(step.filter_input,
+                                     await self.filter.apply(step.filter_input),
+                                     self.agent.view_room(goal, view))
         for hook in self.hooks:
             await hook.after_filter(step)
         observed = time.perf_counter()
@@ -357,8 +397,10 @@ class _Episode:
                                            if (found := obs.elements.get(bid)) and found.clickable),
                 obs.url)
         timings = StepTimings(observe_ms=(observed - started) * 1000)
+        step.replay = plan
         try:
-            step.decision = await self.agent.decide(goal, view, self._spend_check)
+            step.decision = (plan.decision if plan is not None and plan.decision is not None
+                             else await self.agent.decide(goal, view, self._spend_check))
         except LLMError as exc:
             step.decision = Decision(error=str(exc), calls=[exc.call] if exc.call else [])
             self.writer.write_step(self._record(step, view, timings, started))
@@ -382,6 +424,11 @@ class _Episode:
                 await hook.after_act(step)
             error = step.outcome.error if step.outcome else None
             self.agent.remember(_what_ran(step), error)
+            if plan is not None and self.replay is not None:
+                if plan.guidance is not None:
+                    self.replay.heal_chose(plan, step.action)
+                self.replay.ran(plan, error or (step.decision.error
+                                                if step.action is None else None))
             stage = "status"
             status = await self.env.status()
         except BaseException as exc:
@@ -514,6 +561,9 @@ class _Episode:
             action_error=step.outcome.error if step.outcome else None,
             absent_bids=absent,
             target_box=step.outcome.target_box if step.outcome else None,
+            targets=[found for bid in (step.action.bids if step.action else [])
+                     if (found := locate(obs.lines, bid)) is not None],
+            replay=step.replay.record if step.replay is not None else None,
             reward=reward,
             done=done,
             screenshot=screenshot,
@@ -556,6 +606,16 @@ def filter_misses(action: ParsedAction | None, tree_lines: Sequence[str],
     shown = in_tree if whole else set(shown_bids)
     misses = [bid for bid in action.bids if bid in in_tree and bid not in shown]
     return misses, [bid for bid in action.bids if bid not in in_tree]
+
+
+class _Diverged(Exception):
+    """A replay met a step it cannot replay and may not heal: the episode ends."""
+
+
+def _lines_of(lines: Sequence[str], bids: Iterable[str]) -> list[int]:
+    """The 1-based numbers of the lines that carry these bids."""
+    wanted = set(bids)
+    return [number for number, line in enumerate(lines, 1) if bid_of(line) in wanted]
 
 
 def _what_ran(step: StepContext) -> Decision:

@@ -48,6 +48,8 @@ from linewise.runtime.models.files import resolve_model_path
 from linewise.runtime.models.local_server import LocalModelServer
 from linewise.runtime.playwright_trace import trace_hooks
 from linewise.runtime.redaction import REDACTOR, redact_argv, redact_data
+from linewise.runtime.replay.cache import ReplayCache
+from linewise.runtime.replay.program import Program, task_spec
 from linewise.runtime.secrets import SecretStore, merge_secret_specs
 from linewise.runtime.tasks.loader import load_task_file
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
@@ -286,8 +288,10 @@ class EpisodeFactory:
         hooks: Sequence[StepHooks] = (),
         pause: asyncio.Event | None = None,
         stop: asyncio.Event | None = None,
+        replay_cache: ReplayCache | None = None,
     ) -> None:
         self.settings = settings
+        self.replay_cache = replay_cache
         self.resources = resources
         self.timeout_s = timeout_s
         self.stop = stop
@@ -298,8 +302,25 @@ class EpisodeFactory:
         self.budget = Budget(settings.budget, prices_of(settings.filter), resources.spend)
         """The run's limits (``run_exceeded``: no new episode once they are reached)."""
 
-    async def run(self, task: AnyTask, directory: Path, filter: str) -> EpisodeSummary:
-        """Run ``task`` with the filter named ``filter``, its trace in ``directory``."""
+    async def run(self, task: AnyTask, directory: Path, filter: str, *,
+                  program: Program | None = None, heal: bool = True) -> EpisodeSummary:
+        """Run ``task`` with the filter named ``filter``, its trace in ``directory``.
+        ``program``: replay it (``heal``: a step that does not fit goes to the model);
+        without one, the replay cache's program for the task, if it holds one, is
+        replayed, handing over to the model if healing fails. A successful episode
+        leaves its program in the cache."""
+        fallback = False
+        if program is None and self.replay_cache is not None:
+            program = self.replay_cache.lookup(task)
+            fallback = heal = True
+        summary = await self._run(task, directory, filter, program, heal, fallback)
+        if (self.replay_cache is not None and summary.success
+                and summary.outcome in ("agent", "replayed", "healed")):
+            self.replay_cache.store(task, directory)
+        return summary
+
+    async def _run(self, task: AnyTask, directory: Path, filter: str,
+                   program: Program | None, heal: bool, fallback: bool) -> EpisodeSummary:
         retriever = self.resources.retriever_client
         config = EpisodeConfig.from_settings(
             self.settings,
@@ -308,6 +329,10 @@ class EpisodeFactory:
             make_filter=self.makers[filter],
             run_spend=self.resources.spend,
             stop=self.stop,
+            program=program,
+            heal=heal,
+            fallback=fallback,
+            task_spec=task_spec(task),
         )
         env = environment_for(task, self.resources.browser, self.resources.miniwob,
                               config.settle, directory)
@@ -330,6 +355,9 @@ async def run_tasks(
     argv: list[str] | None = None,
     stop: asyncio.Event | None = None,
     pause: asyncio.Event | None = None,
+    programs: Sequence[Program] | None = None,
+    heal: bool = True,
+    replay_cache: Path | None = None,
 ) -> list[EpisodeSummary]:
     """Run every task in order; one episode's failure never stops the others.
 
@@ -341,8 +369,12 @@ async def run_tasks(
     whether an action runs decides last) and before the Playwright trace's chunk starts
     (so that the chunk holds the action that runs). Once ``stop`` is set, the running
     episode ends after its step and no other starts; ``pause`` (a step-through debugger's
-    pause event) cuts the highlight's wait short.
+    pause event) cuts the highlight's wait short. ``programs``: one per task, replayed
+    instead of asking the model (``heal``: the model heals a step that does not fit);
+    ``replay_cache``: a folder of programs of solved tasks (``runtime/replay/cache.py``).
     """
+    if programs is not None and len(programs) != len(tasks):
+        raise ValueError("run_tasks: one program per task")
     chosen = resolve_filter(filter if filter is not None else settings.filter.name)
     settings = prepare_run(settings, tasks)
     write_run_manifest(out_dir, settings, argv or sys.argv, [task.id for task in tasks])
@@ -353,9 +385,10 @@ async def run_tasks(
         need_retriever=chosen.needs_retriever(settings.filter,
                                               endpoint_opened=action_model is None),
     ) as resources:
-        episodes = EpisodeFactory(settings, resources, [chosen],
-                                  timeout_s=settings.episode_timeout_s, hooks=hooks,
-                                  pause=pause, stop=stop)
+        episodes = EpisodeFactory(
+            settings, resources, [chosen], timeout_s=settings.episode_timeout_s, hooks=hooks,
+            pause=pause, stop=stop,
+            replay_cache=ReplayCache(replay_cache) if replay_cache is not None else None)
         for number, task in enumerate(tasks):
             if stop is not None and stop.is_set():
                 break
@@ -363,8 +396,9 @@ async def run_tasks(
                 log.warning("run budget spent: no more episodes", reason=spent,
                             not_started=len(tasks) - number)
                 break
-            summary = await episodes.run(task, episode_directory(out_dir, task.id),
-                                         chosen.name)
+            summary = await episodes.run(
+                task, episode_directory(out_dir, task.id), chosen.name,
+                program=programs[number] if programs is not None else None, heal=heal)
             summaries.append(summary)
             log.info(
                 "episode finished",

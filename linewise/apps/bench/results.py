@@ -28,6 +28,7 @@ from linewise.records import (
     EpisodeSummary,
     InfraKind,
     Outcome,
+    ReplaySummary,
     StepRecord,
     outcome_of,
     utcnow,
@@ -89,6 +90,9 @@ class EpisodeResult(BaseModel):
     assisted_steps: int = Field(
         default=0, description="Steps a person decided (outcome 'assisted' when any)."
     )
+    replay: ReplaySummary | None = Field(
+        default=None, description="The episode replayed a program (outcome 'replayed' "
+        "or 'healed'): its steps replayed and healed, and where it diverged.")
     obs_tokens_full: int = 0
     obs_tokens_shown: int = 0
     reduction: float | None = Field(
@@ -154,6 +158,7 @@ SUMMARY_ONLY: frozenset[str] = frozenset({
     "infeasible_reason", "action_model", "tokens", "time", "filter_misses",
     "downloads_saved", "downloads_refused", "attack", "traceback", "budget_stop",
     "started_at", "finished_at", "directory", "observe_s", "act_s", "agent_success",
+    "task",
 })
 """Summary values a results line leaves to the episode's own summary.json (the report
 does not read them; ``finished_at`` is the line's own time). Every other value of
