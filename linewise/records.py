@@ -70,9 +70,11 @@ class TargetLocator(BaseModel):
         default=None, description="For an element with no name: the text closest before "
         "it among its siblings (a form's 'Username' before its textbox).")
     context: tuple[str, ...] = Field(
-        default=(), description="Its named ancestors, outermost first, as ``role 'name'``.")
+        default=(), description="Its named ancestors, outermost first, as ``role 'name'``: the "
+        "3 innermost, never the document (its name is the page title) nor a frame.")
     heading: str | None = Field(
-        default=None, description="The text of the closest heading before it.")
+        default=None, description="The text of the closest heading before it, in its frame. "
+        "Not part of equality: it only narrows a choice among equal elements.")
     frames: tuple[str, ...] = Field(
         default=(), description="The frames it lies in, outermost first, as ``Iframe "
         "'name'``; empty in the top document.")
