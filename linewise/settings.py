@@ -228,6 +228,14 @@ class AgentSettings(BaseModel):
         "examples, never one of the same task and seed.",
     )
     memory_k: int = Field(default=3, ge=1, description="Worked examples per episode, at most.")
+    replay_cache: Path | None = Field(
+        default=None,
+        description="A folder of programs of solved tasks (`--replay-cache`): a task solved "
+        "before (the same definition: id, start page, goal) is replayed first, healed by "
+        "the model where the page changed, and solved by the model only when healing "
+        "fails; each solved task's program is kept there. Such episodes are 'replayed' or "
+        "'healed', never counted as the agent's own success.",
+    )
     memory_budget_tokens: int = Field(
         default=1500, ge=100, description="The examples block never takes more tokens."
     )

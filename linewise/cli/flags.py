@@ -64,6 +64,7 @@ SETTINGS_FLAGS: dict[str, tuple[SettingsPath, ...]] = {
     "answer_check": (("agent", "answer_check"),),
     "memory": (("agent", "memory"),),
     "memory_k": (("agent", "memory_k"),),
+    "replay_cache": (("agent", "replay_cache"),),
     "memory_budget": (("agent", "memory_budget_tokens"),),
     "headless": (("browser", "headless"),),
     "chromium": (("browser", "chromium"),),
@@ -323,6 +324,10 @@ def add_agent_flags(parser: argparse.ArgumentParser) -> None:
                         "its words are on the page, for goals that ask a question; auto: "
                         f"with the embedded model and --gguf ({default_of('answer_check')})")
     add_memory_flags(parser)
+    parser.add_argument("--replay-cache", type=Path, metavar="DIR",
+                        help="replay a task solved before from its program in DIR (healed by "
+                        "the model where the page changed) and keep each solved task's "
+                        "program there; such episodes count apart from the agent's")
 
 
 def add_memory_flags(parser: argparse.ArgumentParser) -> None:

@@ -288,10 +288,10 @@ class EpisodeFactory:
         hooks: Sequence[StepHooks] = (),
         pause: asyncio.Event | None = None,
         stop: asyncio.Event | None = None,
-        replay_cache: ReplayCache | None = None,
     ) -> None:
         self.settings = settings
-        self.replay_cache = replay_cache
+        cache = settings.agent.replay_cache
+        self.replay_cache = ReplayCache(cache) if cache is not None else None
         self.resources = resources
         self.timeout_s = timeout_s
         self.stop = stop
@@ -357,7 +357,6 @@ async def run_tasks(
     pause: asyncio.Event | None = None,
     programs: Sequence[Program] | None = None,
     heal: bool = True,
-    replay_cache: Path | None = None,
 ) -> list[EpisodeSummary]:
     """Run every task in order; one episode's failure never stops the others.
 
@@ -370,8 +369,7 @@ async def run_tasks(
     (so that the chunk holds the action that runs). Once ``stop`` is set, the running
     episode ends after its step and no other starts; ``pause`` (a step-through debugger's
     pause event) cuts the highlight's wait short. ``programs``: one per task, replayed
-    instead of asking the model (``heal``: the model heals a step that does not fit);
-    ``replay_cache``: a folder of programs of solved tasks (``runtime/replay/cache.py``).
+    instead of asking the model (``heal``: the model heals a step that does not fit).
     """
     if programs is not None and len(programs) != len(tasks):
         raise ValueError("run_tasks: one program per task")
@@ -385,10 +383,9 @@ async def run_tasks(
         need_retriever=chosen.needs_retriever(settings.filter,
                                               endpoint_opened=action_model is None),
     ) as resources:
-        episodes = EpisodeFactory(
-            settings, resources, [chosen], timeout_s=settings.episode_timeout_s, hooks=hooks,
-            pause=pause, stop=stop,
-            replay_cache=ReplayCache(replay_cache) if replay_cache is not None else None)
+        episodes = EpisodeFactory(settings, resources, [chosen],
+                                  timeout_s=settings.episode_timeout_s, hooks=hooks,
+                                  pause=pause, stop=stop)
         for number, task in enumerate(tasks):
             if stop is not None and stop.is_set():
                 break
@@ -422,6 +419,7 @@ async def run(
     out_dir: str | os.PathLike[str] | None = None,
     hooks: Sequence[StepHooks] = (),
     memory: str | os.PathLike[str] | None = None,
+    replay_cache: str | os.PathLike[str] | None = None,
 ) -> list[EpisodeSummary]:
     """Run tasks from Python: the library's entry point.
 
@@ -433,7 +431,8 @@ async def run(
     environment (``LINEWISE_…``, ``OPENAI_…``). Traces go to ``out_dir`` (default
     ``runs/<timestamp>``); the summaries come back in task order. ``memory``: an
     experience memory file (``linewise memory build``) whose worked examples the action
-    model is shown (``settings.agent.memory``).
+    model is shown (``settings.agent.memory``). ``replay_cache``: a folder of programs
+    of solved tasks, replayed before the model is asked (``settings.agent.replay_cache``).
     """
     if not structlog.is_configured():
         # A library writes nothing to stdout: unless the application set logging up,
@@ -447,9 +446,10 @@ async def run(
     else:
         task_list = list(tasks)
     chosen = settings if settings is not None else LinewiseSettings().resolved()
-    if memory is not None:
-        chosen = chosen.model_copy(update={
-            "agent": chosen.agent.model_copy(update={"memory": Path(memory)})})
+    agent = {**({"memory": Path(memory)} if memory is not None else {}),
+             **({"replay_cache": Path(replay_cache)} if replay_cache is not None else {})}
+    if agent:
+        chosen = chosen.model_copy(update={"agent": chosen.agent.model_copy(update=agent)})
     return await run_tasks(
         task_list, chosen, Path(out_dir) if out_dir is not None else default_out_dir(),
         action_model=model, retriever_model=retriever, filter=filter, hooks=hooks,

@@ -242,3 +242,35 @@ async def test_a_replayed_secret_is_typed_from_its_variable_and_never_written(
     assert "s3cret-Zebra-42" not in json.dumps([s.model_dump(mode="json") for s in steps])
     # typed for real: the page echoed it back, redacted in what was recorded
     assert "Echo: alice / <secret:pw>" in steps[-1].axtree
+
+
+async def test_the_replay_cache_replays_a_solved_task_and_heals_a_changed_page(
+    site: tuple[StaticServer, Path], tmp_path: Path
+) -> None:
+    server, root = site
+    cache = tmp_path / "cache"
+    recorder = recording_model()
+    [first] = await linewise.run(_task(server), model=recorder, out_dir=tmp_path / "1",
+                                 replay_cache=cache)
+    assert first.outcome == "agent" and first.success is True and len(recorder.requests) == 4
+    assert len(list(cache.glob("remind.*.json"))) == 1
+
+    [second] = await linewise.run(_task(server), model=recorder, out_dir=tmp_path / "2",
+                                  replay_cache=cache)
+    assert second.outcome == "replayed" and second.success is True
+    assert len(recorder.requests) == 4  # not asked again
+    # another goal is another task: solved by the model, not replayed
+    other = _task(server).model_copy(update={"goal": GOAL + " Be quick."})
+    [third] = await linewise.run(other, model=recorder, out_dir=tmp_path / "3",
+                                 replay_cache=cache)
+    assert third.outcome == "agent" and third.replay is None
+
+    _change(root, "Send reminder", "Send notice")
+    healer = healing_model()
+    [healed] = await linewise.run(_task(server), model=healer, out_dir=tmp_path / "4",
+                                  replay_cache=cache)
+    assert healed.outcome == "healed" and healed.success is True and len(healer.requests) == 1
+    # the healed program replaced the old one: the next run needs no model
+    [fourth] = await linewise.run(_task(server), model=healer, out_dir=tmp_path / "5",
+                                  replay_cache=cache)
+    assert fourth.outcome == "replayed" and len(healer.requests) == 1
