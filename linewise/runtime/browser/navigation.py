@@ -43,13 +43,13 @@ port (``127.0.0.1:8000``, ``localhost:3000``) matches only that port.
 from __future__ import annotations
 
 import re
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Literal
 from urllib.parse import unquote, urljoin, urlsplit
 
-from linewise.runtime.browser.addresses import classify_host, host_address
+from linewise.runtime.browser.addresses import IPAddress, classify, classify_host, host_address
 from linewise.settings import NavigationSettings
 
 WEB_SCHEMES = ("http", "https")
@@ -201,11 +201,32 @@ class NavigationPolicy:
             return self.connection_refusal(host, int(port) if port.isdigit() else None)
         return self.subresource_refusal(url)
 
-    def connection_refusal(self, host: str, port: int | None) -> str | None:
-        """For a raw connection (the proxy's): the address rules, as for sub-resources."""
+    def connection_refusal(self, host: str, port: int | None,
+                           resolved: Sequence[IPAddress] = (), *, by_name: bool = False
+                           ) -> str | None:
+        """For a raw connection (the proxy's): the address rules, as for sub-resources.
+
+        ``resolved``: the addresses the proxy resolved ``host`` to, and will connect to;
+        each must pass the same rules as if it were written literally (a name that
+        resolves to 127.0.0.1 is 127.0.0.1 to the policy, whoever names it: an allowlist
+        pattern or start URL naming the name does not open its private address, since
+        DNS may point it anywhere later). ``by_name``: a ``localhost`` name or one an
+        operator's resolver rule maps (``resolver.py``), judged by the name as written;
+        its addresses still by the always-refused rules."""
         if not self.enforce:
             return None
-        return self._host_refusal(canonical_host(host), port, document=False)
+        host = canonical_host(host)
+        reason = self._host_refusal(host, port, document=False)
+        if reason is not None:
+            return reason
+        for address in resolved:
+            literal = address.compressed
+            if literal == host or (by_name and not classify(address).blocked_always):
+                continue
+            reason = self._host_refusal(literal, port, document=False)
+            if reason is not None:
+                return f"{host} resolves to {literal}: {reason}"
+        return None
 
     def refusal(self, url: str) -> str | None:
         """None if ``url`` may be loaded, else the reason it may not (a short phrase)."""

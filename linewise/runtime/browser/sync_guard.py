@@ -31,6 +31,7 @@ from linewise.records import BlockedNavigation, DownloadRecord, NavigationInitia
 from linewise.runtime.browser import guard_rules as rules
 from linewise.runtime.browser.navigation import ChainEnd, NavigationPolicy, redirect_chain
 from linewise.runtime.browser.proxy import ProxyHub, ProxyServer
+from linewise.runtime.browser.resolver import Destination
 
 log = structlog.get_logger(__name__)
 
@@ -65,9 +66,10 @@ class SyncNavigationGuard(rules.GuardRecords):
             self._proxy = ProxyHub.shared().serve(self._connection_refusal)
         return {**CONTEXT_OPTIONS, "proxy": {"server": self._proxy.url}}
 
-    def _connection_refusal(self, host: str, port: int) -> str | None:
+    def _connection_refusal(self, to: Destination) -> str | None:
         policy = self.policy
-        return policy.decide("connection", f"{host}:{port}") if policy is not None else None
+        return policy.connection_refusal(to.host, to.port, to.addresses, by_name=to.by_name
+                                         ) if policy is not None else None
 
     def close(self) -> None:
         if self._proxy is not None:

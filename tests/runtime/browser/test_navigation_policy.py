@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import ipaddress
+
 import pytest
 
 from linewise.runtime.browser.addresses import (
     SPECIAL_RANGES,
+    IPAddress,
     classify,
     host_address,
     is_loopback_host,
@@ -147,6 +150,50 @@ def test_the_address_table_names_every_range_and_its_registry() -> None:
     assert found.kind == "loopback" and str(found.carried) == "127.0.0.1"
     assert "Shared Address Space" in classify(host_address("100.64.0.1")).describe()  # type: ignore[arg-type]
     assert is_loopback_host("[::ffff:127.0.0.1]") and not is_loopback_host("0.0.0.0")
+
+
+def _ips(*texts: str) -> list[IPAddress]:
+    return [ipaddress.ip_address(t) for t in texts]
+
+
+def test_a_name_is_judged_by_every_address_it_resolved_to() -> None:
+    """A name that resolves to loopback is loopback, whoever names it: the start URL and
+    an allowlist pattern open the name's pages, never its private addresses (DNS may
+    point the name anywhere later); a pattern naming the address opens it."""
+    loopback = _ips("127.0.0.1")
+    for p in (policy(), policy("http://vm:8000/"), policy(allow_domains=("vm",))):
+        reason = p.connection_refusal("vm", 8000, loopback) or ""
+        assert reason.startswith("vm resolves to 127.0.0.1: ") and "loopback" in reason
+    assert policy(allow_domains=("127.0.0.1:8000",)).connection_refusal(
+        "vm", 8000, loopback) is None
+    assert policy("http://127.0.0.1:8000/").connection_refusal("vm", 8000, loopback) is None
+    assert policy("http://127.0.0.1:8000/").connection_refusal("vm", 8001, loopback)
+    assert policy(allow_private=True).connection_refusal("vm", 8000, loopback) is None
+    assert "DevTools" in (policy(allow_private=True).connection_refusal(
+        "vm", 9555, loopback) or "")
+    # one refused address refuses the name: the proxy would fall back to it
+    assert policy().connection_refusal("mixed.test", 80, _ips("8.8.8.8", "10.0.0.1"))
+    assert policy().connection_refusal("cdn.test", 443, _ips("8.8.8.8", "2606:4700::1")) is None
+    assert "metadata" in (policy(allow_private=True).connection_refusal(
+        "imds.test", 80, _ips("169.254.169.254")) or "")
+    assert "never a web server" in (policy(allow_private=True).connection_refusal(
+        "doc.test", 80, _ips("2001:db8::1")) or "")
+    assert "blocklist" in (policy(block_domains=("10.0.0.5",)).connection_refusal(
+        "intranet.test", 80, _ips("10.0.0.5")) or "")
+
+
+def test_localhost_and_mapped_names_are_judged_by_the_name() -> None:
+    """``localhost`` is loopback by name (a loopback start on it opens its port); a name an
+    operator's resolver rule maps is the named site, its address refused only when it is
+    metadata or unroutable."""
+    start = policy("http://localhost:8701/")
+    both = _ips("127.0.0.1", "::1")
+    assert start.connection_refusal("localhost", 8701, both, by_name=True) is None
+    assert start.connection_refusal("localhost", 8702, both, by_name=True)
+    assert policy().connection_refusal("public.test", 80, _ips("127.0.0.2"),
+                                       by_name=True) is None
+    assert "metadata" in (policy().connection_refusal(
+        "public.test", 80, _ips("169.254.169.254"), by_name=True) or "")
 
 
 def test_a_loopback_start_opens_only_its_own_host_and_port() -> None:
