@@ -15,6 +15,11 @@ addresses, never to the name again: a name in /etc/hosts or a DNS answer that po
 loopback or a private network is refused like the address itself, and a second, different
 answer (DNS rebinding) is never asked for.
 
+The proxy listens on loopback, where any local client (or a page allowed there) may
+connect to it: a connection has ``head_timeout_s`` to send its request head, and one
+proxy holds at most ``max_connections`` connections (``ProxyLimits``, from the
+navigation settings); past the cap a new connection is answered 503 and closed.
+
 One daemon thread runs one event loop for every episode's proxy of the process, so the
 async environment and BrowserGym's sync worker thread use it alike.
 """
@@ -33,6 +38,7 @@ from urllib.parse import urlsplit
 import structlog
 
 from linewise.runtime.browser.resolver import Destination, Resolver
+from linewise.settings import NavigationSettings
 
 log = structlog.get_logger(__name__)
 
@@ -43,6 +49,21 @@ MAX_HEAD = 64 * 1024
 CONNECT_TIMEOUT_S = 30.0
 CHUNK = 64 * 1024
 _HOP_HEADERS = (b"proxy-connection", b"connection", b"keep-alive")
+
+
+@dataclass(frozen=True)
+class ProxyLimits:
+    """How long a connection may take to send its request head, and how many
+    connections one proxy holds at once."""
+
+    head_timeout_s: float
+    max_connections: int
+
+    @classmethod
+    def from_settings(cls, settings: NavigationSettings | None = None) -> ProxyLimits:
+        """The settings' limits (the defaults without settings)."""
+        settings = settings or NavigationSettings()
+        return cls(settings.proxy_head_timeout_s, settings.proxy_max_connections)
 
 
 @dataclass
@@ -80,11 +101,13 @@ class ProxyHub:
                 cls._shared = cls()
             return cls._shared
 
-    def serve(self, refusal: Refusal, resolver: Resolver | None = None) -> ProxyServer:
+    def serve(self, refusal: Refusal, resolver: Resolver | None = None,
+              limits: ProxyLimits | None = None) -> ProxyServer:
         """A new proxy on a free loopback port, checking every connection with
         ``refusal``; ``resolver`` turns hosts into addresses (with the ``MAP`` rules of
         Chromium's ``--host-resolver-rules``, which Chromium behind a proxy leaves to it)."""
-        handler = _Connection(refusal, resolver or Resolver())
+        handler = _Connection(refusal, resolver or Resolver(),
+                              limits or ProxyLimits.from_settings())
         future = asyncio.run_coroutine_threadsafe(
             asyncio.start_server(handler.serve, "127.0.0.1", 0, limit=MAX_HEAD), self._loop)
         server = future.result(timeout=10)
@@ -93,9 +116,11 @@ class ProxyHub:
 
 
 class _Connection:
-    def __init__(self, refusal: Refusal, resolver: Resolver) -> None:
+    def __init__(self, refusal: Refusal, resolver: Resolver, limits: ProxyLimits) -> None:
         self.refusal = refusal
         self.resolver = resolver
+        self.limits = limits
+        self._warned_full = False
         # The loop keeps only weak references to tasks: without these, a connection
         # still piping when its context closes is collected mid-await.
         self.open: set[asyncio.Task[Any]] = set()
@@ -106,11 +131,26 @@ class _Connection:
             task.cancel()
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self.open) >= self.limits.max_connections:
+            if not self._warned_full:
+                self._warned_full = True
+                log.warning("proxy connections at their cap, refusing more",
+                            max_connections=self.limits.max_connections)
+            await _answer(writer, 503, "too many connections to the proxy")
+            await _close(writer)
+            return
         task = asyncio.current_task()
         if task is not None:
             self.open.add(task)
         try:
-            head = await reader.readuntil(b"\r\n\r\n")
+            try:
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"),
+                                              self.limits.head_timeout_s)
+            except TimeoutError:
+                log.debug("proxy connection sent no request head in time")
+                await _answer(writer, 408, "no request head in "
+                              f"{self.limits.head_timeout_s:g} s")
+                return
             await self._handle(head, reader, writer)
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError,
                 OSError, ValueError) as exc:

@@ -8,13 +8,15 @@ import ipaddress
 import logging
 import socket
 import threading
+import time
+from collections.abc import Callable
 
 import pytest
 
 from linewise.runtime.browser.addresses import IPAddress
 from linewise.runtime.browser.guard import NavigationGuard
 from linewise.runtime.browser.navigation import NavigationPolicy
-from linewise.runtime.browser.proxy import ProxyHub, ProxyServer
+from linewise.runtime.browser.proxy import ProxyHub, ProxyLimits, ProxyServer
 from linewise.runtime.browser.resolver import Resolver, resolver_rules
 from linewise.settings import NavigationSettings
 from tests.support.leaky import LOOPBACK_NAME
@@ -211,3 +213,57 @@ async def test_a_port_past_65535_is_refused_not_wrapped() -> None:
         proxy.close()
         devtools.close()
     assert devtools.hits == 0
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    for _ in range(100):
+        if condition():
+            return
+        await asyncio.sleep(0.05)
+
+
+async def test_a_connection_that_sends_no_request_head_is_closed_in_time() -> None:
+    """Half-open connections held by a local client: each gets the head deadline."""
+    proxy = ProxyHub.shared().serve(lambda _to: None, limits=ProxyLimits(0.5, 100))
+    port = int(proxy.url.rsplit(":", 1)[1])
+    try:
+        silent = await asyncio.open_connection("127.0.0.1", port)
+        dripping = await asyncio.open_connection("127.0.0.1", port)
+        dripping[1].write(b"GET http://127.0.0.1/ HTTP/1.1\r\n")  # never ends its head
+        started = time.perf_counter()
+        for reader, writer in (silent, dripping):
+            answer = await asyncio.wait_for(reader.read(), 5)
+            assert answer.startswith(b"HTTP/1.1 408"), answer
+            writer.close()
+        assert time.perf_counter() - started < 2
+        await _until(lambda: not proxy._connections.open)
+        assert not proxy._connections.open
+    finally:
+        proxy.close()
+
+
+async def test_one_proxy_holds_at_most_its_cap_of_connections() -> None:
+    target = CountingServer()
+    proxy = ProxyHub.shared().serve(lambda _to: None, limits=ProxyLimits(30, 4))
+    port = int(proxy.url.rsplit(":", 1)[1])
+    held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(4)]
+    try:
+        await _until(lambda: len(proxy._connections.open) == 4)
+        assert len(proxy._connections.open) == 4
+        answer = await asyncio.wait_for(_ask(proxy, _get("127.0.0.1", target.port)), 5)
+        assert answer.startswith(b"HTTP/1.1 503"), answer
+        assert target.hits == 0
+        for _, writer in held:
+            writer.close()
+        await _until(lambda: not proxy._connections.open)
+        assert (await _ask(proxy, _get("127.0.0.1", target.port))).endswith(b"ok")
+        assert target.hits == 1
+    finally:
+        proxy.close()
+        target.close()
+
+
+def test_the_limits_come_from_the_navigation_settings() -> None:
+    settings = NavigationSettings(proxy_head_timeout_s=2.5, proxy_max_connections=64)
+    assert ProxyLimits.from_settings(settings) == ProxyLimits(2.5, 64)
+    assert ProxyLimits.from_settings() == ProxyLimits(5.0, 256)
