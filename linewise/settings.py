@@ -68,8 +68,9 @@ class EndpointSettings(BaseModel):
     )
     timeout_s: float = Field(
         default=120.0, gt=0,
-        description="Per attempt of a call: a remote endpoint that has not answered in two "
-        "minutes is stalled (the embedded model gets a longer one, see runtime/run.py).",
+        description="Deadline of each attempt of a call, from the request to the last byte "
+        "of the answer: a remote endpoint that has not answered in two minutes is stalled "
+        "(the embedded model gets a longer one, see runtime/run.py).",
     )
     max_in_flight: int = Field(default=4, ge=1, description="Concurrent requests.")
     requests_per_second: float | None = Field(default=None, gt=0)
