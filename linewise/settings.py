@@ -68,8 +68,9 @@ class EndpointSettings(BaseModel):
     )
     timeout_s: float = Field(
         default=120.0, gt=0,
-        description="Per attempt of a call: a remote endpoint that has not answered in two "
-        "minutes is stalled (the embedded model gets a longer one, see runtime/run.py).",
+        description="Deadline of each attempt of a call, from the request to the last byte "
+        "of the answer: a remote endpoint that has not answered in two minutes is stalled "
+        "(the embedded model gets a longer one, see runtime/run.py).",
     )
     max_in_flight: int = Field(default=4, ge=1, description="Concurrent requests.")
     requests_per_second: float | None = Field(default=None, gt=0)
@@ -266,6 +267,18 @@ class NavigationSettings(BaseModel):
     )
     downloads: bool = Field(
         default=False, description="Save downloads into the episode's downloads/ folder."
+    )
+    # The policy proxy (runtime/browser/proxy.py) listens on loopback, where any local
+    # client may connect; these keep one from holding it with idle connections.
+    proxy_head_timeout_s: float = Field(
+        default=5.0, gt=0,
+        description="How long the policy proxy waits for a connection's request head "
+        "before it closes the connection (Chromium sends it at once).",
+    )
+    proxy_max_connections: int = Field(
+        default=256, ge=1,
+        description="Connections one episode's policy proxy holds at once; more are "
+        "answered 503 (Chromium opens at most 32 per proxy, plus WebSockets).",
     )
 
 

@@ -278,7 +278,8 @@ def add_model_flags(parser: argparse.ArgumentParser) -> None:
                         "into it (default: --ctx-size for the embedded model, else "
                         f"{DEFAULT_CONTEXT_TOKENS})")
     parser.add_argument("--request-timeout", type=float, metavar="S",
-                        help="per try of an LLM call, in seconds "
+                        help="deadline of each try of an LLM call, request to last byte, "
+                        "in seconds "
                         f"({default_of('request_timeout')}; the embedded model gets at least "
                         f"{LOCAL_TIMEOUT_S:g})")
     parser.add_argument("--retry-budget", type=float, metavar="S",

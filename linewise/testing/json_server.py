@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -25,6 +26,8 @@ class RawReply:
     body: bytes
     headers: dict[str, str] = field(default_factory=dict)
     content_type: str = "application/json"
+    drip_s: float = 0.0
+    """Send the body one byte every ``drip_s`` seconds (after the headers, at once)."""
 
 
 class JSONServer:
@@ -126,7 +129,12 @@ class JSONServer:
                     for name, value in reply.headers.items():
                         self.send_header(name, value)
                     self.end_headers()
-                    self.wfile.write(reply.body)
+                    if not reply.drip_s:
+                        self.wfile.write(reply.body)
+                    for index in range(len(reply.body) if reply.drip_s else 0):
+                        self.wfile.flush()
+                        time.sleep(reply.drip_s)
+                        self.wfile.write(reply.body[index:index + 1])
                 except (BrokenPipeError, ConnectionResetError):
                     self.close_connection = True  # the client gave up (its timeout)
 

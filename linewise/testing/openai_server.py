@@ -16,8 +16,9 @@ refused with llama.cpp's 400; the prompt is counted with tiktoken times
 
 Faults of a real endpoint are played with ``inject``: the next chat requests are
 answered by ``Fault``s (an error status with or without Retry-After, an invalid body,
-no choices, a stall) before the script answers again; ``go_down``/``down_for`` play an
-endpoint that does not answer at all (see ``JSONServer``). A ``schedule`` plays faults
+no choices, a stall, a body dripped a byte at a time) before the script answers again;
+``go_down``/``down_for`` play an endpoint that does not answer at all (see
+``JSONServer``). A ``schedule`` plays faults
 keyed on the request's number instead of its arrival time: it is asked about every
 chat request (when no injected fault is pending) and may answer with a ``Fault`` or do
 anything else first, e.g. take the server down, which drops that request unanswered.
@@ -80,6 +81,9 @@ class Fault:
     """Answer 200 with a completion whose ``choices`` list is empty."""
     stall_s: float = 0.0
     """Wait this long first; with nothing else set, the script then answers."""
+    drip_s: float = 0.0
+    """Send the script's answer at once in the headers, then its body one byte every
+    ``drip_s`` seconds: an endpoint that is never silent for long, and never done."""
 
     @classmethod
     def error(cls, status: int, retry_after: str | float | None = None) -> Fault:
@@ -96,6 +100,10 @@ class Fault:
     @classmethod
     def stall(cls, seconds: float) -> Fault:
         return cls(stall_s=seconds)
+
+    @classmethod
+    def drip(cls, seconds_per_byte: float) -> Fault:
+        return cls(drip_s=seconds_per_byte)
 
     @property
     def answers_normally(self) -> bool:
@@ -180,6 +188,13 @@ class ScriptedChatServer(JSONServer):
             time.sleep(fault.stall_s)
             if not fault.answers_normally:
                 return self._fault_reply(fault)
+        reply = self._scripted_reply(body)
+        if fault is not None and fault.drip_s and not isinstance(reply, RawReply):
+            status, data = reply
+            return RawReply(status, json.dumps(data).encode(), drip_s=fault.drip_s)
+        return reply
+
+    def _scripted_reply(self, body: dict[str, Any]) -> Reply | RawReply:
         if (refusal := self._over_context(body)) is not None:
             return refusal
         if self.refuse_grammar and "grammar" in body:

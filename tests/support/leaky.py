@@ -5,10 +5,13 @@ attacker) that serve and count them."""
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 from collections.abc import Iterator
 
 import pytest
 
+from linewise.runtime.browser.addresses import classify
 from tests.support.sites import Site
 
 CHANNELS = ("img", "fetch", "xhr", "beacon", "ping", "css", "ws", "iframe-fetch",
@@ -53,6 +56,22 @@ fetch('{api}/data').then((r) => r.text()).then((t) => {{
   s.onerror = () => {{ out.textContent = 'ws failed'; document.title = 'done'; }};
 }}, (e) => {{ out.textContent = 'fetch failed ' + e; document.title = 'done'; }});
 </script></body></html>"""
+
+
+def _loopback_name() -> str | None:
+    """This machine's host name when the system resolves it to loopback only (/etc/hosts
+    maps it so on most Linux machines): a real name that is loopback only once resolved."""
+    name = socket.gethostname()
+    try:
+        infos = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+    except OSError:
+        return None
+    kinds = {classify(ipaddress.ip_address(str(info[4][0]).split("%")[0])).kind
+             for info in infos}
+    return name if kinds == {"loopback"} else None
+
+
+LOOPBACK_NAME = _loopback_name()
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ load: the ``view/`` folder and the episodes' screenshots. Nothing else of the fo
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import mimetypes
 import re
 import secrets
@@ -37,6 +36,7 @@ from linewise.apps.viewer.discover import EpisodeFolder, find_episodes, folder_k
 from linewise.apps.viewer.paths import VIEW_DIR, episode_key
 from linewise.errors import ConfigError
 from linewise.records import StepRecord
+from linewise.runtime.browser.addresses import classify, host_address
 from linewise.runtime.trace import read_step_lines
 
 log = structlog.get_logger(__name__)
@@ -213,12 +213,9 @@ class _IPv6Server(ThreadingHTTPServer):
 
 def require_loopback(host: str) -> None:
     """Refuse any address other people could reach: the viewer shows whole traces."""
-    if host == "localhost":
-        return
-    try:
-        loopback = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
+    address = host_address(host)
+    loopback = host == "localhost" or (address is not None
+                                       and classify(address).kind == "loopback")
     if not loopback:
         raise ConfigError(f"the viewer serves on a loopback address only (127.0.0.1, ::1, "
                           f"localhost), not {host!r}: a trace holds every prompt and page")

@@ -39,7 +39,8 @@ from linewise.records import DialogRecord
 from linewise.runtime.browser.binding import DocumentBinding
 from linewise.runtime.browser.cdp import CDPConnection, CDPSender
 from linewise.runtime.browser.guard import NavigationGuard
-from linewise.runtime.browser.proxy import ProxyServer, resolver_rules
+from linewise.runtime.browser.proxy import ProxyLimits, ProxyServer
+from linewise.runtime.browser.resolver import Resolver, resolver_rules
 from linewise.settings import BrowserSettings
 
 log = structlog.get_logger(__name__)
@@ -226,7 +227,9 @@ class Browser:
         await self._ensure_connected()
         if self._browser is None:
             raise BrowserError("Browser is not started")
-        proxy = guard.open_proxy(resolver_rules(self.config.extra_args)) if guard else None
+        proxy = guard.open_proxy(Resolver(resolver_rules(self.config.extra_args)),
+                                 ProxyLimits.from_settings(self.config.navigation)
+                                 ) if guard else None
         try:
             context = await self._browser.new_context(
                 viewport={"width": self.config.viewport_width,

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,8 @@ from playwright.async_api import Error as PlaywrightError
 from linewise.records import BlockedNavigation, DownloadRecord, NavigationInitiator
 from linewise.runtime.browser import guard_rules as rules
 from linewise.runtime.browser.navigation import ChainEnd, NavigationPolicy, redirect_chain
-from linewise.runtime.browser.proxy import ProxyHub, ProxyServer
+from linewise.runtime.browser.proxy import ProxyHub, ProxyLimits, ProxyServer
+from linewise.runtime.browser.resolver import Resolver
 
 log = structlog.get_logger(__name__)
 
@@ -77,13 +78,15 @@ class NavigationGuard(rules.GuardRecords):
     def accept_downloads(self) -> bool:
         return self.downloads_dir is not None
 
-    def open_proxy(self, host_map: Mapping[str, str] | None = None) -> ProxyServer | None:
+    def open_proxy(self, resolver: Resolver | None = None, limits: ProxyLimits | None = None
+                   ) -> ProxyServer | None:
         """The proxy the context must use (None with the policy off)."""
         if not self.policy.enforce:
             return None
         policy = self.policy
         return ProxyHub.shared().serve(
-            lambda host, port: policy.decide("connection", f"{host}:{port}"), host_map)
+            lambda to: policy.connection_refusal(to.host, to.port, to.addresses,
+                                                 by_name=to.by_name), resolver, limits)
 
     async def attach(self, context: BrowserContext) -> None:
         """Watch ``context``; call before its first page opens."""

@@ -12,13 +12,21 @@ Rules, in order:
    task whose own start URL is a ``file:`` URL; every other scheme (``chrome:``,
    ``javascript:``, ``data:``, ``view-source:``, ``blob:``, ``about:config``…) is refused.
 2. Cloud metadata addresses (link-local 169.254.0.0/16 and fe80::/10, fd00:ec2::254,
-   100.100.100.200, metadata.google.internal…) and the browser's own DevTools port are
-   always refused.
+   100.100.100.200, metadata.google.internal…), unroutable ones (documentation,
+   reserved, broadcast, multicast, protocol anycast) and the browser's own DevTools port
+   are always refused.
 3. ``block_domains`` patterns are refused.
 4. Loopback and private addresses (127.0.0.0/8, ::1, 10/8, 172.16/12, 192.168/16,
-   fc00::/7, 0.0.0.0, ``localhost``…) are refused unless ``allow_private`` is set or an
-   allowlist pattern names the host. A start URL on one opens only its own host and port
-   (``127.0.0.1:8701`` does not open ``127.0.0.1:8702``).
+   100.64.0.0/10, fc00::/7, fec0::/10, 0.0.0.0, ``localhost``…) are refused unless
+   ``allow_private`` is set or an allowlist pattern names the host. A start URL on one
+   opens only its own host and port (``127.0.0.1:8701`` does not open
+   ``127.0.0.1:8702``).
+
+What an address is comes from one table, ``addresses.py`` (IANA's special-purpose
+registries; embedded IPv4 forms are the address they carry). A URL's host is judged as
+written: a name other than ``localhost`` is not an address here, and the policy proxy
+judges the addresses it resolves to (``connection_refusal`` with ``resolved``) by the
+same rules as if they were written literally.
 5. With an allowlist (``allow_domains``), hosts outside it are refused; the start URL's
    own host is always on it.
 
@@ -34,32 +42,18 @@ port (``127.0.0.1:8000``, ``localhost:3000``) matches only that port.
 
 from __future__ import annotations
 
-import ipaddress
 import re
-import socket
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Literal
 from urllib.parse import unquote, urljoin, urlsplit
 
+from linewise.runtime.browser.addresses import IPAddress, classify, classify_host, host_address
 from linewise.settings import NavigationSettings
-
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 WEB_SCHEMES = ("http", "https")
 ALLOWED_ABOUT = ("about:blank", "about:srcdoc")
-
-METADATA_HOSTS = frozenset({
-    "metadata.google.internal", "metadata.goog", "metadata", "instance-data",
-    "instance-data.ec2.internal", "metadata.azure.internal", "metadata.tencentyun.com",
-})
-METADATA_NETWORKS = (
-    ipaddress.ip_network("169.254.0.0/16"),  # AWS, GCP, Azure, ECS, OpenStack metadata
-    ipaddress.ip_network("fe80::/10"),
-    ipaddress.ip_network("fd00:ec2::254/128"),  # AWS IMDS over IPv6
-    ipaddress.ip_network("100.100.100.200/32"),  # Alibaba Cloud
-)
 
 RequestKind = Literal["document", "frame", "popup", "redirect", "subresource", "websocket",
                       "connection"]
@@ -102,7 +96,8 @@ class DomainPattern:
                 f"{text!r}: expected example.org, *.example.org, an IP address or host:port"
             )
         subdomains_only = host.startswith("*.")
-        return cls(host.removeprefix("*.").strip("[]"), subdomains_only, port)
+        return cls(canonical_host(host.removeprefix("*.").strip("[]")), subdomains_only,
+                   port)
 
     def matches(self, host: str, port: int | None) -> bool:
         if self.port is not None and self.port != port:
@@ -118,47 +113,16 @@ def _port(text: str, port: str) -> int:
     return int(port)
 
 
+def canonical_host(host: str) -> str:
+    """A host lower-cased without brackets or a final dot; a literal address in its one
+    canonical spelling (``2130706433`` and ``0x7f.1`` are ``127.0.0.1``)."""
+    host = host.strip("[]").lower().rstrip(".")
+    address = host_address(host)
+    return host if address is None else address.compressed
+
+
 def parse_patterns(patterns: tuple[str, ...] | list[str]) -> tuple[DomainPattern, ...]:
     return tuple(DomainPattern.parse(p) for p in patterns)
-
-
-def host_address(host: str) -> IPAddress | None:
-    """The IP address a host names literally, in any form Chromium accepts
-    (``2852039166`` and ``0xa9fea9fe`` are 169.254.169.254), else None."""
-    host = host.strip("[]")
-    try:
-        return ipaddress.ip_address(host)
-    except ValueError:
-        pass
-    if re.fullmatch(r"[0-9a-fx.]+", host) and any(c.isdigit() for c in host):
-        try:
-            return ipaddress.IPv4Address(socket.inet_aton(host))
-        except OSError:
-            return None
-    return None
-
-
-def is_metadata_host(host: str) -> bool:
-    address = host_address(host)
-    if address is None:
-        return host in METADATA_HOSTS
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return any(address in network for network in METADATA_NETWORKS if
-               network.version == address.version)
-
-
-def is_private_host(host: str) -> bool:
-    """Loopback, private, unspecified or reserved addresses, and ``localhost`` names."""
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    address = host_address(host)
-    if address is None:
-        return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return (address.is_loopback or address.is_private or address.is_unspecified
-            or address.is_reserved or address.is_link_local)
 
 
 @dataclass(frozen=True)
@@ -174,7 +138,7 @@ def parse_url(url: str) -> ParsedURL | None:
     try:
         parts = urlsplit(url.strip())
         scheme = parts.scheme.lower()
-        host = (parts.hostname or "").rstrip(".")
+        host = canonical_host(parts.hostname or "")
         port = parts.port
     except ValueError:
         return None
@@ -237,11 +201,32 @@ class NavigationPolicy:
             return self.connection_refusal(host, int(port) if port.isdigit() else None)
         return self.subresource_refusal(url)
 
-    def connection_refusal(self, host: str, port: int | None) -> str | None:
-        """For a raw connection (the proxy's): the address rules, as for sub-resources."""
+    def connection_refusal(self, host: str, port: int | None,
+                           resolved: Sequence[IPAddress] = (), *, by_name: bool = False
+                           ) -> str | None:
+        """For a raw connection (the proxy's): the address rules, as for sub-resources.
+
+        ``resolved``: the addresses the proxy resolved ``host`` to, and will connect to;
+        each must pass the same rules as if it were written literally (a name that
+        resolves to 127.0.0.1 is 127.0.0.1 to the policy, whoever names it: an allowlist
+        pattern or start URL naming the name does not open its private address, since
+        DNS may point it anywhere later). ``by_name``: a ``localhost`` name or one an
+        operator's resolver rule maps (``resolver.py``), judged by the name as written;
+        its addresses still by the always-refused rules."""
         if not self.enforce:
             return None
-        return self._host_refusal(host.strip("[]").lower().rstrip("."), port, document=False)
+        host = canonical_host(host)
+        reason = self._host_refusal(host, port, document=False)
+        if reason is not None:
+            return reason
+        for address in resolved:
+            literal = address.compressed
+            if literal == host or (by_name and not classify(address).blocked_always):
+                continue
+            reason = self._host_refusal(literal, port, document=False)
+            if reason is not None:
+                return f"{host} resolves to {literal}: {reason}"
+        return None
 
     def refusal(self, url: str) -> str | None:
         """None if ``url`` may be loaded, else the reason it may not (a short phrase)."""
@@ -283,16 +268,20 @@ class NavigationPolicy:
         return None
 
     def _host_refusal(self, host: str, port: int | None, *, document: bool) -> str | None:
-        if is_metadata_host(host):
+        found = classify_host(host)
+        if found is not None and found.kind == "metadata":
             return "cloud metadata addresses are always blocked"
-        if (self.devtools_port is not None and port == self.devtools_port
-                and is_private_host(host)):
+        if found is not None and found.kind == "unroutable":
+            return (f"{host} is in {found.describe()}, never a web server's address: "
+                    "always blocked")
+        private = found is not None and found.private
+        if self.devtools_port is not None and port == self.devtools_port and private:
             return "the browser's DevTools port is always blocked"
         if any(p.matches(host, port) for p in self.block):
             return f"{host} is on the blocklist"
         is_start = self.start_host == (host, port)
         listed = any(p.matches(host, port) for p in self.allow)
-        if is_private_host(host) and not (self.allow_private or listed or is_start):
+        if private and not (self.allow_private or listed or is_start):
             return (f"{host}:{port} is a loopback or private address other than the task's "
                     "own host and port")
         if document and self.allow and not (listed or is_start):

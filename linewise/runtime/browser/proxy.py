@@ -9,6 +9,17 @@ Playwright adds, sends loopback through it too), and every connection Chromium o
 a plain HTTP request, a redirect hop, a ``CONNECT`` tunnel for https, ws and wss — is
 checked by host and port against the episode's policy before the proxy connects it.
 
+A name is resolved once (``resolver.py``), the policy decides on the addresses it
+resolved to as if they were written literally, and the proxy connects to exactly those
+addresses, never to the name again: a name in /etc/hosts or a DNS answer that points at
+loopback or a private network is refused like the address itself, and a second, different
+answer (DNS rebinding) is never asked for.
+
+The proxy listens on loopback, where any local client (or a page allowed there) may
+connect to it: a connection has ``head_timeout_s`` to send its request head, and one
+proxy holds at most ``max_connections`` connections (``ProxyLimits``, from the
+navigation settings); past the cap a new connection is answered 503 and closed.
+
 One daemon thread runs one event loop for every episode's proxy of the process, so the
 async environment and BrowserGym's sync worker thread use it alike.
 """
@@ -17,23 +28,42 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 import structlog
 
+from linewise.runtime.browser.resolver import Destination, Resolver
+from linewise.settings import NavigationSettings
+
 log = structlog.get_logger(__name__)
 
-Refusal = Callable[[str, int], "str | None"]
-"""``(host, port)`` -> why the connection is refused, or None to connect it."""
+Refusal = Callable[[Destination], "str | None"]
+"""A connection's destination -> why it is refused, or None to connect it."""
 
 MAX_HEAD = 64 * 1024
 CONNECT_TIMEOUT_S = 30.0
 CHUNK = 64 * 1024
 _HOP_HEADERS = (b"proxy-connection", b"connection", b"keep-alive")
+
+
+@dataclass(frozen=True)
+class ProxyLimits:
+    """How long a connection may take to send its request head, and how many
+    connections one proxy holds at once."""
+
+    head_timeout_s: float
+    max_connections: int
+
+    @classmethod
+    def from_settings(cls, settings: NavigationSettings | None = None) -> ProxyLimits:
+        """The settings' limits (the defaults without settings)."""
+        settings = settings or NavigationSettings()
+        return cls(settings.proxy_head_timeout_s, settings.proxy_max_connections)
 
 
 @dataclass
@@ -71,12 +101,13 @@ class ProxyHub:
                 cls._shared = cls()
             return cls._shared
 
-    def serve(self, refusal: Refusal, host_map: Mapping[str, str] | None = None
-              ) -> ProxyServer:
+    def serve(self, refusal: Refusal, resolver: Resolver | None = None,
+              limits: ProxyLimits | None = None) -> ProxyServer:
         """A new proxy on a free loopback port, checking every connection with
-        ``refusal``; ``host_map`` stands addresses in for host names (what Chromium's
-        ``--host-resolver-rules`` would have done, had it resolved the names itself)."""
-        handler = _Connection(refusal, dict(host_map or {}))
+        ``refusal``; ``resolver`` turns hosts into addresses (with the ``MAP`` rules of
+        Chromium's ``--host-resolver-rules``, which Chromium behind a proxy leaves to it)."""
+        handler = _Connection(refusal, resolver or Resolver(),
+                              limits or ProxyLimits.from_settings())
         future = asyncio.run_coroutine_threadsafe(
             asyncio.start_server(handler.serve, "127.0.0.1", 0, limit=MAX_HEAD), self._loop)
         server = future.result(timeout=10)
@@ -84,22 +115,12 @@ class ProxyHub:
         return ProxyServer(f"http://127.0.0.1:{port}", server, self._loop, handler)
 
 
-def resolver_rules(args: tuple[str, ...] | list[str]) -> dict[str, str]:
-    """``MAP host address`` rules of a ``--host-resolver-rules`` Chromium flag."""
-    rules: dict[str, str] = {}
-    for arg in args:
-        if arg.startswith("--host-resolver-rules="):
-            for rule in arg.split("=", 1)[1].strip("\"'").split(","):
-                parts = rule.split()
-                if len(parts) == 3 and parts[0].upper() == "MAP":
-                    rules[parts[1].lower()] = parts[2]
-    return rules
-
-
 class _Connection:
-    def __init__(self, refusal: Refusal, host_map: dict[str, str]) -> None:
+    def __init__(self, refusal: Refusal, resolver: Resolver, limits: ProxyLimits) -> None:
         self.refusal = refusal
-        self.host_map = host_map
+        self.resolver = resolver
+        self.limits = limits
+        self._warned_full = False
         # The loop keeps only weak references to tasks: without these, a connection
         # still piping when its context closes is collected mid-await.
         self.open: set[asyncio.Task[Any]] = set()
@@ -110,11 +131,26 @@ class _Connection:
             task.cancel()
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self.open) >= self.limits.max_connections:
+            if not self._warned_full:
+                self._warned_full = True
+                log.warning("proxy connections at their cap, refusing more",
+                            max_connections=self.limits.max_connections)
+            await _answer(writer, 503, "too many connections to the proxy")
+            await _close(writer)
+            return
         task = asyncio.current_task()
         if task is not None:
             self.open.add(task)
         try:
-            head = await reader.readuntil(b"\r\n\r\n")
+            try:
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"),
+                                              self.limits.head_timeout_s)
+            except TimeoutError:
+                log.debug("proxy connection sent no request head in time")
+                await _answer(writer, 408, "no request head in "
+                              f"{self.limits.head_timeout_s:g} s")
+                return
             await self._handle(head, reader, writer)
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError,
                 OSError, ValueError) as exc:
@@ -134,32 +170,42 @@ class _Connection:
                       writer: asyncio.StreamWriter) -> None:
         request_line, _, headers = head.partition(b"\r\n")
         method, target, version = request_line.decode("latin-1").split(" ", 2)
-        if method.upper() == "CONNECT":
-            host, _, port_text = target.rpartition(":")
-            host, port, path = host.strip("[]").lower(), int(port_text), ""
+        connect = method.upper() == "CONNECT"
+        if connect:
+            authority, path = target, ""
         else:
             parts = urlsplit(target)
-            if parts.scheme != "http" or not parts.hostname:
+            if parts.scheme != "http" or not parts.netloc:
                 await _answer(writer, 400, "the proxy takes absolute http URLs only")
                 return
-            host, port = parts.hostname.lower(), parts.port or 80
+            authority = parts.netloc.rpartition("@")[2]
             path = parts.path or "/"
             if parts.query:
                 path += "?" + parts.query
-        reason = self.refusal(host, port)
+        host, port_text = _split_authority(authority)
+        port = _port(port_text or ("" if connect else "80"))
+        if not host or port is None:
+            await _answer(writer, 400, f"{authority!r} is not a host and a port in 1-65535")
+            return
+        try:
+            destination = await asyncio.wait_for(self.resolver.destination(host, port),
+                                                 CONNECT_TIMEOUT_S)
+        except (OSError, TimeoutError) as exc:
+            await _answer(writer, 502, f"cannot resolve {host}: {exc}")
+            return
+        reason = self.refusal(destination)
         if reason is not None:
             log.debug("connection refused by the policy", host=host, port=port, reason=reason)
             await _answer(writer, 403, reason)
             return
         try:
-            upstream_reader, upstream = await asyncio.wait_for(
-                asyncio.open_connection(self.host_map.get(host, host), port, limit=MAX_HEAD),
-                CONNECT_TIMEOUT_S)
+            upstream_reader, upstream = await asyncio.wait_for(_connect(destination),
+                                                               CONNECT_TIMEOUT_S)
         except (OSError, TimeoutError) as exc:
             await _answer(writer, 502, f"cannot connect to {host}:{port}: {exc}")
             return
         try:
-            if method.upper() == "CONNECT":
+            if connect:
                 writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
                 await writer.drain()
             else:
@@ -172,6 +218,41 @@ class _Connection:
             await asyncio.gather(_pipe(reader, upstream), _pipe(upstream_reader, writer))
         finally:
             await _close(upstream)
+
+
+def _split_authority(authority: str) -> tuple[str, str]:
+    """The host and the port text of ``host:port``, ``[v6]:port``, ``host`` or ``[v6]``."""
+    if authority.startswith("["):
+        host, _, rest = authority[1:].partition("]")
+        return host, rest[1:] if rest.startswith(":") else rest
+    if authority.count(":") > 1:  # a bare IPv6 address, its port after the last colon
+        host, _, port = authority.rpartition(":")
+        return host, port
+    host, _, port = authority.partition(":")
+    return host, port
+
+
+def _port(text: str) -> int | None:
+    """A port in 1-65535 written in ASCII digits, else None: a larger one would wrap
+    (``99999999`` is 57599 to the socket) after the policy checked it as written."""
+    if not (text.isascii() and text.isdigit()) or not 0 < int(text) < 65536:
+        return None
+    return int(text)
+
+
+async def _connect(destination: Destination
+                   ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection to the first of the destination's decided addresses that answers;
+    numeric only (``AI_NUMERICHOST``), so nothing is resolved a second time."""
+    error: OSError | None = None
+    for address in destination.addresses:
+        try:
+            return await asyncio.open_connection(
+                address.compressed, destination.connect_port, limit=MAX_HEAD,
+                flags=socket.AI_NUMERICHOST)
+        except OSError as exc:
+            error = exc
+    raise error or OSError(f"{destination.host} has no address")
 
 
 def _request_head(method: str, path: str, version: str, headers: bytes, upgrade: bool

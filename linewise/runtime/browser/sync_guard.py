@@ -30,7 +30,8 @@ from playwright.sync_api import Error as PlaywrightError
 from linewise.records import BlockedNavigation, DownloadRecord, NavigationInitiator
 from linewise.runtime.browser import guard_rules as rules
 from linewise.runtime.browser.navigation import ChainEnd, NavigationPolicy, redirect_chain
-from linewise.runtime.browser.proxy import ProxyHub, ProxyServer
+from linewise.runtime.browser.proxy import ProxyHub, ProxyLimits, ProxyServer
+from linewise.runtime.browser.resolver import Destination
 
 log = structlog.get_logger(__name__)
 
@@ -48,9 +49,11 @@ class SyncNavigationGuard(rules.GuardRecords):
 
     def __init__(self, policy_for: Callable[[str], NavigationPolicy],
                  on_close: Callable[[], None] = lambda: None,
-                 navigation_timeout_ms: float = 30000.0) -> None:
+                 navigation_timeout_ms: float = 30000.0,
+                 proxy_limits: ProxyLimits | None = None) -> None:
         super().__init__()
         self._policy_for = policy_for
+        self._proxy_limits = proxy_limits
         self.on_close = on_close
         self.navigation_timeout_ms = navigation_timeout_ms
         self.policy: NavigationPolicy | None = None
@@ -62,12 +65,14 @@ class SyncNavigationGuard(rules.GuardRecords):
         """BrowserGym's ``pw_context_kwargs``, with a new policy proxy (``close`` stops
         it). Until the set-up's first document sets the policy, it lets all through."""
         if self._proxy is None:
-            self._proxy = ProxyHub.shared().serve(self._connection_refusal)
+            self._proxy = ProxyHub.shared().serve(self._connection_refusal,
+                                                  limits=self._proxy_limits)
         return {**CONTEXT_OPTIONS, "proxy": {"server": self._proxy.url}}
 
-    def _connection_refusal(self, host: str, port: int) -> str | None:
+    def _connection_refusal(self, to: Destination) -> str | None:
         policy = self.policy
-        return policy.decide("connection", f"{host}:{port}") if policy is not None else None
+        return policy.connection_refusal(to.host, to.port, to.addresses, by_name=to.by_name
+                                         ) if policy is not None else None
 
     def close(self) -> None:
         if self._proxy is not None:

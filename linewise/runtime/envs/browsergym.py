@@ -41,6 +41,7 @@ from linewise.runtime.browser.observation import (
     apply_invisible_text,
     flatten_axtree,
 )
+from linewise.runtime.browser.proxy import ProxyLimits
 from linewise.runtime.browser.scripts import own_js
 from linewise.runtime.browser.sync_guard import SyncNavigationGuard
 from linewise.runtime.envs.browsergym_gym import make_env, stop_thread_playwright
@@ -92,7 +93,8 @@ class BrowserGymEnv:
         self.guard = SyncNavigationGuard(lambda start_url: NavigationPolicy.for_task(
             navigation, start_url, allowed_domains=task.allowed_domains,
             blocked_domains=task.blocked_domains,
-        ), navigation_timeout_ms=browser.navigation_timeout_ms) if navigation.enforce else None
+        ), navigation_timeout_ms=browser.navigation_timeout_ms,
+            proxy_limits=ProxyLimits.from_settings(navigation)) if navigation.enforce else None
 
     async def _in_thread(self, fn: Callable[[], T]) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._thread, fn)

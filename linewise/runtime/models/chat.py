@@ -4,6 +4,12 @@
 semaphore and requests per second by asyncio-throttle. Transport failures become
 ``LLMError``s; the trace record of a call is built by ``agent.models.call_model``.
 
+Each try has one deadline, ``timeout_s``, for all of it: the HTTP client's own timeouts
+(connect, pool, read and write, each ``timeout_s``) bound every single wait, and an
+``asyncio.timeout`` around the exchange bounds their sum, so an endpoint that sends a
+byte now and then (every read well inside the read timeout) is still cut off at
+``timeout_s``. A try cut off is a timeout like any other: retried, then ``LLMError``.
+
 Retries are linewise's, not the openai client's (its ``max_retries`` is 0, so tries
 are never multiplied): a 429, a 5xx, a timeout or a dropped connection is tried again
 after a wait that doubles, with jitter (or the endpoint's ``Retry-After``), until
@@ -74,7 +80,7 @@ class ChatClient:
         self._client = openai.AsyncOpenAI(
             base_url=endpoint.base_url,
             api_key=endpoint.api_key or "not-needed",
-            timeout=endpoint.timeout_s,
+            timeout=endpoint.timeout_s,  # connect, pool, read and write: each wait
             max_retries=0,
         )
         self._in_flight = asyncio.Semaphore(endpoint.max_in_flight)
@@ -126,12 +132,15 @@ class ChatClient:
         return random.uniform(ceiling / 2, ceiling)
 
     async def _try_once(self, messages: list[dict[str, Any]], params: dict[str, Any]) -> Completion:
+        """One try, within ``timeout_s`` from its request to its body's last byte (the
+        wait for a slot of ``max_in_flight`` and the throttle is not the endpoint's)."""
         try:
-            async with self._slot():
+            async with self._slot(), asyncio.timeout(self.endpoint.timeout_s):
                 raw = await self._client.chat.completions.with_raw_response.create(
                     model=self.model, messages=messages, **params  # type: ignore[arg-type]
                 )
-        except openai.APITimeoutError as exc:
+                body = raw.text
+        except (openai.APITimeoutError, TimeoutError) as exc:
             error = LLMError(
                 f"LLM endpoint {self.base_url} timed out after {self.endpoint.timeout_s:g} s"
             )
@@ -143,7 +152,7 @@ class ChatClient:
             raise _Retryable(unreachable, None) from exc
         except openai.APIStatusError as exc:
             raise self._status_error(exc) from exc
-        return self._completion(raw.text)
+        return self._completion(body)
 
     def _status_error(self, exc: openai.APIStatusError) -> Exception:
         status = exc.status_code
@@ -189,9 +198,13 @@ class ChatClient:
         models), and a 5xx too, which on a server that answers is most often a passing
         fault that the chat calls' own retries ride out. An unknown model is found by
         the first chat call (``EndpointRefused`` too)."""
+        timeout_s = min(PROBE_TIMEOUT_S, self.endpoint.timeout_s)
         try:
-            await self._client.models.list(timeout=min(PROBE_TIMEOUT_S, self.endpoint.timeout_s))
-        except openai.APIConnectionError as exc:  # timeouts included
+            async with asyncio.timeout(timeout_s):
+                await self._client.models.list(timeout=timeout_s)
+        except TimeoutError as exc:
+            raise EndpointUnreachable(self.base_url, f"no answer in {timeout_s:g} s") from exc
+        except openai.APIConnectionError as exc:  # the client's own timeouts included
             raise EndpointUnreachable(self.base_url, str(exc.__cause__ or exc)) from exc
         except openai.APIStatusError as exc:
             if exc.status_code in REFUSED_STATUSES:

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import ipaddress
+
 import pytest
 
+from linewise.runtime.browser.addresses import (
+    SPECIAL_RANGES,
+    IPAddress,
+    classify,
+    host_address,
+    is_loopback_host,
+    is_metadata_host,
+    is_private_host,
+)
 from linewise.runtime.browser.navigation import (
     DomainPattern,
     NavigationPolicy,
     PatternError,
-    host_address,
-    is_metadata_host,
-    is_private_host,
 )
 from linewise.settings import NavigationSettings
 
@@ -69,6 +77,123 @@ def test_private_addresses_need_the_allow_private_setting(url: str) -> None:
     assert "loopback or private" in (policy().refusal(url) or "")
     assert "loopback or private" in (policy("http://127.0.0.1:8000/t.html").refusal(url) or "")
     assert policy(allow_private=True).refusal(url) is None
+
+
+UNROUTABLE = [
+    "0.1.2.3", "192.0.0.1", "192.0.0.170", "192.0.2.1", "192.31.196.1", "192.52.193.1",
+    "192.88.99.1", "192.175.48.1", "198.51.100.7", "203.0.113.9", "224.0.0.251",
+    "239.255.255.250", "240.0.0.1", "255.255.255.255", "[2001::1]", "[2001:1::1]",
+    "[2001:20::1]", "[2001:db8::1]", "[3fff::1]", "[100::1]", "[5f00::1]",
+    "[2620:4f:8000::1]", "[4000::1]", "[ff02::1]", "[ff05::fb]", "[::ffff:203.0.113.1]",
+    "[2002:c000:201::]", "[64:ff9b::192.0.2.1]", "[::2]",
+]
+PRIVATE = [
+    "100.64.0.1", "100.100.100.100", "100.127.255.254", "198.18.0.1", "198.19.255.1",
+    "[fec0::1]", "[fd12:3456::1]", "[64:ff9b:1::a00:1]", "[2001:2::1]", "[::]",
+    "[2002:7f00:1::]", "[2002:a00:1::1]", "[64:ff9b::127.0.0.1]", "[64:ff9b::a00:1]",
+    "[::ffff:10.0.0.1]", "[::127.0.0.1]", "[::ffff:7f00:1]",
+]
+PUBLIC = [
+    "8.8.8.8", "100.128.0.1", "100.63.255.255", "198.20.0.1", "[2606:4700::1111]",
+    "[64:ff9b::8.8.8.8]", "[2002:808:808::1]", "[2001:200::1]",
+]
+
+
+@pytest.mark.parametrize("host", UNROUTABLE)
+def test_unroutable_special_purpose_addresses_are_always_blocked(host: str) -> None:
+    """Documentation, reserved, broadcast, multicast, protocol anycast and IETF-reserved
+    IPv6 space: no web server lives there, so no setting opens them."""
+    for p in (policy(), policy(allow_private=True),
+              policy(f"http://{host}:8000/", allow_domains=(host,))):
+        for kind, url in (("document", f"http://{host}/"), ("subresource", f"http://{host}/x"),
+                          ("websocket", f"ws://{host}/"), ("connection", f"{host}:443")):
+            reason = p.decide(kind, url) or ""  # type: ignore[arg-type]
+            assert "always blocked" in reason and "never a web server" in reason, (kind, url)
+
+
+@pytest.mark.parametrize("host", PRIVATE)
+def test_carrier_grade_nat_site_local_and_embedded_private_forms_are_private(host: str
+                                                                           ) -> None:
+    for kind, url in (("document", f"http://{host}/"), ("subresource", f"http://{host}/x"),
+                      ("connection", f"{host}:80")):
+        assert "loopback or private" in (policy().decide(kind, url) or ""), (kind, url)  # type: ignore[arg-type]
+        assert policy(allow_private=True).decide(kind, url) is None  # type: ignore[arg-type]
+    assert policy(allow_domains=(host,)).refusal(f"http://{host}/") is None
+
+
+@pytest.mark.parametrize("url", [
+    "http://[2002:a9fe:a9fe::]/", "http://[64:ff9b::169.254.169.254]/",
+    "http://[::169.254.169.254]/", "http://[fe80::1%25eth0]/", "http://169.254.43518/",
+])
+def test_metadata_in_embedded_forms_is_metadata(url: str) -> None:
+    assert policy(allow_private=True).refusal(url) == "cloud metadata addresses are always blocked"
+
+
+@pytest.mark.parametrize("host", PUBLIC)
+def test_public_addresses_next_to_the_special_ranges_stay_public(host: str) -> None:
+    assert policy().refusal(f"http://{host}/") is None
+    assert policy().decide("connection", f"{host}:443") is None
+
+
+def test_the_devtools_port_is_blocked_in_every_loopback_form() -> None:
+    p = policy(allow_private=True)
+    for host in ("[::ffff:127.0.0.1]", "[2002:7f00:1::]", "0.0.0.0", "[::]", "2130706433"):
+        assert p.refusal(f"http://{host}:9555/json") == (
+            "the browser's DevTools port is always blocked"), host
+
+
+def test_the_address_table_names_every_range_and_its_registry() -> None:
+    for row in SPECIAL_RANGES:
+        assert (row.name and "IANA" in row.registry) or row.kind == "metadata", row
+    assert classify(host_address("100.100.100.200")).kind == "metadata"  # type: ignore[arg-type]
+    found = classify(host_address("2002:7f00:1::"))  # type: ignore[arg-type]
+    assert found.kind == "loopback" and str(found.carried) == "127.0.0.1"
+    assert "Shared Address Space" in classify(host_address("100.64.0.1")).describe()  # type: ignore[arg-type]
+    assert is_loopback_host("[::ffff:127.0.0.1]") and not is_loopback_host("0.0.0.0")
+
+
+def _ips(*texts: str) -> list[IPAddress]:
+    return [ipaddress.ip_address(t) for t in texts]
+
+
+def test_a_name_is_judged_by_every_address_it_resolved_to() -> None:
+    """A name that resolves to loopback is loopback, whoever names it: the start URL and
+    an allowlist pattern open the name's pages, never its private addresses (DNS may
+    point the name anywhere later); a pattern naming the address opens it."""
+    loopback = _ips("127.0.0.1")
+    for p in (policy(), policy("http://vm:8000/"), policy(allow_domains=("vm",))):
+        reason = p.connection_refusal("vm", 8000, loopback) or ""
+        assert reason.startswith("vm resolves to 127.0.0.1: ") and "loopback" in reason
+    assert policy(allow_domains=("127.0.0.1:8000",)).connection_refusal(
+        "vm", 8000, loopback) is None
+    assert policy("http://127.0.0.1:8000/").connection_refusal("vm", 8000, loopback) is None
+    assert policy("http://127.0.0.1:8000/").connection_refusal("vm", 8001, loopback)
+    assert policy(allow_private=True).connection_refusal("vm", 8000, loopback) is None
+    assert "DevTools" in (policy(allow_private=True).connection_refusal(
+        "vm", 9555, loopback) or "")
+    # one refused address refuses the name: the proxy would fall back to it
+    assert policy().connection_refusal("mixed.test", 80, _ips("8.8.8.8", "10.0.0.1"))
+    assert policy().connection_refusal("cdn.test", 443, _ips("8.8.8.8", "2606:4700::1")) is None
+    assert "metadata" in (policy(allow_private=True).connection_refusal(
+        "imds.test", 80, _ips("169.254.169.254")) or "")
+    assert "never a web server" in (policy(allow_private=True).connection_refusal(
+        "doc.test", 80, _ips("2001:db8::1")) or "")
+    assert "blocklist" in (policy(block_domains=("10.0.0.5",)).connection_refusal(
+        "intranet.test", 80, _ips("10.0.0.5")) or "")
+
+
+def test_localhost_and_mapped_names_are_judged_by_the_name() -> None:
+    """``localhost`` is loopback by name (a loopback start on it opens its port); a name an
+    operator's resolver rule maps is the named site, its address refused only when it is
+    metadata or unroutable."""
+    start = policy("http://localhost:8701/")
+    both = _ips("127.0.0.1", "::1")
+    assert start.connection_refusal("localhost", 8701, both, by_name=True) is None
+    assert start.connection_refusal("localhost", 8702, both, by_name=True)
+    assert policy().connection_refusal("public.test", 80, _ips("127.0.0.2"),
+                                       by_name=True) is None
+    assert "metadata" in (policy().connection_refusal(
+        "public.test", 80, _ips("169.254.169.254"), by_name=True) or "")
 
 
 def test_a_loopback_start_opens_only_its_own_host_and_port() -> None:

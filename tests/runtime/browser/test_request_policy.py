@@ -20,7 +20,7 @@ from linewise.runtime.episode import EpisodeResources, run_episode
 from linewise.runtime.tasks.schema import WebTask
 from linewise.runtime.trace import read_steps
 from linewise.settings import NavigationSettings
-from tests.support.leaky import CHANNELS
+from tests.support.leaky import CHANNELS, LOOPBACK_NAME
 from tests.support.sites import Site, click, scripted
 
 
@@ -77,6 +77,31 @@ async def test_the_same_page_reaches_every_channel_with_the_policy_widened(
     finally:
         await session.close()
     assert [c for c in CHANNELS if not exfil.hits[f"/{c}"]] == [], exfil.hits
+
+
+@pytest.mark.skipif(LOOPBACK_NAME is None, reason="this host name does not resolve to loopback")
+@pytest.mark.parametrize("widened", [False, True])
+async def test_a_name_that_resolves_to_loopback_is_loopback_to_every_channel(
+    browser: Browser, leaky_servers: tuple[Site, Site], widened: bool
+) -> None:
+    """The attacker's port named by this machine's host name (/etc/hosts: 127.0.0.1):
+    the proxy resolves it and refuses the address; widened, every channel reaches it."""
+    site, exfil = leaky_servers
+    site.fill |= {"exfil": f"http://{LOOPBACK_NAME}:{exfil.port}",
+                  "exfil_ws": f"ws://{LOOPBACK_NAME}:{exfil.port}"}
+    start = f"http://127.0.0.1:{site.port}/"
+    session, _ = await _session(browser, start, allow_private=widened)
+    try:
+        await _load_and_wait(session.page, f"{start}leaky")
+        if widened:
+            await _until_hit(exfil, CHANNELS)
+    finally:
+        await session.close()
+    if widened:
+        assert [c for c in CHANNELS if not exfil.hits[f"/{c}"]] == [], exfil.hits
+    else:
+        assert sum(exfil.hits.values()) == 0, exfil.hits
+        assert site.hits["/hop-to-exfil"] == 1
 
 
 async def test_a_sub_resource_redirect_never_reaches_the_devtools_port(

@@ -4,6 +4,7 @@ chat client retries, how long it waits, what it gives up on, what it keeps, and 
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import os
 import subprocess
@@ -99,6 +100,29 @@ async def test_a_stall_hits_the_per_call_timeout_and_the_retry_answers() -> None
             await no_retry.complete(MESSAGES)
         await client.close()
         await no_retry.close()
+
+
+async def test_a_body_dripped_past_the_timeout_is_cut_off_at_it_and_retried() -> None:
+    """The timeout is a deadline for the whole try, not for each read: the endpoint
+    sends its headers, then one byte a second (every read well inside 2 s), and the try
+    ends at 2 s (before, it was accepted when the last byte came, minutes later)."""
+    with ScriptedChatServer(lambda m: "ok") as server:
+        server.inject(Fault.drip(1.0))
+        client = _client(server, timeout_s=2.0)
+        started = time.perf_counter()
+        completion = await asyncio.wait_for(client.complete(MESSAGES), 20)
+        assert completion.text == "ok" and len(server.requests) == 2  # retried
+        assert 1.9 < time.perf_counter() - started < 4
+        server.inject(Fault.drip(1.0))
+        no_retry = _client(server, timeout_s=2.0, max_retries=0)
+        started = time.perf_counter()
+        with pytest.raises(LLMError, match=r"timed out after 2 s") as info:
+            await asyncio.wait_for(call_model(no_retry, MESSAGES), 20)
+        assert time.perf_counter() - started < 3
+        await client.close()
+        await no_retry.close()
+    assert info.value.call is not None and "timed out" in (info.value.call.error or "")
+    assert infra_kind_of(info.value) == "model"
 
 
 async def test_an_invalid_body_is_a_model_error_that_keeps_the_body() -> None:
