@@ -144,6 +144,10 @@ class TreeIndex:
         """The bids of the tree's elements, in document order."""
         return list(self._elements)
 
+    def has_role(self, role: str) -> bool:
+        """Whether some element of the tree has this role."""
+        return any(element.role == role for element in self._elements.values())
+
     def locate(self, bid: str) -> TargetLocator | None:
         """The locator of element ``bid``; None when no line carries that bid."""
         element = self._elements.get(bid)

@@ -293,6 +293,9 @@ class ReplayStep(BaseModel):
     divergence: DivergenceReason | None = Field(
         default=None, description="Why the recorded step was healed instead of replayed.")
     detail: str = Field(default="", description="What was looked for and found, in words.")
+    skill: str | None = Field(
+        default=None, description="The skill whose step this was (``run_skill``), when the "
+        "action model called one.")
 
 
 class ReplaySummary(BaseModel):
@@ -595,6 +598,8 @@ class EpisodeSummary(BaseModel):
         description="Steps a person decided instead of the model (overrode, skipped or "
         "worked by hand): any makes the outcome 'assisted', never the agent's success.",
     )
+    skill_steps: int = Field(
+        default=0, description="Steps a skill the model called ran (no model call).")
     repeats_escaped: int = Field(default=0, description="Steps with repeat_escape 'escaped'.")
     repeats_kept: int = Field(default=0, description="Steps with repeat_escape 'kept'.")
     blocked_navigations: int = Field(default=0, description="Page loads the policy refused.")
@@ -663,6 +668,7 @@ class EpisodeSummary(BaseModel):
         self.action_errors += record.action_error is not None
         self.parse_errors += record.parse_error is not None
         self.assisted_steps += record.operator in ASSISTING_OPERATORS
+        self.skill_steps += record.replay is not None and record.replay.skill is not None
         self.repeats_escaped += record.repeat_escape == "escaped"
         self.repeats_kept += record.repeat_escape == "kept"
         self.blocked_navigations += len(record.blocked)

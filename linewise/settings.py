@@ -229,6 +229,12 @@ class AgentSettings(BaseModel):
         "examples, never one of the same task and seed.",
     )
     memory_k: int = Field(default=3, ge=1, description="Worked examples per episode, at most.")
+    skills: Path | None = Field(
+        default=None,
+        description="A folder of skills (`linewise skills build`): the action model may "
+        "call run_skill with those whose first elements are on the page; a skill's steps "
+        "then replay with no model call until it ends or a step does not fit.",
+    )
     replay_cache: Path | None = Field(
         default=None,
         description="A folder of programs of solved tasks (`--replay-cache`): a task solved "

@@ -59,6 +59,7 @@ def action_grammar(
     thought_chars: int = THOUGHT_CHARS,
     forbid: Sequence[ParsedAction] = (),
     pointer_bids: Collection[str] | None = None,
+    skills: Mapping[str, Sequence[str]] | None = None,
 ) -> str:
     """The grammar of ``<think>…</think>`` then ``<action>call</action>``.
 
@@ -76,6 +77,8 @@ def action_grammar(
             and an action that names none (``noop()``, ``go_back()``) is left out.
         pointer_bids: when given, the only elements a pointer action (``click``,
             ``hover``…) may name (``agent.targets``).
+        skills: the skills ``run_skill`` may call here, each with its parameters' names
+            (``runtime/replay/skill.py``); ``run_skill`` is left out without one.
 
     Raises:
         ValueError: nothing is left to call (every offered action forbidden or without
@@ -94,6 +97,11 @@ def action_grammar(
     rules: dict[str, str] = {}
     calls: list[str] = []
     for name, fn in allowed_actions(action_names).items():
+        if name == "run_skill":
+            if skills:
+                rules["call-run-skill"] = _skill_rule(skills)
+                calls.append("call-run-skill")
+            continue
         needs_bid = any(p.name.endswith("bid") for p in action_parameters(fn))
         forbidden = forbidden_bids.get(name)
         if forbidden is not None and not needs_bid:
@@ -118,6 +126,20 @@ def action_grammar(
         f"call ::= {' | '.join(calls)}",
     ]
     return "\n".join([*head, *(f"{k} ::= {v}" for k, v in rules.items()), _PRIMITIVES])
+
+
+def _skill_rule(skills: Mapping[str, Sequence[str]]) -> str:
+    """``run_skill('name', {'param': '…', …})`` for each offered skill, its parameters in
+    their order (the canonical form, ``ParsedAction.__str__``)."""
+    choices = []
+    for name, parameters in skills.items():
+        if not parameters:
+            choices.append(gbnf_literal(f"run_skill({name!r})"))
+            continue
+        pairs = ' "," ws '.join(f"{gbnf_literal(repr(p) + ':')} ws string" for p in parameters)
+        opening = gbnf_literal(f"run_skill({name!r}, " + "{")
+        choices.append(f'{opening} {pairs} ' + gbnf_literal("})"))
+    return " | ".join(choices)
 
 
 def _bid_rule(

@@ -24,6 +24,7 @@ from linewise.agent.actions import (
     action_parameters,
     example_placeholders,
     render_signature,
+    standard_actions,
 )
 from linewise.errors import ActionParseError
 
@@ -112,7 +113,7 @@ def allowed_actions(action_names: Collection[str] | None) -> dict[str, ActionFun
         ValueError: a name is not an action.
     """
     if not action_names:
-        return ACTIONS
+        return standard_actions()
     unknown = [name for name in action_names if name not in ACTIONS]
     if unknown:
         raise ValueError(f"unknown action(s): {', '.join(unknown)}")

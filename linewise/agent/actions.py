@@ -495,6 +495,31 @@ async def noop(ctx: ActionContext, wait_ms: float = 1000) -> None:
     await ctx.page.wait_for_timeout(min(float(wait_ms), 30_000))
 
 
+@action
+async def run_skill(ctx: ActionContext, name: str, arguments: dict[str, str] | None = None
+                    ) -> None:
+    """
+    Run a skill listed under "# Skills": steps recorded from solved tasks, replayed on
+    this page with your arguments. Use it when a skill does what the goal asks.
+
+    Examples:
+        run_skill('login_user', {'username': 'ann', 'password': 'x7'})
+    """
+    raise ActionError("run_skill is run by the episode itself, where skills are loaded "
+                      "(--skills)")
+
+
+OPT_IN_ACTIONS = frozenset({"run_skill"})
+"""Actions offered only where a run enables them (``run_skill``: ``--skills``); the
+standard vocabulary (``standard_actions``) leaves them out."""
+
+
+def standard_actions() -> dict[str, ActionFunction]:
+    """The vocabulary a prompt offers when it names no subset: every action but the
+    opt-in ones."""
+    return {name: fn for name, fn in ACTIONS.items() if name not in OPT_IN_ACTIONS}
+
+
 ENDING_ACTIONS = ("send_msg_to_user", "report_infeasible")
 """The actions whose point is to end the episode (an answer, giving up)."""
 
@@ -503,18 +528,21 @@ PAGE_LEAVING_ACTIONS = ("goto", "go_back", "go_forward", "new_tab", "tab_focus",
 """The actions that leave the page or its tab."""
 
 
-def task_actions(*, agent_can_end: bool, single_page: bool) -> list[str] | None:
-    """The action space a task offers, None for the whole vocabulary.
+def task_actions(*, agent_can_end: bool, single_page: bool,
+                 skills: bool = False) -> list[str] | None:
+    """The action space a task offers, None for the standard vocabulary.
 
     Where the page's own state ends the episode (MiniWoB++), an answer or a give-up ends
     nothing: a small model offered them answers a question it should click, or gives up
     on a page that shows what it needs. Where the task is one page (MiniWoB++), leaving
-    it only loses the task: ``goto`` of its own URL restarts it with a new instance."""
-    if agent_can_end and not single_page:
+    it only loses the task: ``goto`` of its own URL restarts it with a new instance.
+    ``skills``: ``run_skill`` is offered too."""
+    if agent_can_end and not single_page and not skills:
         return None
     dropped = (() if agent_can_end else ENDING_ACTIONS) + (
         PAGE_LEAVING_ACTIONS if single_page else ())
-    return [name for name in ACTIONS if name not in dropped]
+    names = [name for name in standard_actions() if name not in dropped]
+    return [*names, "run_skill"] if skills else names
 
 
 def action_parameters(fn: ActionFunction) -> list[inspect.Parameter]:
@@ -559,7 +587,7 @@ def describe_action(fn: ActionFunction) -> str:
 
 def describe_action_space(names: list[str] | None = None) -> str:
     """The action-space section of the prompt, for all actions or the named subset."""
-    chosen = names or list(ACTIONS)
+    chosen = names or list(standard_actions())
     unknown = [n for n in chosen if n not in ACTIONS]
     if unknown:
         raise ValueError(f"unknown action(s): {', '.join(unknown)}")

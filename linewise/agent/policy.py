@@ -323,11 +323,12 @@ class ActionAgent:
                             or pointer_targets(view.elements, view.clickable))
         elements = (view.elements if view.elements is None or not view.entry_links
                     else {**view.elements, **view.entry_links})
+        skills = {offer.name: offer.parameters for offer in view.skills}
         try:
             grammar = action_grammar(elements, self.action_names, forbid=forbid or (),
-                                     pointer_bids=pointer_bids)
+                                     pointer_bids=pointer_bids, skills=skills)
         except ValueError:  # the forbidden calls were the only ones left: keep the full grammar
-            grammar = action_grammar(elements, self.action_names)
+            grammar = action_grammar(elements, self.action_names, skills=skills)
         return Constraint.gbnf("action", grammar)
 
     async def _ask(self, asking: _Asking, messages: list[dict[str, str]]) -> None:

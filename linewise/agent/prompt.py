@@ -16,6 +16,24 @@ from linewise.records import Tab
 MAX_THOUGHT_CHARS = 400
 
 
+class SkillOffer(BaseModel):
+    """A skill the action model may call on this page (``run_skill``)."""
+
+    name: str
+    parameters: list[str] = Field(default_factory=list)
+    doc: str = ""
+    arguments: dict[str, str] | None = Field(
+        default=None, description="The arguments the goal gives, when it fits the skill's "
+        "goal template.")
+
+    def call(self, arguments: dict[str, str] | None = None) -> str:
+        """The call as the model writes it, with these arguments or placeholders."""
+        values = arguments or {p: f"<{p}>" for p in self.parameters}
+        if not self.parameters:
+            return f"run_skill({self.name!r})"
+        return f"run_skill({self.name!r}, {values!r})"
+
+
 class PageView(BaseModel):
     """The page as the action model is shown it (the AXTree possibly filtered)."""
 
@@ -44,6 +62,8 @@ class PageView(BaseModel):
         "it pointed at answers no click (``targets.entry_links``): the note that says so "
         "names them, and the action grammar admits them.",
     )
+    skills: list[SkillOffer] = Field(
+        default_factory=list, description="The skills offered on this page (``--skills``).")
     guidance: str = Field(
         default="", description="A section the runtime adds after the notes: a replay "
         "that could not run a recorded step says what that step meant to do "
@@ -194,6 +214,19 @@ def pointed_at_nothing_note(goal: str, view: PageView, history: list[StepMemory]
         targets=targets)
 
 
+def render_skills(offers: list[SkillOffer]) -> str:
+    """The skills section (``prompts/skills.md``): each offered skill's call and what it
+    does, and the call with the goal's own values where the goal fits its template."""
+    if not offers:
+        return ""
+    lines = []
+    for offer in offers:
+        lines.append(f"- {offer.call()}: {offer.doc}")
+        if offer.arguments is not None:
+            lines.append(f"  For this goal: {offer.call(offer.arguments)}")
+    return "\n" + render_prompt("skills.md", skills="\n".join(lines))
+
+
 def render_tabs(view: PageView) -> str:
     if not view.tabs:
         return f"  Tab 0 (active): {view.url}"
@@ -234,7 +267,8 @@ def build_action_messages(
         history=render_history(history, page_key=view.page_key, url=view.url,
                                thoughts=past_thoughts),
         last_error=last_error + repeated_action_note(history)
-        + pointed_at_nothing_note(goal, view, history) + view.guidance,
+        + pointed_at_nothing_note(goal, view, history) + view.guidance
+        + render_skills(view.skills),
     )
     return [
         {"role": "system", "content": system_prompt(tuple(action_names or ()))},

@@ -6,7 +6,7 @@
   another setup failure (no Chromium, the embedded model cannot start);
 - 4: some episode ended on an infrastructure fault, or a bench stopped before its end
   because the endpoint stayed down (``--resume`` runs what is left);
-- 5: ``linewise replay`` only: some replay did not succeed (it diverged, or the task's
+- 6: ``linewise replay`` only: some replay did not succeed (it diverged, or the task's
   own check failed), so a suite of recorded tasks fails when one of them broke;
 - 130: interrupted (Ctrl+C).
 """
@@ -21,7 +21,7 @@ EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_SETUP = 3
 EXIT_INFRASTRUCTURE = 4
-EXIT_REPLAY_FAILED = 5
+EXIT_REPLAY_FAILED = 6
 EXIT_INTERRUPTED = 130
 
 

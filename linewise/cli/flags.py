@@ -65,6 +65,7 @@ SETTINGS_FLAGS: dict[str, tuple[SettingsPath, ...]] = {
     "memory": (("agent", "memory"),),
     "memory_k": (("agent", "memory_k"),),
     "replay_cache": (("agent", "replay_cache"),),
+    "skills": (("agent", "skills"),),
     "memory_budget": (("agent", "memory_budget_tokens"),),
     "headless": (("browser", "headless"),),
     "chromium": (("browser", "chromium"),),
@@ -325,6 +326,9 @@ def add_agent_flags(parser: argparse.ArgumentParser) -> None:
                         "its words are on the page, for goals that ask a question; auto: "
                         f"with the embedded model and --gguf ({default_of('answer_check')})")
     add_memory_flags(parser)
+    parser.add_argument("--skills", type=Path, metavar="DIR",
+                        help="offer the action model run_skill with the skills of DIR "
+                        "(linewise skills build) whose first elements are on the page")
     parser.add_argument("--replay-cache", type=Path, metavar="DIR",
                         help="replay a task solved before from its program in DIR (healed by "
                         "the model where the page changed) and keep each solved task's "

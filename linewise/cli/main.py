@@ -13,6 +13,7 @@
     linewise prune RUN_DIR... --out DATASET_DIR
     linewise mine GRAPH.json
     linewise memory build RUN_DIR... --out MEMORY.jsonl
+    linewise skills build SOURCE... --out DIR
     linewise improve TASKS.yaml --train-seeds A-B --test-seeds C-D --rounds N --out DIR
     linewise setup [--xvfb]
     linewise model path|fetch
@@ -38,6 +39,7 @@ from linewise.cli import (
     run,
     setup,
     show_trace,
+    skills,
     snapshot,
     view,
 )
@@ -61,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_parsers(sub)
     prune.add_parsers(sub)
     memory.add_parser(sub)
+    skills.add_parser(sub)
     improve.add_parser(sub)
     view.add_parser(sub)
     show_trace.add_parser(sub)

@@ -34,7 +34,7 @@ from linewise.agent.filters.truncate import NoFilter
 from linewise.agent.history import PastAction
 from linewise.agent.models import ChatModel
 from linewise.agent.policy import ActionAgent, Decision, page_key
-from linewise.agent.prompt import PageView
+from linewise.agent.prompt import PageView, SkillOffer
 from linewise.agent.prompt_fit import fit_view
 from linewise.agent.targets import pointed_entry_links
 from linewise.axtree import bid_of, bids_in, element_lines
@@ -44,6 +44,7 @@ from linewise.errors import (
     EndpointRefused,
     LinewiseError,
     LLMError,
+    ProgramError,
     infra_kind_of,
 )
 from linewise.locators import locate
@@ -69,6 +70,7 @@ from linewise.runtime.envs.base import Environment
 from linewise.runtime.envs.factory import environment_for
 from linewise.runtime.replay.driver import ReplayDriver, ReplayPlan
 from linewise.runtime.replay.program import Program
+from linewise.runtime.replay.skill import Skill, SkillLibrary, parse_skill_call, skills_for
 from linewise.runtime.secrets import SecretsEnvironment, SecretStore
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 from linewise.runtime.tasks.schema import AnyTask
@@ -107,6 +109,8 @@ class EpisodeConfig:
     fallback: bool = False
     """Whether a replay whose healing failed hands the episode to the model (the replay
     cache) instead of ending it ``diverged``."""
+    skills: SkillLibrary | None = None
+    """Skills the action model may call (``run_skill``, ``--skills``)."""
     task_spec: dict[str, Any] | None = None
     """The task's definition, recorded in the summary (what a replay sets up again)."""
 
@@ -122,7 +126,8 @@ class EpisodeConfig:
             screenshots=settings.screenshots,
             secrets=SecretStore.from_specs(settings.secrets),
             budget=budget,
-            **{"memory": memory_for(settings), **fields},
+            **{"memory": memory_for(settings), "skills": skills_for(settings.agent.skills),
+               **fields},
         )
 
     def make_agent(self, model: ChatModel, *, agent_can_end: bool = True,
@@ -135,7 +140,8 @@ class EpisodeConfig:
         if not agent_can_end and agent.answer_check != "off":
             agent = agent.model_copy(update={"answer_check": "off"})
         return ActionAgent(model, agent, action_names=task_actions(
-            agent_can_end=agent_can_end, single_page=single_page))
+            agent_can_end=agent_can_end, single_page=single_page,
+            skills=self.skills is not None))
 
 
 @dataclass
@@ -234,6 +240,10 @@ class _Episode:
             directory=directory,
             task=config.task_spec,
         )
+        self.skill: tuple[Skill, ReplayDriver] | None = None
+        """The skill running (``run_skill``) and its replay."""
+        self.skill_note = ""
+        """What the next prompt says of the skill that just ended."""
         self.replay = (ReplayDriver(config.program, heal=config.heal, fallback=config.fallback)
                        if config.program is not None else None)
         if self.replay is not None:
@@ -361,6 +371,8 @@ class _Episode:
         plan = self.replay.plan(obs) if self.replay is not None else None
         if plan is not None and plan.stop is not None:
             raise _Diverged(plan.stop)
+        if plan is None and self.skill is not None:
+            plan = self._skill_step(obs)
         if index == 0 and self.config.memory is not None:
             # Once per episode, on its first page: the same examples in every prompt keep
             # the prompt's prefix (and the server's cache of it) unchanged.
@@ -379,7 +391,10 @@ class _Episode:
             step.filtered = step.filter_input.keep("replay", _lines_of(
                 obs.lines, plan.decision.action.bids if plan.decision.action else []))
         else:
-            view.guidance = (plan.guidance or "") if plan is not None else ""
+            view.guidance = (plan.guidance or "") if plan is not None else self.skill_note
+            self.skill_note = ""
+            if self.config.skills is not None and self.replay is None:
+                view.skills = _offers(self.config.skills.offered(goal, obs.lines), goal)
             step.filtered = fit_view(step.filter_input,
                                      await self.filter.apply(step.filter_input),
                                      self.agent.view_room(goal, view))
@@ -415,7 +430,11 @@ class _Episode:
                 replaced: object = step.action
                 if isinstance(replaced, str):  # set as text, not through replace_action
                     step.replace_action(replaced)
-            if step.action is not None:
+            if step.action is not None and step.action.name == "run_skill":
+                refusal = self._start_skill(step, obs)
+                if refusal is not None:
+                    step.outcome = ActionOutcome(error=refusal)
+            if step.outcome is None and step.action is not None:
                 step.outcome = await self.env.act(step.action)
                 timings.act_ms = step.outcome.duration_ms
                 timings.settle_ms = step.outcome.settle_ms
@@ -429,6 +448,8 @@ class _Episode:
                     self.replay.heal_chose(plan, step.action)
                 self.replay.ran(plan, error or (step.decision.error
                                                 if step.action is None else None))
+            elif step.replay is not None and self.skill is not None:
+                self.skill[1].ran(step.replay, error)
             stage = "status"
             status = await self.env.status()
         except BaseException as exc:
@@ -447,6 +468,53 @@ class _Episode:
         self.summary.time.act_s += (timings.act_ms + timings.settle_ms) / 1000
         next_error = error or (step.decision.error if step.decision.action is None else None)
         return record, step.outcome, next_error
+
+    def _start_skill(self, step: StepContext, obs: Observation) -> str | None:
+        """Start the skill the model called, and make its first step this step's action;
+        why it cannot start, as the model is told, or None."""
+        assert step.action is not None
+        library = self.config.skills
+        name, arguments = parse_skill_call(step.action)
+        skill = library.skills.get(name) if library is not None else None
+        if skill is None:
+            known = ", ".join(sorted(library.skills)) if library is not None else "none"
+            return f"There is no skill {name!r} (skills: {known})."
+        try:
+            program = skill.bind(arguments)
+        except ProgramError as exc:
+            return str(exc)
+        driver = ReplayDriver(program, heal=False)
+        driver.begin(obs.url)
+        first = driver.plan(obs)
+        if first.decision is None or first.record is None:
+            return (f"The skill {name} cannot start on this page: "
+                    f"{driver.summary.detail or 'its first element is not here'}.")
+        first.record.skill = name
+        self.skill = (skill, driver)
+        step.replay, step.action = first, first.decision.action
+        log.info("skill started", task_id=self.task_id, skill=name, arguments=arguments)
+        return None
+
+    def _skill_step(self, obs: Observation) -> ReplayPlan | None:
+        """The running skill's next step, or None when it ended (the note for the next
+        prompt says how)."""
+        assert self.skill is not None
+        skill, driver = self.skill
+        plan = driver.plan(obs)
+        if plan.decision is not None and plan.record is not None:
+            plan.record.skill = skill.name
+            return plan
+        self.skill = None
+        ran = driver.summary.replayed_steps
+        if driver.summary.divergence == "program_ended":
+            self.skill_note = f"\n# Skill\nThe skill {skill.name} ran all its {ran} steps.\n"
+        else:
+            self.skill_note = (f"\n# Skill\nThe skill {skill.name} stopped after {ran} of "
+                               f"its {len(skill.steps)} steps: {driver.summary.detail}. Go "
+                               "on from the page as it is.\n")
+        log.info("skill ended", task_id=self.task_id, skill=skill.name, steps=ran,
+                 reason=driver.summary.divergence)
+        return None
 
     def _spend_check(self, calls: list[LLMCall]) -> str | None:
         """Why this step may make no more calls: the budget, counting its calls so far."""
@@ -610,6 +678,12 @@ def filter_misses(action: ParsedAction | None, tree_lines: Sequence[str],
 
 class _Diverged(Exception):
     """A replay met a step it cannot replay and may not heal: the episode ends."""
+
+
+def _offers(skills: list[Skill], goal: str) -> list[SkillOffer]:
+    return [SkillOffer(name=skill.name, parameters=[p.name for p in skill.parameters],
+                       doc=skill.doc, arguments=skill.arguments_from(goal))
+            for skill in skills]
 
 
 def _lines_of(lines: Sequence[str], bids: Iterable[str]) -> list[int]:

@@ -50,6 +50,7 @@ from linewise.runtime.playwright_trace import trace_hooks
 from linewise.runtime.redaction import REDACTOR, redact_argv, redact_data
 from linewise.runtime.replay.cache import ReplayCache
 from linewise.runtime.replay.program import Program, task_spec
+from linewise.runtime.replay.skill import skills_for
 from linewise.runtime.secrets import SecretStore, merge_secret_specs
 from linewise.runtime.tasks.loader import load_task_file
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
@@ -205,7 +206,9 @@ async def open_run_resources(
 def prepare_run(settings: LinewiseSettings, tasks: Sequence[AnyTask]) -> LinewiseSettings:
     """The run's settings with the tasks' secrets merged in, once every secret's variable
     is known to be set; every secret value and API key is registered with the redactor
-    before anything of the run is written or logged."""
+    before anything of the run is written or logged. A skills folder that cannot be read
+    stops the run here, before anything starts (``ProgramError``)."""
+    skills_for(settings.agent.skills)
     specs = merge_secret_specs(
         settings.secrets, *(t.secrets for t in tasks if isinstance(t, WebTask))
     )

@@ -49,11 +49,14 @@ class Driver:
 
 
 async def test_vocabulary_is_browsergyms() -> None:
-    assert set(ACTIONS) == EXPECTED_ACTIONS
+    assert set(ACTIONS) == EXPECTED_ACTIONS | {"run_skill"}
     space = describe_action_space()
     for name in EXPECTED_ACTIONS:
         assert f"{name}(" in space
     assert "Examples:" in space and "ctx" not in space
+    # run_skill is offered only where a run loads skills (--skills)
+    assert "run_skill(" not in space
+    assert "run_skill(" in describe_action_space(["click", "run_skill"])
 
 
 async def test_element_actions(session: BrowserSession, pages: StaticServer) -> None:

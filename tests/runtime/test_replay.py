@@ -196,7 +196,7 @@ async def test_the_replay_command_reports_a_divergence_and_refuses_bad_input(
     episode = await _record(server, tmp_path / "recorded")
     _change(root, "Send reminder", "Send notice")
     done = _cli("replay", str(episode), "--no-model", "--out", str(tmp_path / "cli"))
-    assert done.returncode == 5, done.stderr
+    assert done.returncode == 6, done.stderr
     assert "replayed (no)" in done.stdout and "0 model calls" in done.stdout
 
     damaged = tmp_path / "damaged.json"

@@ -90,6 +90,7 @@ class EpisodeResult(BaseModel):
     assisted_steps: int = Field(
         default=0, description="Steps a person decided (outcome 'assisted' when any)."
     )
+    skill_steps: int = Field(default=0, description="Steps skills ran (run_skill).")
     replay: ReplaySummary | None = Field(
         default=None, description="The episode replayed a program (outcome 'replayed' "
         "or 'healed'): its steps replayed and healed, and where it diverged.")

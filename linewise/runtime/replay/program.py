@@ -170,7 +170,8 @@ def _program(summary: EpisodeSummary, source: str, steps: list[ProgramStep]) -> 
 def _state_changes(targets: Sequence[TargetLocator], lines: Sequence[str],
                    after: StepRecord | None) -> list[dict[str, str]]:
     """For each target, the state properties that differ on the next recorded page,
-    with their values there (where the element is found again)."""
+    with their values there (where the element is found again); a masked value is no
+    effect to check."""
     if after is None:
         return [{} for _ in targets]
     later = after.tree_lines()
@@ -182,8 +183,15 @@ def _state_changes(targets: Sequence[TargetLocator], lines: Sequence[str],
             continue
         before = element_state(lines, target.bid)
         now = element_state(later, found)
-        changes.append({key: value for key, value in now.items() if before.get(key) != value})
+        changes.append({key: value for key, value in now.items()
+                        if before.get(key) != value and not _masked(value)})
     return changes
+
+
+def _masked(value: str) -> bool:
+    """A password field's value as the tree shows it (``•••``): its length is the only
+    thing it says, and another run's value has another."""
+    return bool(value) and set(value) <= {"•", "*", "●"}
 
 
 # ------------------------------------------------------------------ reading and writing

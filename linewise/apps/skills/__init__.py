@@ -1,0 +1,1 @@
+"""``linewise skills``: skills induced from solved episodes (``runtime/replay/skill.py``)."""

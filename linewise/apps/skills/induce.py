@@ -1,0 +1,237 @@
+"""Inducing skills from solved episodes: what the episodes of one task have in common,
+with the values their goals gave as parameters.
+
+Rules, and why:
+
+- Episodes are grouped by task template: the task without its seed (MiniWoB++'s page,
+  BrowserGym's task, a web task's id), then by the shape of the goal (its number of
+  literal spans: quoted strings and words).
+- A literal of the goal becomes a parameter when it reappears in what the episode did
+  (the text of a ``fill``, an option chosen, the name, label or value of an element
+  acted on) and, where the group has several episodes, when it differs between them:
+  a word every goal shares ("Submit") is part of the task, not an argument. A group of
+  one episode cannot show what varies: only its quoted strings and numbers count there.
+- Each episode's program is rewritten with ``{{name}}`` for its own values; the skill is
+  the rewritten program most episodes agree on (its provenance lists them), so a detour
+  one episode took is not part of it. Pruned trajectories (``linewise prune``) make the
+  cleanest programs, and are used where given.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from linewise.records import TargetLocator
+from linewise.runtime.replay.program import Program, ProgramStep
+from linewise.runtime.replay.skill import Skill, SkillParameter, placeholder
+
+_SPAN = re.compile(r'"(?P<dq>[^"]+)"|(?<!\w)\'(?P<sq>[^\']+)\'(?!\w)|(?P<word>[^\s"]+)')
+_TRIM = ".,;:!?()[]"
+_STOPWORDS = frozenset({
+    "a", "an", "the", "and", "or", "to", "into", "in", "on", "of", "with", "from", "for",
+    "enter", "type", "select", "click", "choose", "press", "then", "is", "as", "by", "at",
+})
+
+
+@dataclass(frozen=True)
+class _Span:
+    """A literal of a goal: its text, where it stands, and whether it was quoted."""
+
+    value: str
+    start: int
+    end: int
+    quoted: bool
+
+    @property
+    def numeric(self) -> bool:
+        return any(char.isdigit() for char in self.value)
+
+
+def goal_spans(goal: str) -> list[_Span]:
+    """The goal's literals in order: quoted strings (without their quotes) and words
+    (without trailing punctuation)."""
+    spans = []
+    for match in _SPAN.finditer(goal):
+        if match["word"] is not None:
+            word = match["word"].strip(_TRIM)
+            if not word:
+                continue
+            start = match.start() + match["word"].index(word)
+            spans.append(_Span(word, start, start + len(word), quoted=False))
+        else:
+            group = "dq" if match["dq"] is not None else "sq"
+            spans.append(_Span(match[group], match.start(group), match.end(group),
+                               quoted=True))
+    return spans
+
+
+def task_template(program: Program) -> str:
+    """The task without its seed: MiniWoB++'s page, BrowserGym's task or the task id."""
+    spec = program.task or {}
+    for key in ("miniwob", "browsergym"):
+        if isinstance(spec.get(key), str):
+            return str(spec[key])
+    return re.sub(r"\.seed\d+$", "", program.task_id)
+
+
+def skill_name(template: str) -> str:
+    name = re.sub(r"[^a-z0-9]+", "_", template.lower()).strip("_") or "skill"
+    return name if name[0].isalpha() else f"skill_{name}"[:64]
+
+
+def induce_skills(programs: Iterable[Program]) -> list[Skill]:
+    """One skill per task template (and goal shape) that some solved program has."""
+    groups: dict[tuple[str, int], list[Program]] = {}
+    for program in programs:
+        key = (task_template(program), len(goal_spans(program.goal)))
+        groups.setdefault(key, []).append(program)
+    skills: list[Skill] = []
+    taken: set[str] = set()
+    for (template, _shape), group in sorted(groups.items()):
+        skill = _induce(template, group)
+        if skill is None:
+            continue
+        name, n = skill.name, 1
+        while name in taken:
+            n += 1
+            name = f"{skill.name}_{n}"
+        taken.add(name)
+        skills.append(skill.model_copy(update={"name": name}))
+    return skills
+
+
+def _induce(template: str, group: Sequence[Program]) -> Skill | None:
+    spans = [goal_spans(program.goal) for program in group]
+    positions = _parameter_positions(group, spans)
+    names = _parameter_names(spans[0], positions)
+    rewritten: list[tuple[str, list[ProgramStep], Program]] = []
+    for program, program_spans in zip(group, spans, strict=True):
+        values = {names[i]: program_spans[i].value for i in positions}
+        goal = _goal_template(program.goal, program_spans, positions, names)
+        steps = [_rewrite_step(step, values) for step in program.steps]
+        rewritten.append((goal, steps, program))
+    signatures = Counter(_signature(goal, steps) for goal, steps, _ in rewritten)
+    best, _count = max(signatures.items(), key=lambda item: (item[1], -len(item[0][1])))
+    agreeing = [(goal, steps, program) for goal, steps, program in rewritten
+                if _signature(goal, steps) == best]
+    goal, steps, first = agreeing[0]
+    used = {name for step in steps for name in _placeholders_in(step)}
+    parameters = [SkillParameter(name=names[i], example=spans[group.index(first)][i].value)
+                  for i in positions if names[i] in used]
+    return Skill(
+        name=skill_name(template),
+        doc=goal.replace("{{", "{").replace("}}", "}"),
+        goal_template=goal,
+        parameters=parameters,
+        steps=steps,
+        precondition=list(steps[0].targets),
+        provenance=[program.source for _goal, _steps, program in agreeing],
+    )
+
+
+def _parameter_positions(group: Sequence[Program], spans: list[list[_Span]]) -> list[int]:
+    """The goal positions that are parameters (see the module's rules)."""
+    positions = []
+    for position in range(len(spans[0])):
+        values = [program_spans[position].value for program_spans in spans]
+        if not all(_reappears(value, program)
+                   for value, program in zip(values, group, strict=True)):
+            continue
+        if len(group) > 1:
+            if len(set(values)) > 1:
+                positions.append(position)
+        elif spans[0][position].quoted or spans[0][position].numeric:
+            positions.append(position)
+    return positions
+
+
+def _reappears(value: str, program: Program) -> bool:
+    for step in program.steps:
+        action = step.parsed()
+        texts = [v for k, v in action.arguments.items()
+                 if isinstance(v, str) and not k.endswith("bid")]
+        texts += [v for v in action.arguments.values() if isinstance(v, list)
+                  for v in v if isinstance(v, str)]
+        if any(value in text for text in texts):
+            return True
+        if any(value in (t.name, t.label, t.value) for t in step.targets):
+            return True
+    return False
+
+
+def _parameter_names(spans: list[_Span], positions: list[int]) -> dict[int, str]:
+    names: dict[int, str] = {}
+    for position in positions:
+        before = [s.value.lower() for s in spans[:position] if not s.quoted]
+        word = re.sub(r"[^a-z0-9_]", "", before[-1]) if before else ""
+        base = word if word and word[0].isalpha() and word not in _STOPWORDS else "value"
+        name, n = base, 1
+        while name in names.values():
+            n += 1
+            name = f"{base}_{n}"
+        names[position] = name
+    return names
+
+
+def _goal_template(goal: str, spans: list[_Span], positions: list[int],
+                   names: dict[int, str]) -> str:
+    for position in sorted(positions, reverse=True):
+        span = spans[position]
+        goal = goal[:span.start] + placeholder(names[position]) + goal[span.end:]
+    return goal
+
+
+def _rewrite_step(step: ProgramStep, values: dict[str, str]) -> ProgramStep:
+    """The step with each parameter's value (longest first) in place of its text."""
+    ordered = sorted(values.items(), key=lambda item: -len(item[1]))
+
+    def swap(text: str) -> str:
+        for name, value in ordered:
+            text = text.replace(value, placeholder(name))
+        return text
+
+    action = step.parsed()
+    arguments = {
+        key: (swap(value) if isinstance(value, str) and not key.endswith("bid")
+              else [swap(v) if isinstance(v, str) else v for v in value]
+              if isinstance(value, list) else value)
+        for key, value in action.arguments.items()
+    }
+    return step.model_copy(update={
+        "action": str(type(action)(name=action.name, arguments=arguments)),
+        "thought": swap(step.thought) if step.thought else step.thought,
+        "targets": [_rewrite_locator(t, values) for t in step.targets],
+        "state_after": [{k: swap(v) for k, v in s.items()} for s in step.state_after],
+    })
+
+
+def _rewrite_locator(locator: TargetLocator, values: dict[str, str]) -> TargetLocator:
+    """A locator whose name, label or value is a parameter's value whole."""
+    whole = {value: placeholder(name) for name, value in values.items()}
+    return locator.model_copy(update={
+        "name": whole.get(locator.name, locator.name),
+        "label": whole.get(locator.label, locator.label) if locator.label else locator.label,
+        "value": whole.get(locator.value, locator.value) if locator.value else locator.value,
+    })
+
+
+def _signature(goal: str, steps: list[ProgramStep]) -> tuple[str, tuple[object, ...]]:
+    """What two rewritten programs must share to be one skill: the goal template, and
+    each step's action without its element ids and its elements' identities."""
+    shape = []
+    for step in steps:
+        action = step.parsed()
+        arguments = tuple(sorted((k, repr(v)) for k, v in action.arguments.items()
+                                 if not k.endswith("bid")))
+        targets = tuple((t.role, t.name, t.label, t.context) for t in step.targets)
+        shape.append((action.name, arguments, targets))
+    return goal, tuple(shape)
+
+
+def _placeholders_in(step: ProgramStep) -> set[str]:
+    text = step.action + " ".join(f"{t.name} {t.label or ''} {t.value or ''}"
+                                  for t in step.targets)
+    return set(re.findall(r"\{\{([a-z][a-z0-9_]*)\}\}", text))

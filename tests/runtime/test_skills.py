@@ -1,0 +1,122 @@
+"""Skills induced from solved MiniWoB++ episodes, and called by the action model: real
+Chromium, real MiniWoB++ pages, scripted models."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import linewise
+from linewise.apps.skills.build import build_skills
+from linewise.runtime.replay.skill import SkillLibrary, read_skill
+from linewise.runtime.trace import read_steps
+from linewise.settings import LinewiseSettings
+from linewise.testing import CallInfo, FunctionModel, bid_matching, prompt_section
+from tests.support.paths import REPO
+
+TREES = REPO / "tests" / "data" / "trees"
+
+
+def login_solver(messages: list[dict[str, Any]], info: CallInfo) -> str:
+    """Logs in on login-user the long way, one field at a time."""
+    prompt = messages[1]["content"]
+    goal = prompt_section(prompt, "Goal")
+    user, password = re.findall(r'"([^"]+)"', goal)
+    lines = prompt_section(prompt, "Current page").splitlines()
+    boxes = [bid_matching(line, "textbox") for line in lines if "textbox" in line]
+    focused = [line for line in lines if "textbox" in line and "value=" in line]
+    if not focused:
+        return f"<think>Username first.</think><action>fill('{boxes[0]}', '{user}')</action>"
+    if len(focused) == 1:
+        return f"<think>Then the password.</think><action>fill('{boxes[1]}', '{password}')</action>"
+    login = bid_matching("\n".join(lines), "button 'Login'")
+    return f"<think>Log in.</think><action>click('{login}')</action>"
+
+
+def skill_caller(messages: list[dict[str, Any]], info: CallInfo) -> str:
+    """Calls the skill the prompt offers for its goal; clicks the button otherwise."""
+    prompt = messages[1]["content"]
+    offered = re.search(r"For this goal: (run_skill\(.*\))", prompt)
+    if offered is not None:
+        return f"<think>A skill does it.</think><action>{offered.group(1)}</action>"
+    button = bid_matching(prompt_section(prompt, "Current page"), "button")
+    return f"<think>Press it.</think><action>click('{button}')</action>"
+
+
+async def test_a_skill_from_five_seeds_logs_in_on_a_sixth_with_its_credentials(
+    tmp_path: Path,
+) -> None:
+    train = [linewise.MiniWoBTask(miniwob="login-user", seed=seed, max_steps=5)
+             for seed in range(5)]
+    solved = await linewise.run(train, model=FunctionModel(login_solver),
+                                out_dir=tmp_path / "train")
+    assert all(s.success for s in solved) and {s.n_steps for s in solved} == {3}
+
+    [skill] = build_skills([tmp_path / "train"], tmp_path / "skills")
+    assert skill.name == "login_user"
+    assert [p.name for p in skill.parameters] == ["username", "password"]
+    assert skill.goal_template == ('Enter the username "{{username}}" and the password '
+                                   '"{{password}}" into the text fields and press login.')
+    assert len(skill.steps) == 3 and len(skill.provenance) == 5
+    body = json.dumps([s.model_dump(mode="json") for s in (*skill.steps,)]
+                      + [t.model_dump(mode="json") for t in skill.precondition])
+    assert "{{username}}" in body and "{{password}}" in body
+    for summary in solved:  # no episode's own values stay in the body, only placeholders
+        for value in re.findall(r'"([^"]+)"', summary.goal):
+            assert value not in body, value
+    assert read_skill(tmp_path / "skills" / "login_user.json") == skill
+
+    caller = FunctionModel(skill_caller)
+    settings = LinewiseSettings().resolved()
+    settings = settings.model_copy(update={"agent": settings.agent.model_copy(
+        update={"skills": tmp_path / "skills", "action_grammar": "on"})})
+    test = linewise.MiniWoBTask(miniwob="login-user", seed=5, max_steps=5)
+    [summary] = await linewise.run(test, model=caller, settings=settings,
+                                   out_dir=tmp_path / "test")
+    assert summary.success is True and summary.outcome == "agent", summary
+    assert len(caller.requests) == 1 and summary.skill_steps == 3
+    steps = read_steps(summary.directory)  # type: ignore[arg-type]
+    assert [s.replay.skill if s.replay else None for s in steps] == ["login_user"] * 3
+    assert steps[0].action_raw is not None and "run_skill(" in steps[0].action_raw
+    user, password = re.findall(r'"([^"]+)"', summary.goal)
+    assert [s.action.split(", ")[1] for s in steps[:2]] == [f"'{user}')", f"'{password}')"]
+    grammar = caller.requests[0].params["extra_body"]["grammar"]
+    assert "run_skill('login_user', {" in grammar
+
+
+def test_a_skill_whose_first_elements_are_missing_is_not_offered(tmp_path: Path) -> None:
+    library = SkillLibrary.load(_login_skill(tmp_path))
+    login = (TREES / "miniwob-login-user.txt").read_text().splitlines()
+    other = (TREES / "miniwob-book-flight.txt").read_text().splitlines()
+    goal = 'Enter the username "ann" and the password "x7" into the text fields and press login.'
+    assert [s.name for s in library.offered(goal, login)] == ["login_user"]
+    assert library.offered(goal, other) == []
+
+
+def _login_skill(tmp_path: Path) -> Path:
+    """A skill folder made by the command line from a tiny recorded login."""
+    folder = tmp_path / "skills"
+    folder.mkdir()
+    source = REPO / "tests" / "data" / "skills" / "login_user.json"
+    (folder / "login_user.json").write_text(source.read_text())
+    return folder
+
+
+def test_bad_skill_input_is_refused_naming_the_file(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    (damaged / "x.json").write_text("{not json")
+    for folder, says in ((tmp_path / "empty", "holds no skill"),
+                         (damaged, "is not a JSON skill")):
+        done = subprocess.run([sys.executable, "-m", "linewise.cli.main", "skills", "show",
+                               str(folder)], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and says in done.stderr and str(folder) in done.stderr
+    done = subprocess.run([sys.executable, "-m", "linewise.cli.main", "skills", "build",
+                           str(tmp_path / "empty"), "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "holds no successful episode" in done.stderr
