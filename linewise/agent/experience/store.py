@@ -3,7 +3,8 @@
 Every line carries ``version``; a reader refuses a line of another version rather than
 misreading it. An entry is one successful episode reduced to the steps that mattered
 (the pruner's kept steps when a pruned trajectory exists, else the steps that ran
-without error), each with a compact excerpt of the page where it acted.
+without error), each with the line of the element it acted on, its thought and its
+action: never the page's text around it, which is untrusted (``untrusted.py``).
 """
 
 from __future__ import annotations
@@ -51,8 +52,10 @@ class MemoryStep(BaseModel):
     index: int = Field(description="The step's index in its episode (0-based).")
     url: str = ""
     observation: str = Field(
-        description="The acted element's line with a few lines around it, from the view "
-        "the agent was shown (the first lines of the page for an action without an element)."
+        default="",
+        description="The acted element's own line, its bid, role and name, from the view "
+        "the agent was shown (empty for an action without an element). Entries of an older "
+        "linewise hold lines around it too: they are never shown (``untrusted.py``)."
     )
     think: str = ""
     action: str
@@ -69,6 +72,8 @@ class MemoryEntry(BaseModel):
     kind: str = Field(default="", description="The benchmark: miniwob, web, browsergym/<family>.")
     goal: str
     source: str = Field(default="", description="The episode folder it was built from.")
+    site: str = Field(default="", description="The URL the episode started on: links to "
+                      "other sites in what the entry would show are taken for injections.")
     pruned: bool = Field(default=False, description="Steps are the pruner's kept steps.")
     steps: list[MemoryStep]
     embedder: str | None = Field(default=None, description="Who computed ``embedding``.")
@@ -81,7 +86,7 @@ class MemoryEntry(BaseModel):
         return TaskKey(self.task, self.seed)
 
     def search_text(self) -> str:
-        """What retrieval matches against: the goal and the pages where it acted."""
+        """What retrieval matches against: the goal and the elements it acted on."""
         return "\n".join([self.goal, *(s.observation for s in self.steps)])
 
 
