@@ -22,6 +22,7 @@ from typing import Any
 
 import structlog
 
+from linewise.agent.experience.load import memory_for
 from linewise.agent.filters.registry import FilterMaker
 from linewise.agent.models import ChatModel
 from linewise.records import EpisodeSummary
@@ -345,6 +346,7 @@ async def run_tasks(
     """
     chosen = resolve_filter(filter if filter is not None else settings.filter.name)
     settings = prepare_run(settings, tasks)
+    memory_for(settings)  # an unreadable --memory stops the run before anything starts
     write_run_manifest(out_dir, settings, argv or sys.argv, [task.id for task in tasks])
     summaries: list[EpisodeSummary] = []
     async with open_run_resources(

@@ -89,6 +89,21 @@ def render_examples(entries: list[MemoryEntry]) -> str:
     return render_prompt("action_examples.md", examples=body.strip())
 
 
+def _usable_vectors(
+    vectors: dict[int, list[float]], size: int
+) -> tuple[dict[int, np.ndarray], list[int]]:
+    """The vectors of ``size`` finite numbers, and the entries whose vectors are not."""
+    usable: dict[int, np.ndarray] = {}
+    unusable: list[int] = []
+    for index, vector in vectors.items():
+        array = np.asarray(vector, dtype=np.float32)
+        if array.shape == (size,) and bool(np.isfinite(array).all()):
+            usable[index] = array
+        else:
+            unusable.append(index)
+    return usable, unusable
+
+
 class ExperienceMemory:
     """A loaded memory: ``examples`` picks and renders an episode's worked examples.
 
@@ -169,8 +184,8 @@ class ExperienceMemory:
         if self.embedder is None:
             return None, "no embedder configured"
         name = self.embedder.name
-        vectors = {i: self.entries[i].embedding for i in candidates
-                   if self.entries[i].embedder == name and self.entries[i].embedding}
+        vectors = {i: vector for i in candidates
+                   if self.entries[i].embedder == name and (vector := self.entries[i].embedding)}
         if not vectors:
             return None, f"no entry was embedded by {name}"
         try:
@@ -179,7 +194,18 @@ class ExperienceMemory:
             log.warning("memory retrieval is lexical only", error=str(exc))
             return None, f"embedder failed: {exc}"
         q = np.asarray(embedded, dtype=np.float32)[0]
-        # An entry without a vector of this embedder ranks after every one with a vector.
-        return {i: float(np.dot(q, np.asarray(vectors[i], dtype=np.float32)))
-                if i in vectors else -2.0 for i in candidates}, None
+        usable, unusable = _usable_vectors(vectors, q.size)
+        note = None
+        if unusable:
+            # A vector of another size (a file edited or damaged by hand, another version
+            # of the embedder) cannot be compared: its entry ranks lexically, the run goes on.
+            note = (f"{len(unusable)} entries have vectors that are not unit vectors of "
+                    f"{q.size} numbers ({', '.join(self.entries[i].id for i in unusable[:3])}"
+                    f"{', …' if len(unusable) > 3 else ''}): they are ranked lexically")
+            log.warning("memory vectors ignored", note=note)
+        if not usable:
+            return None, note
+        # An entry without a usable vector of this embedder ranks after every one with one.
+        return {i: float(np.dot(q, usable[i])) if i in usable else -2.0
+                for i in candidates}, note
 

@@ -9,7 +9,6 @@ action: never the page's text around it, which is untrusted (``untrusted.py``).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import NamedTuple
 from pydantic import BaseModel, Field, ValidationError
 
 from linewise.errors import ConfigError
+from linewise.jsonl import read_jsonl
 
 MEMORY_VERSION = 1
 
@@ -104,31 +104,36 @@ def write_memory(path: Path, entries: Iterable[MemoryEntry]) -> int:
 
 
 def read_memory(path: Path) -> list[MemoryEntry]:
-    """The entries of a memory file.
+    """The entries of a memory file. Lines end at ``\\n`` only (``linewise/jsonl.py``: a
+    thought may hold U+2028 or U+0085, which ``str.splitlines`` would cut at).
 
     Raises:
-        ConfigError: the file is missing, or a line is not an entry of this version.
+        ConfigError: the file is missing or unreadable, or a line is not UTF-8, not JSON
+            (or nested too deeply), or not an entry of this version; the message names
+            the file and the line.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"memory {path}: {exc.strerror or exc}") from exc
     entries: list[MemoryEntry] = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"memory {path}:{number}: not JSON ({exc.msg})") from exc
-        version = data.get("version") if isinstance(data, dict) else None
+    for line in read_jsonl(data):
+        where = f"memory {path} line {line.number}"
+        if line.error is not None:
+            raise ConfigError(f"{where}: {line.error}; build the memory again")
+        value = line.value
+        version = value.get("version") if isinstance(value, dict) else None
         if version != MEMORY_VERSION:
-            raise ConfigError(f"memory {path}:{number}: version {version!r}, this linewise "
+            raise ConfigError(f"{where}: version {version!r}, this linewise "
                               f"reads version {MEMORY_VERSION}; build the memory again")
         try:
-            entries.append(MemoryEntry.model_validate(data))
+            entries.append(MemoryEntry.model_validate(value))
         except ValidationError as exc:
-            raise ConfigError(f"memory {path}:{number}: {exc.errors()[0]['msg']}") from exc
+            error = exc.errors()[0]
+            field = ".".join(str(part) for part in error["loc"])
+            raise ConfigError(f"{where}: not a memory entry ({field}: {error['msg']})") from None
+        except RecursionError:
+            raise ConfigError(f"{where}: not a memory entry (nested too deeply)") from None
     return entries
 
 

@@ -23,6 +23,7 @@ import structlog
 from pydantic import BaseModel, Field, model_validator
 
 from linewise.apps.bench.plan import EpisodeKey, EpisodeSpec
+from linewise.jsonl import split_lines
 from linewise.records import (
     FINAL_OUTCOMES,
     EpisodeSummary,
@@ -306,10 +307,12 @@ def take_out(path: Path, keys: set[EpisodeKey], archive: Path) -> list[EpisodeRe
         return []
     kept: list[str] = []
     taken: list[EpisodeResult] = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    # Lines end at "\n" only (linewise/jsonl.py): cut at a U+2028 in an error message, a
+    # line would be written back as two halves that are not JSON.
+    for line in split_lines(path.read_bytes().decode("utf-8", errors="surrogateescape")):
         try:
             result = EpisodeResult.model_validate(json.loads(line)) if line.strip() else None
-        except (json.JSONDecodeError, ValueError):
+        except (json.JSONDecodeError, ValueError, RecursionError):
             result = None
         if result is not None and result.key in keys:
             taken.append(result)
@@ -323,7 +326,8 @@ def take_out(path: Path, keys: set[EpisodeKey], archive: Path) -> list[EpisodeRe
         handle.flush()
         os.fsync(handle.fileno())
     tmp = path.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8",
+                   errors="surrogateescape")  # a line that was not UTF-8 stays as it was
     with tmp.open("rb") as handle:
         os.fsync(handle.fileno())
     tmp.replace(path)

@@ -16,11 +16,10 @@ problem (task, seed and goal) solved several times is one entry, its shortest so
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import structlog
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from linewise.agent.action_parser import parse_action
 from linewise.agent.experience.store import MemoryEntry, MemoryStep, task_key
@@ -29,6 +28,7 @@ from linewise.agent.filters.embedders import Embedder
 from linewise.apps.pruning.export import TRAJECTORIES_FILE, TrajectoryOutcome
 from linewise.apps.pruning.trajectory import Trajectory, TrajectoryStep, collect_trajectories
 from linewise.errors import ActionParseError, LinewiseError
+from linewise.jsonl import read_jsonl
 
 log = structlog.get_logger(__name__)
 
@@ -104,11 +104,21 @@ def read_verdicts(dataset_dirs: list[Path]) -> dict[Path, TrajectoryOutcome]:
         if not path.exists():
             log.warning("no pruner verdicts here", folder=str(folder))
             continue
-        for line in path.read_text(encoding="utf-8").splitlines():
-            data = json.loads(line) if line.strip() else {}
-            if data.get("status") in VERDICTS_KEPT:
+        for line in read_jsonl(path.read_bytes()):
+            data = line.value
+            if line.error is not None or not isinstance(data, dict):
+                log.warning("pruner verdict skipped: damaged line", path=str(path),
+                            line=line.number, error=line.error or "not an object")
+                continue
+            if data.get("status") not in VERDICTS_KEPT:
+                continue
+            try:
                 verdict = TrajectoryOutcome.model_validate(data)
-                verdicts[(Path(verdict.run) / verdict.episode).resolve()] = verdict
+            except (ValidationError, RecursionError) as exc:
+                log.warning("pruner verdict skipped: not a verdict", path=str(path),
+                            line=line.number, error=str(exc).split("\n")[0])
+                continue
+            verdicts[(Path(verdict.run) / verdict.episode).resolve()] = verdict
     return verdicts
 
 
@@ -119,11 +129,8 @@ def read_bench_rows(run_dirs: list[Path]) -> dict[Path, dict[str, object]]:
         path = run_dir / BENCH_RESULTS
         if not path.exists():
             continue
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a torn last line
+        for line in read_jsonl(path.read_bytes()):
+            row = line.value  # None for a damaged or torn line, which is skipped
             if isinstance(row, dict) and row.get("episode_dir"):
                 rows[(run_dir / str(row["episode_dir"])).resolve()] = row
     return rows
