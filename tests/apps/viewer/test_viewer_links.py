@@ -138,7 +138,8 @@ def served(run: Path, tmp_path: Path) -> Iterator[str]:
                 yield line.split()[1].removesuffix("view/index.html")
                 break
         else:
-            pytest.fail(f"the server did not start: {server.stderr.read() if server.stderr else ''}")
+            error = server.stderr.read() if server.stderr else ""
+            pytest.fail(f"the server did not start: {error}")
     finally:
         server.terminate()
         server.wait(timeout=10)
