@@ -38,6 +38,7 @@ from linewise.errors import (
     RangeParseError,
     ResponseFormatError,
     TaskFileError,
+    TraceWriteError,
 )
 from linewise.records import EpisodeSummary, LLMCall, StepRecord, Tab
 from linewise.runtime.episode import StepContext, StepHooks
@@ -108,6 +109,7 @@ __all__ = [
     "SuccessCheck",
     "Tab",
     "TaskFileError",
+    "TraceWriteError",
     "Usage",
     "WebTask",
     "__version__",

@@ -11,16 +11,24 @@ unreadable. Every JSONL reader splits with ``split_lines`` or ``read_jsonl``.
 A line that cannot be read (not UTF-8, not JSON, nested deeper than the parser's
 recursion limit) is returned with the reason, never raised: each reader decides whether
 a damaged line is skipped with a warning or refused with the file and line named.
+
+``append_line`` writes a line whole or not at all: on a full or read-only disk a line
+cut in the middle is the file's end until the next run cuts it, and a reader that
+follows the file (the viewer's ``--serve``) would take the next line's start for its
+rest.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["JsonlLine", "read_jsonl", "split_lines"]
+__all__ = ["JsonlLine", "append_line", "read_jsonl", "split_lines"]
 
 
 def split_lines(text: str) -> list[str]:
@@ -61,3 +69,34 @@ def read_jsonl(data: bytes) -> Iterator[JsonlLine]:
         except json.JSONDecodeError as exc:
             yield JsonlLine(number, error=f"not JSON ({exc.msg} at column {exc.colno})",
                             complete=complete)
+
+
+def append_line(path: os.PathLike[str] | str, line: str) -> None:
+    """Append ``line`` (which ends with ``\\n``) to ``path`` whole, flushed to disk.
+
+    The line is built before anything is written and goes out in one ``write``. If the
+    disk takes only part of it, or refuses it or the ``fsync``, the file is cut back to
+    its length before, and the ``OSError`` is raised (a short write's own reason is
+    learnt by writing the rest once: ENOSPC, EFBIG, EDQUOT).
+
+    Raises:
+        OSError: the line could not be written (the file is as it was, if it could be
+            cut back).
+    """
+    data = line.encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    try:
+        before = os.fstat(fd).st_size
+        try:
+            written = os.write(fd, data)
+            if written < len(data):
+                written += os.write(fd, data[written:])
+                if written < len(data):
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            os.fsync(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, before)
+            raise
+    finally:
+        os.close(fd)

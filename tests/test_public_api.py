@@ -25,7 +25,8 @@ PUBLIC = [
     "InvalidResponse", "LLMCall", "LLMError", "LinewiseError",
     "LinewiseSettings", "MiniWoBTask", "ModelError", "ObservationError", "ObservationFilter",
     "ParsedAction", "PruneError", "RangeParseError", "ResponseFormatError", "StepContext",
-    "StepHooks", "StepRecord", "SuccessCheck", "Tab", "TaskFileError", "Usage", "WebTask",
+    "StepHooks", "StepRecord", "SuccessCheck", "Tab", "TaskFileError", "TraceWriteError",
+    "Usage", "WebTask",
     "__version__", "filter_names", "load_task_file", "parse_action", "read_steps",
     "read_summary", "register_filter", "run", "run_sync",
 ]

@@ -39,8 +39,8 @@ from linewise.cli import (
     snapshot,
     view,
 )
-from linewise.cli.exit_codes import EXIT_INTERRUPTED, EXIT_SETUP, EXIT_USAGE
-from linewise.errors import ConfigError, LinewiseError, TaskFileError
+from linewise.cli.exit_codes import EXIT_INTERRUPTED, EXIT_OUTPUT, EXIT_SETUP, EXIT_USAGE
+from linewise.errors import ConfigError, LinewiseError, TaskFileError, TraceWriteError
 from linewise.runtime.log import configure_logging
 
 
@@ -73,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, TaskFileError) as exc:
         print(f"linewise: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except TraceWriteError as exc:
+        print(f"linewise: error: {exc}", file=sys.stderr)
+        return EXIT_OUTPUT
     except LinewiseError as exc:
         print(f"linewise: error: {exc}", file=sys.stderr)
         return EXIT_SETUP

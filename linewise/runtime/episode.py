@@ -44,6 +44,7 @@ from linewise.errors import (
     EndpointRefused,
     LinewiseError,
     LLMError,
+    TraceWriteError,
     infra_kind_of,
 )
 from linewise.records import (
@@ -233,7 +234,12 @@ class _Episode:
 
     async def _run(self) -> EpisodeSummary:
         started = time.perf_counter()
-        self.writer.start(self.summary)
+        try:
+            self.writer.start(self.summary)
+        except TraceWriteError:
+            await self.env.close()
+            raise
+        write_failed = False
         try:
             async with asyncio.timeout(self.config.timeout_s) as self._deadline:
                 start = await self.env.reset()
@@ -248,6 +254,10 @@ class _Episode:
             self._fail("timeout", f"episode exceeded its {self.config.timeout_s:.0f} s timeout")
         except EndpointRefused as exc:  # no episode can run: the whole run stops
             self._fail("error", f"{type(exc).__name__}: {exc}", infra_kind_of(exc))
+            raise
+        except TraceWriteError as exc:  # nothing more can be recorded: the run stops
+            self._fail("error", str(exc), "output")
+            write_failed = True
             raise
         except BrowserCrashed as exc:
             self._fail("browser_crash" if exc.what == "browser" else "renderer_crash", str(exc),
@@ -270,8 +280,15 @@ class _Episode:
             # The summary first: closing a context on a dead or hung browser may itself
             # be cut short, and the trace must be complete whatever happens to it.
             self.summary.mark_ended(time.perf_counter() - started)
-            self.writer.write_summary(self.summary)
-            await self.env.close()
+            try:
+                self.writer.write_summary(self.summary)
+            except TraceWriteError:
+                if not write_failed:  # the first write the disk refused: the run stops
+                    raise
+                # the disk already refused the trace: the summary goes where it can
+                log.warning("episode summary not written", task_id=self.task_id)
+            finally:
+                await self.env.close()
         return self.summary
 
     def _fail(

@@ -23,7 +23,8 @@ import structlog
 from pydantic import BaseModel, Field, model_validator
 
 from linewise.apps.bench.plan import EpisodeKey, EpisodeSpec
-from linewise.jsonl import split_lines
+from linewise.errors import TraceWriteError
+from linewise.jsonl import append_line, split_lines
 from linewise.records import (
     FINAL_OUTCOMES,
     EpisodeSummary,
@@ -44,10 +45,12 @@ ERROR_KINDS: tuple[ErrorKind, ...] = ("crash", "timeout", "page", "model", "task
 
 _ERROR_KIND_OF_INFRA: dict[InfraKind, ErrorKind] = {
     "model": "model", "refused": "model", "config": "model", "server": "model",
-    "browser": "page", "timeout": "timeout", "task": "task", "crash": "crash",
+    "browser": "page", "timeout": "timeout", "task": "task", "output": "task",
+    "crash": "crash",
 }
 """The report's error kind of each infrastructure kind: the report groups the model
-endpoint, a configuration it cannot serve and the embedded model's server as ``model``."""
+endpoint, a configuration it cannot serve and the embedded model's server as ``model``,
+and an output folder that cannot be written with what cannot be set up (``task``)."""
 
 _INFRA_OF_ERROR_KIND: dict[str, InfraKind] = {
     "crash": "crash", "timeout": "timeout", "page": "browser", "model": "model",
@@ -226,25 +229,30 @@ def failed_result(
 
 
 class ResultsWriter:
-    """Appends results lines; thread-safe (the BrowserGym backend writes from threads)."""
+    """Appends results lines, each whole or not at all (``jsonl.append_line``);
+    thread-safe (the BrowserGym backend writes from threads). A line the disk refuses
+    is a ``TraceWriteError``: the bench stops."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _cut_torn_tail(path)
-        self._handle = path.open("a", encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _cut_torn_tail(path)
+            path.touch()
+        except OSError as exc:
+            raise TraceWriteError.of(path, exc) from exc
         self._lock = threading.Lock()
 
     def append(self, result: EpisodeResult) -> None:
         line = redacted_json(result) + "\n"
         with self._lock:
-            self._handle.write(line)
-            self._handle.flush()
-            os.fsync(self._handle.fileno())
+            try:
+                append_line(self.path, line)
+            except OSError as exc:
+                raise TraceWriteError.of(self.path, exc) from exc
 
     def close(self) -> None:
-        with self._lock:
-            self._handle.close()
+        """Nothing stays open between lines."""
 
     def __enter__(self) -> ResultsWriter:
         return self
