@@ -45,7 +45,7 @@ MAX_NAME_CHARS = 120
 """An element's name in an example is cut here: it names the element, it is no text."""
 WITHHELD_NAME = "(name withheld)"
 
-_AGENT_WORDS = r"(?:agents?|assistants?|bots?|chatbots?|crawlers?|models?|llms?)"
+_AGENT_WORDS = r"(?:agents?|assistants?|bots?|chatbots?|crawlers?|llms?)"
 _ADDRESSED = re.compile(
     rf"""
     \b(?:ai|a\.i\.|llms?|gpt|chatgpt|language[\s-]+models?)\b          # naming an AI
@@ -54,6 +54,8 @@ _ADDRESSED = re.compile(
       \s+(?:all\s+|any\s+|the\s+|every\s+|you\s+)?
       (?:automated\s+|autonomous\s+|web\s+|browsing\s+|browser\s+|shopping\s+)?
       {_AGENT_WORDS}\b                                                   # "to all agents"
+    | \b(?:dear|hey|attention|note\s+to|notice\s+to|message\s+to|memo\s+to
+          |instructions?\s+(?:to|for))\s+(?:all\s+|any\s+|the\s+|every\s+)?models?\b
     | \b(?:as\s+an?|you\s+are\s+(?:an?|the)|you're\s+(?:an?|the))\s+
       (?:automated\s+|autonomous\s+|web\s+|browsing\s+|helpful\s+)?
       (?:agent|assistant|bot|model)\b                                    # "you are an agent"
