@@ -207,10 +207,14 @@ async def run_bench(
         write_manifest(out_dir, settings, specs, backend=backend, options=options,
                        argv=argv if argv is not None else sys.argv, memory_overlap=overlap)
         path = out_dir / RESULTS_FILE
-        retried = take_back_endings(out_dir, specs, retry_errors=retry_errors)
         stopped: str | None = None
         with ResultsWriter(path) as writer:
-            pending, skipped, recovered, moved = reconcile(out_dir, specs, writer, backend)
+            try:  # moving earlier endings and folders aside: file work in out_dir alone
+                retried = take_back_endings(out_dir, specs, retry_errors=retry_errors)
+                pending, skipped, recovered, moved = reconcile(out_dir, specs, writer, backend)
+            except OSError as exc:
+                raise TraceWriteError.of(getattr(exc, "filename", None) or out_dir,
+                                         exc) from exc
             stopped, budget = await _run_pending(
                 pending, settings, browser_config, out_dir, options, backend, writer,
                 progress, stop, running, finished, len(specs))
