@@ -39,6 +39,7 @@ from linewise.errors import (
     RangeParseError,
     ResponseFormatError,
     TaskFileError,
+    TraceWriteError,
 )
 from linewise.records import EpisodeSummary, LLMCall, StepRecord, Tab
 from linewise.runtime.episode import StepContext, StepHooks
@@ -113,6 +114,7 @@ __all__ = [
     "SuccessCheck",
     "Tab",
     "TaskFileError",
+    "TraceWriteError",
     "Usage",
     "WebTask",
     "__version__",

@@ -24,6 +24,8 @@ The hierarchy (httpx style: catch the base class to catch them all)::
     ├── ModelError             the embedded model cannot be assembled, verified or served
     ├── DamagedTraceError      a trace file (a steps.jsonl line, a summary.json) is damaged
     ├── ProgramError           a program to replay, or a skill, cannot be read or used
+    ├── TraceWriteError        the output folder cannot be written (read-only, full, not
+    │                          ours): the run stops (exit 5), naming what was not run
     └── PruneError             the trace pruner cannot use a trace or a state graph
         ├── GraphError         a state graph that is malformed, or whose sink the source
         │                      cannot reach (mining it would keep nothing meaningful)
@@ -41,6 +43,7 @@ ending lives here and in ``records.outcome_of``, nowhere else.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar, Self
 
 from linewise.records import InfraKind, LLMCall
@@ -298,3 +301,63 @@ class GraphError(PruneError):
 
 class GraphBuildError(PruneError):
     """The LLM extractor could not produce a valid state graph within its retries."""
+
+
+class TraceWriteError(LinewiseError):
+    """The trace cannot be written: the output folder is read-only, full or refuses
+    linewise (an ``OSError``: EROFS, ENOSPC, EDQUOT, EFBIG, EACCES…).
+
+    Nothing more of the run could be recorded, so the run stops at once rather than
+    going on unrecorded: the episode being written ends, no other starts, and the
+    command exits with code 5. ``stopped_run`` adds what the run left undone; the
+    message then names the folder, the file and the reason, the step that could not be
+    saved, the episodes cut short and the tasks not run.
+    """
+
+    infra_kind: ClassVar[InfraKind | None] = "output"
+
+    def __init__(
+        self, path: str, reason: str, *, step: int | None = None, folder: str | None = None,
+        cut_short: Sequence[str] = (), not_run: Sequence[str] = (), finished: int = 0,
+    ) -> None:
+        self.path = path
+        self.reason = reason
+        self.step = step
+        self.folder = folder
+        self.cut_short = list(cut_short)
+        self.not_run = list(not_run)
+        self.finished = finished
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        where = f"in {self.folder}" if self.folder else "of this run"
+        lost = f"; step {self.step} is not saved" if self.step is not None else ""
+        text = f"cannot write the trace {where}: {self.reason} ({self.path}{lost})"
+        if self.folder is None:
+            return text
+        text += ". The run stopped"
+        if self.cut_short:
+            text += f"; cut short: {', '.join(self.cut_short)}"
+        if self.finished:
+            text += f"; {self.finished} episodes finished before (their traces are complete)"
+        if self.not_run:
+            shown = ", ".join(self.not_run[:10])
+            more = f" and {len(self.not_run) - 10} more" if len(self.not_run) > 10 else ""
+            text += f"; {len(self.not_run)} tasks not run: {shown}{more}"
+        else:
+            text += "; no task was left to run"
+        return text + (". Free space or make the folder writable, then run what was cut "
+                       "short and not run again (a bench: --resume).")
+
+    def stopped_run(
+        self, folder: object, *, cut_short: Sequence[str] = (), not_run: Sequence[str] = (),
+        finished: int = 0,
+    ) -> TraceWriteError:
+        """The same failure, with what the run it stopped left undone."""
+        return TraceWriteError(self.path, self.reason, step=self.step, folder=str(folder),
+                               cut_short=cut_short, not_run=not_run, finished=finished)
+
+    @classmethod
+    def of(cls, path: object, exc: OSError, *, step: int | None = None) -> TraceWriteError:
+        """The error of an ``OSError`` met writing ``path``."""
+        return cls(str(path), exc.strerror or str(exc), step=step)

@@ -501,7 +501,7 @@ Outcome = Literal["agent", "assisted", "replayed", "healed", "infrastructure", "
                   "stopped"]
 
 InfraKind = Literal[
-    "model", "refused", "config", "browser", "server", "timeout", "task", "crash",
+    "model", "refused", "config", "browser", "server", "timeout", "task", "output", "crash",
 ]
 """What failed around the agent:
 
@@ -514,6 +514,8 @@ InfraKind = Literal[
 - ``server``: a local server linewise runs (the embedded model, MiniWoB++);
 - ``timeout``: a deadline of the runtime itself (the episode's wall-clock limit);
 - ``task``: the task could not be set up as written;
+- ``output``: the trace could not be written (the output folder is read-only or full;
+  the run stops);
 - ``crash``: an unexpected exception, i.e. a bug.
 """
 

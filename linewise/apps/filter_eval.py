@@ -21,6 +21,7 @@ from linewise.agent.filters.base import FilterInput, FilterResult, ObservationFi
 from linewise.agent.filters.render import render_with_markers
 from linewise.axtree import bids_in
 from linewise.errors import ConfigError
+from linewise.jsonl import read_jsonl
 from linewise.tokens import count_tokens
 
 LARGE_PAGE_LINES = 300
@@ -108,12 +109,16 @@ def _cases_in(path: Path) -> list[FilterCase]:
     for file in files:
         try:
             if file.suffix == ".jsonl":
-                items = [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
+                items = []
+                for line in read_jsonl(file.read_bytes()):
+                    if line.error is not None:
+                        raise ConfigError(f"{file} line {line.number}: {line.error}")
+                    items.append(line.value)
             else:
                 data = json.loads(file.read_text())
                 items = data if isinstance(data, list) else [data]
             cases.extend(FilterCase.model_validate(item) for item in items)
-        except (ValueError, ValidationError) as exc:
+        except (ValueError, ValidationError, RecursionError) as exc:
             raise ConfigError(f"{file}: not a valid filter case: {exc}") from exc
     return cases
 

@@ -6,6 +6,9 @@
   another setup failure (no Chromium, the embedded model cannot start);
 - 4: some episode ended on an infrastructure fault, or a bench stopped before its end
   because the endpoint stayed down (``--resume`` runs what is left);
+- 5: the output folder could not be written (read-only, full, not allowed): the run
+  stopped at once, and the message names the folder, the episode cut short and the
+  tasks not run (``errors.TraceWriteError``);
 - 6: ``linewise replay`` only: some replay did not succeed (it diverged, or the task's
   own check failed), so a suite of recorded tasks fails when one of them broke;
 - 130: interrupted (Ctrl+C).
@@ -21,6 +24,7 @@ EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_SETUP = 3
 EXIT_INFRASTRUCTURE = 4
+EXIT_OUTPUT = 5
 EXIT_REPLAY_FAILED = 6
 EXIT_INTERRUPTED = 130
 

@@ -43,8 +43,14 @@ from linewise.cli import (
     snapshot,
     view,
 )
-from linewise.cli.exit_codes import EXIT_INTERRUPTED, EXIT_SETUP, EXIT_USAGE
-from linewise.errors import ConfigError, LinewiseError, ProgramError, TaskFileError
+from linewise.cli.exit_codes import EXIT_INTERRUPTED, EXIT_OUTPUT, EXIT_SETUP, EXIT_USAGE
+from linewise.errors import (
+    ConfigError,
+    LinewiseError,
+    ProgramError,
+    TaskFileError,
+    TraceWriteError,
+)
 from linewise.runtime.log import configure_logging
 
 
@@ -79,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, TaskFileError, ProgramError) as exc:
         print(f"linewise: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except TraceWriteError as exc:
+        print(f"linewise: error: {exc}", file=sys.stderr)
+        return EXIT_OUTPUT
     except LinewiseError as exc:
         print(f"linewise: error: {exc}", file=sys.stderr)
         return EXIT_SETUP

@@ -72,6 +72,10 @@ def cmd_build(args: argparse.Namespace) -> int:
     skipped = ", ".join(f"{why} {n}" for why, n in sorted(report.skipped.items())) or "none"
     print(f"{report.entries} entries ({report.from_pruner} from the pruner) from "
           f"{report.successful} successful of {report.episodes} episodes; skipped: {skipped}")
+    if report.withheld:
+        print(f"instruction-like text (written for an agent, or a link to another site): "
+              f"{report.withheld} steps left out or shown without their thought or the "
+              "element's name")
     print(f"embedding: {report.embedder or report.embedding_note}")
     print(f"memory: {args.out}")
     return 0

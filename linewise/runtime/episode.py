@@ -45,6 +45,7 @@ from linewise.errors import (
     LinewiseError,
     LLMError,
     ProgramError,
+    TraceWriteError,
     infra_kind_of,
 )
 from linewise.locators import locate
@@ -263,7 +264,12 @@ class _Episode:
 
     async def _run(self) -> EpisodeSummary:
         started = time.perf_counter()
-        self.writer.start(self.summary)
+        try:
+            self.writer.start(self.summary)
+        except TraceWriteError:
+            await self.env.close()
+            raise
+        write_failed = False
         try:
             async with asyncio.timeout(self.config.timeout_s) as self._deadline:
                 start = await self.env.reset()
@@ -282,6 +288,10 @@ class _Episode:
             self._fail("timeout", f"episode exceeded its {self.config.timeout_s:.0f} s timeout")
         except EndpointRefused as exc:  # no episode can run: the whole run stops
             self._fail("error", f"{type(exc).__name__}: {exc}", infra_kind_of(exc))
+            raise
+        except TraceWriteError as exc:  # nothing more can be recorded: the run stops
+            self._fail("error", str(exc), "output")
+            write_failed = True
             raise
         except BrowserCrashed as exc:
             self._fail("browser_crash" if exc.what == "browser" else "renderer_crash", str(exc),
@@ -304,8 +314,15 @@ class _Episode:
             # The summary first: closing a context on a dead or hung browser may itself
             # be cut short, and the trace must be complete whatever happens to it.
             self.summary.mark_ended(time.perf_counter() - started)
-            self.writer.write_summary(self.summary)
-            await self.env.close()
+            try:
+                self.writer.write_summary(self.summary)
+            except TraceWriteError:
+                if not write_failed:  # the first write the disk refused: the run stops
+                    raise
+                # the disk already refused the trace: the summary goes where it can
+                log.warning("episode summary not written", task_id=self.task_id)
+            finally:
+                await self.env.close()
         return self.summary
 
     def _fail(

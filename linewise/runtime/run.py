@@ -22,8 +22,10 @@ from typing import Any
 
 import structlog
 
+from linewise.agent.experience.load import memory_for
 from linewise.agent.filters.registry import FilterMaker
 from linewise.agent.models import ChatModel
+from linewise.errors import TraceWriteError
 from linewise.records import EpisodeSummary
 from linewise.runtime.browser.chromium import Browser, BrowserConfig
 from linewise.runtime.budget import Budget, RunSpend, prices_of
@@ -225,13 +227,24 @@ there in full. The traces themselves stay as the umask makes them."""
 
 
 def write_private(path: Path, text: str) -> None:
-    """Write ``text`` to a file only its owner can read, atomically."""
+    """Write ``text`` to a file only its owner can read, atomically.
+
+    Raises:
+        TraceWriteError: the folder is read-only, full or not allowed (the old file, if
+            any, is left as it was).
+    """
     tmp = path.with_suffix(path.suffix + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, MANIFEST_MODE)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.chmod(tmp, MANIFEST_MODE)  # an older file kept its mode through O_CREAT
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, MANIFEST_MODE)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, MANIFEST_MODE)  # an older file kept its mode through O_CREAT
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise TraceWriteError.of(path, exc) from exc
 
 
 def environment_manifest(settings: LinewiseSettings) -> dict[str, object]:
@@ -251,8 +264,8 @@ def environment_manifest(settings: LinewiseSettings) -> dict[str, object]:
 def write_run_manifest(out_dir: Path, settings: LinewiseSettings, argv: list[str],
                        task_ids: Sequence[str] = ()) -> None:
     """``run.json``: what was run (the tasks in order, so that those that never started
-    are known), with which versions and settings."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    are known), with which versions and settings; ``TraceWriteError`` when it cannot be
+    written."""
     manifest = {
         "argv": redact_argv(argv),
         "tasks": list(task_ids),
@@ -373,12 +386,20 @@ async def run_tasks(
     episode ends after its step and no other starts; ``pause`` (a step-through debugger's
     pause event) cuts the highlight's wait short. ``programs``: one per task, replayed
     instead of asking the model (``heal``: the model heals a step that does not fit).
+
+    Raises:
+        TraceWriteError: ``out_dir`` cannot be written (read-only, full): the run stops
+            at once, and the error names the episode cut short and the tasks not run.
     """
     if programs is not None and len(programs) != len(tasks):
         raise ValueError("run_tasks: one program per task")
     chosen = resolve_filter(filter if filter is not None else settings.filter.name)
     settings = prepare_run(settings, tasks)
-    write_run_manifest(out_dir, settings, argv or sys.argv, [task.id for task in tasks])
+    memory_for(settings)  # an unreadable --memory stops the run before anything starts
+    try:
+        write_run_manifest(out_dir, settings, argv or sys.argv, [task.id for task in tasks])
+    except TraceWriteError as exc:
+        raise exc.stopped_run(out_dir, not_run=[task.id for task in tasks]) from exc
     summaries: list[EpisodeSummary] = []
     async with open_run_resources(
         settings, tasks, browser_config, action_model=action_model,
@@ -396,9 +417,14 @@ async def run_tasks(
                 log.warning("run budget spent: no more episodes", reason=spent,
                             not_started=len(tasks) - number)
                 break
-            summary = await episodes.run(
-                task, episode_directory(out_dir, task.id), chosen.name,
-                program=programs[number] if programs is not None else None, heal=heal)
+            try:
+                summary = await episodes.run(
+                    task, episode_directory(out_dir, task.id), chosen.name,
+                    program=programs[number] if programs is not None else None, heal=heal)
+            except TraceWriteError as exc:
+                # The disk refused the trace: no later episode could be recorded either.
+                raise exc.stopped_run(out_dir, cut_short=[task.id], finished=len(summaries),
+                                      not_run=[t.id for t in tasks[number + 1:]]) from exc
             summaries.append(summary)
             log.info(
                 "episode finished",

@@ -14,21 +14,29 @@ meets an episode folder without one.
 This writer is the one point where records reach disk, so every record and summary
 passes the run's redactor here (``redaction.py``): the loop already shows the model
 ``<secret:NAME>`` instead of a value, and this is the safety net behind it.
+
+A write the disk refuses (read-only, full, not allowed) is a ``TraceWriteError``, which
+stops the run: a run that cannot record what it does is not worth going on with. A
+step line is written whole or not at all (``jsonl.append_line``), a summary replaces
+the old one whole or leaves it, a screenshot is not left half written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
 from pydantic import ValidationError
 
-from linewise.errors import DamagedTraceError
+from linewise.errors import DamagedTraceError, TraceWriteError
+from linewise.jsonl import append_line
 from linewise.records import EpisodeSummary, StepRecord
 from linewise.runtime.redaction import redacted_json
 
@@ -51,38 +59,73 @@ class EpisodeTraceWriter:
         self.summary_path = directory / "summary.json"
 
     def start(self, summary: EpisodeSummary) -> None:
+        """Make the folder with its summary inside (see the module's docstring).
+
+        Raises:
+            TraceWriteError: the folder cannot be made or written.
+        """
         if self.directory.exists():
-            self.screenshots.mkdir(exist_ok=True)
-            self.steps_path.touch()
+            with _writing(self.directory):
+                self.screenshots.mkdir(exist_ok=True)
+                self.steps_path.touch()
             self.write_summary(summary)
             return
         staging = self.directory.with_name(f".{self.directory.name}.starting")
         shutil.rmtree(staging, ignore_errors=True)  # left by a kill during an earlier start
-        (staging / self.screenshots.name).mkdir(parents=True)
-        (staging / self.steps_path.name).touch()
-        _write_json_atomically(staging / self.summary_path.name, redacted_json(summary, indent=2))
-        os.rename(staging, self.directory)
+        try:
+            (staging / self.screenshots.name).mkdir(parents=True)
+            (staging / self.steps_path.name).touch()
+            _write_json_atomically(staging / self.summary_path.name,
+                                   redacted_json(summary, indent=2))
+            os.rename(staging, self.directory)
+        except OSError as exc:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise TraceWriteError.of(self.directory, exc) from exc
 
     def write_screenshot(self, index: int, png: bytes) -> str:
+        """Write the step's screenshot; ``TraceWriteError`` when it cannot be."""
         name = f"step-{index:03d}.png"
-        (self.screenshots / name).write_bytes(png)
+        path = self.screenshots / name
+        try:
+            path.write_bytes(png)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                path.unlink()  # no half of a picture
+            raise TraceWriteError.of(path, exc, step=index) from exc
         return f"screenshots/{name}"
 
     def write_step(self, record: StepRecord) -> None:
+        """Append the step's line whole, or raise ``TraceWriteError`` with the file as
+        it was."""
         line = redacted_json(record) + "\n"
-        with self.steps_path.open("a", encoding="utf-8") as handle:
-            handle.write(line)
-            handle.flush()
-            os.fsync(handle.fileno())
+        try:
+            append_line(self.steps_path, line)
+        except OSError as exc:
+            raise TraceWriteError.of(self.steps_path, exc, step=record.index) from exc
 
     def write_summary(self, summary: EpisodeSummary) -> None:
-        _write_json_atomically(self.summary_path, redacted_json(summary, indent=2))
+        """Replace ``summary.json`` whole; ``TraceWriteError`` leaves the old one."""
+        with _writing(self.summary_path):
+            _write_json_atomically(self.summary_path, redacted_json(summary, indent=2))
+
+
+@contextlib.contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        raise TraceWriteError.of(path, exc) from exc
 
 
 def _write_json_atomically(path: Path, text: str) -> None:
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 @dataclass

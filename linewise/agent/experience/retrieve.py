@@ -1,8 +1,8 @@
 """Retrieval: the memory's entries most like the current goal and page, as examples.
 
-Entries are ranked by BM25 over their goal and page excerpts and, where the embedder
-that built the entries' vectors is available, by cosine similarity too; the two rankings
-are fused by reciprocal rank (neither score's scale matters). Without the embedder the
+Entries are ranked by BM25 over their goal and the elements they acted on and, where
+the embedder that built the entries' vectors is available, by cosine similarity too; the
+two rankings are fused by reciprocal rank (neither score's scale matters). Without the embedder the
 ranking is lexical and the shown record says why.
 
 An episode retrieves once, on its goal and first page, and keeps its examples for every
@@ -26,6 +26,7 @@ from linewise.agent.experience.store import (
     same_task_and_seed,
     task_key,
 )
+from linewise.agent.experience.untrusted import safe_entry
 from linewise.agent.filters.bm25 import LineRanker, words
 from linewise.agent.filters.embedders import Embedder
 from linewise.errors import LinewiseError
@@ -58,11 +59,16 @@ def _bag(text: str) -> Counter[str]:
 
 
 def render_entry(number: int, entry: MemoryEntry) -> str:
-    """One entry as a worked example (``prompts/action_example.md``)."""
+    """One entry as a worked example (``prompts/action_example.md``): per step, the
+    element it acted on, its thought and its action, as ``untrusted.safe_entry`` lets
+    them be shown (an entry with nothing to show renders as nothing)."""
+    safe = safe_entry(entry)
+    if safe is None:
+        return ""
     lines: list[str] = []
-    for position, step in enumerate(entry.steps, 1):
-        lines.append(f"Step {position}, page excerpt:")
-        lines.extend(f"  {line}" for line in step.observation.splitlines())
+    for position, step in enumerate(safe.steps, 1):
+        lines.append(f"Step {position}, acted on: {step.observation}" if step.observation
+                     else f"Step {position}:")
         thought = " ".join(step.think.split())
         if len(thought) > MAX_THOUGHT_CHARS:
             thought = thought[: MAX_THOUGHT_CHARS - 1] + "…"
@@ -74,11 +80,28 @@ def render_entry(number: int, entry: MemoryEntry) -> str:
 
 
 def render_examples(entries: list[MemoryEntry]) -> str:
-    """The examples block (``prompts/action_examples.md``); empty without entries."""
-    if not entries:
+    """The examples block (``prompts/action_examples.md``); empty without entries
+    (or with none that has a step to show)."""
+    shown = [entry for entry in entries if safe_entry(entry) is not None]
+    if not shown:
         return ""
-    body = "\n".join(render_entry(n, e) for n, e in enumerate(entries, 1))
+    body = "\n".join(render_entry(n, e) for n, e in enumerate(shown, 1))
     return render_prompt("action_examples.md", examples=body.strip())
+
+
+def _usable_vectors(
+    vectors: dict[int, list[float]], size: int
+) -> tuple[dict[int, np.ndarray], list[int]]:
+    """The vectors of ``size`` finite numbers, and the entries whose vectors are not."""
+    usable: dict[int, np.ndarray] = {}
+    unusable: list[int] = []
+    for index, vector in vectors.items():
+        array = np.asarray(vector, dtype=np.float32)
+        if array.shape == (size,) and bool(np.isfinite(array).all()):
+            usable[index] = array
+        else:
+            unusable.append(index)
+    return usable, unusable
 
 
 class ExperienceMemory:
@@ -101,7 +124,9 @@ class ExperienceMemory:
         budget_tokens: int = 1500,
         embedder: Embedder | None = None,
     ) -> None:
-        self.entries = entries
+        # Only what an example may show is ranked and shown: an entry's page text (an
+        # older memory's excerpts) neither reaches the prompt nor steers the ranking.
+        self.entries = [safe for entry in entries if (safe := safe_entry(entry)) is not None]
         self.k = k
         self.budget_tokens = budget_tokens
         self.embedder = embedder
@@ -159,8 +184,8 @@ class ExperienceMemory:
         if self.embedder is None:
             return None, "no embedder configured"
         name = self.embedder.name
-        vectors = {i: self.entries[i].embedding for i in candidates
-                   if self.entries[i].embedder == name and self.entries[i].embedding}
+        vectors = {i: vector for i in candidates
+                   if self.entries[i].embedder == name and (vector := self.entries[i].embedding)}
         if not vectors:
             return None, f"no entry was embedded by {name}"
         try:
@@ -169,7 +194,18 @@ class ExperienceMemory:
             log.warning("memory retrieval is lexical only", error=str(exc))
             return None, f"embedder failed: {exc}"
         q = np.asarray(embedded, dtype=np.float32)[0]
-        # An entry without a vector of this embedder ranks after every one with a vector.
-        return {i: float(np.dot(q, np.asarray(vectors[i], dtype=np.float32)))
-                if i in vectors else -2.0 for i in candidates}, None
+        usable, unusable = _usable_vectors(vectors, q.size)
+        note = None
+        if unusable:
+            # A vector of another size (a file edited or damaged by hand, another version
+            # of the embedder) cannot be compared: its entry ranks lexically, the run goes on.
+            note = (f"{len(unusable)} entries have vectors that are not unit vectors of "
+                    f"{q.size} numbers ({', '.join(self.entries[i].id for i in unusable[:3])}"
+                    f"{', …' if len(unusable) > 3 else ''}): they are ranked lexically")
+            log.warning("memory vectors ignored", note=note)
+        if not usable:
+            return None, note
+        # An entry without a usable vector of this embedder ranks after every one with one.
+        return {i: float(np.dot(q, usable[i])) if i in usable else -2.0
+                for i in candidates}, note
 

@@ -3,12 +3,12 @@
 Every line carries ``version``; a reader refuses a line of another version rather than
 misreading it. An entry is one successful episode reduced to the steps that mattered
 (the pruner's kept steps when a pruned trajectory exists, else the steps that ran
-without error), each with a compact excerpt of the page where it acted.
+without error), each with the line of the element it acted on, its thought and its
+action: never the page's text around it, which is untrusted (``untrusted.py``).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -17,6 +17,7 @@ from typing import NamedTuple
 from pydantic import BaseModel, Field, ValidationError
 
 from linewise.errors import ConfigError
+from linewise.jsonl import read_jsonl
 
 MEMORY_VERSION = 1
 
@@ -51,8 +52,10 @@ class MemoryStep(BaseModel):
     index: int = Field(description="The step's index in its episode (0-based).")
     url: str = ""
     observation: str = Field(
-        description="The acted element's line with a few lines around it, from the view "
-        "the agent was shown (the first lines of the page for an action without an element)."
+        default="",
+        description="The acted element's own line, its bid, role and name, from the view "
+        "the agent was shown (empty for an action without an element). Entries of an older "
+        "linewise hold lines around it too: they are never shown (``untrusted.py``)."
     )
     think: str = ""
     action: str
@@ -69,6 +72,8 @@ class MemoryEntry(BaseModel):
     kind: str = Field(default="", description="The benchmark: miniwob, web, browsergym/<family>.")
     goal: str
     source: str = Field(default="", description="The episode folder it was built from.")
+    site: str = Field(default="", description="The URL the episode started on: links to "
+                      "other sites in what the entry would show are taken for injections.")
     pruned: bool = Field(default=False, description="Steps are the pruner's kept steps.")
     steps: list[MemoryStep]
     embedder: str | None = Field(default=None, description="Who computed ``embedding``.")
@@ -81,7 +86,7 @@ class MemoryEntry(BaseModel):
         return TaskKey(self.task, self.seed)
 
     def search_text(self) -> str:
-        """What retrieval matches against: the goal and the pages where it acted."""
+        """What retrieval matches against: the goal and the elements it acted on."""
         return "\n".join([self.goal, *(s.observation for s in self.steps)])
 
 
@@ -99,31 +104,36 @@ def write_memory(path: Path, entries: Iterable[MemoryEntry]) -> int:
 
 
 def read_memory(path: Path) -> list[MemoryEntry]:
-    """The entries of a memory file.
+    """The entries of a memory file. Lines end at ``\\n`` only (``linewise/jsonl.py``: a
+    thought may hold U+2028 or U+0085, which ``str.splitlines`` would cut at).
 
     Raises:
-        ConfigError: the file is missing, or a line is not an entry of this version.
+        ConfigError: the file is missing or unreadable, or a line is not UTF-8, not JSON
+            (or nested too deeply), or not an entry of this version; the message names
+            the file and the line.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"memory {path}: {exc.strerror or exc}") from exc
     entries: list[MemoryEntry] = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"memory {path}:{number}: not JSON ({exc.msg})") from exc
-        version = data.get("version") if isinstance(data, dict) else None
+    for line in read_jsonl(data):
+        where = f"memory {path} line {line.number}"
+        if line.error is not None:
+            raise ConfigError(f"{where}: {line.error}; build the memory again")
+        value = line.value
+        version = value.get("version") if isinstance(value, dict) else None
         if version != MEMORY_VERSION:
-            raise ConfigError(f"memory {path}:{number}: version {version!r}, this linewise "
+            raise ConfigError(f"{where}: version {version!r}, this linewise "
                               f"reads version {MEMORY_VERSION}; build the memory again")
         try:
-            entries.append(MemoryEntry.model_validate(data))
+            entries.append(MemoryEntry.model_validate(value))
         except ValidationError as exc:
-            raise ConfigError(f"memory {path}:{number}: {exc.errors()[0]['msg']}") from exc
+            error = exc.errors()[0]
+            field = ".".join(str(part) for part in error["loc"])
+            raise ConfigError(f"{where}: not a memory entry ({field}: {error['msg']})") from None
+        except RecursionError:
+            raise ConfigError(f"{where}: not a memory entry (nested too deeply)") from None
     return entries
 
 

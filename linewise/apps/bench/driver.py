@@ -45,7 +45,7 @@ from linewise.apps.bench.results import (
     result_from_summary,
     take_out,
 )
-from linewise.errors import ConfigError
+from linewise.errors import ConfigError, TraceWriteError
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.budget import Budget, RunSpend, prices_of
 from linewise.runtime.redaction import redact_argv, redact_data
@@ -194,49 +194,35 @@ async def run_bench(
         log.warning("the memory holds episodes of this bench", episodes=overlap[:10],
                     count=len(overlap))
     settings = prepare_run(settings, [s.task for s in specs])
-    out_dir.mkdir(parents=True, exist_ok=True)
-    check_manifest(out_dir, settings, resume)
-    write_manifest(out_dir, settings, specs, backend=backend, options=options,
-                   argv=argv if argv is not None else sys.argv, memory_overlap=overlap)
-    path = out_dir / RESULTS_FILE
-    retried = take_back_endings(out_dir, specs, retry_errors=retry_errors)
-    stopped: str | None = None
-    with ResultsWriter(path) as writer:
-        pending, skipped, recovered, moved = reconcile(out_dir, specs, writer, backend)
-        progress.start(len(specs), len(specs) - len(pending))
-
-        def on_start(spec: EpisodeSpec) -> None:
-            progress.episode_started(str(spec.key))
-
-        finished: set[str] = set()
-        run_spend = RunSpend()
-        budget = Budget(settings.budget, prices_of(settings.filter), run_spend)
-
-        def on_result(result: EpisodeResult) -> None:
-            writer.append(result)
-            finished.add(str(result.key))
-            run_spend.add(result.action_tokens + result.retriever_tokens,
-                          episode_cost(budget.prices, result))
-            progress.episode_finished(result)
-
-        def on_retry(spec: EpisodeSpec, result: EpisodeResult) -> None:
-            progress.episode_retried(result)
-
+    # What the bench left undone when the disk refuses its trace (TraceWriteError).
+    pending: list[EpisodeSpec] = list(specs)
+    running: set[str] = set()
+    finished: set[str] = set()
+    try:
         try:
-            if backend == "ray":
-                from linewise.apps.bench.ray_backend import run_ray
-
-                stopped = await run_ray(
-                    pending, settings, browser_config, out_dir, options, on_start, on_result,
-                    stop, on_retry=on_retry, on_outage=progress.endpoint_down,
-                )
-            else:
-                stopped = await run_local(
-                    pending, settings, browser_config, out_dir, options, on_start, on_result,
-                    stop, on_retry=on_retry, on_outage=progress.endpoint_down,
-                )
-        finally:
-            progress.close()
+            out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise TraceWriteError.of(out_dir, exc) from exc
+        check_manifest(out_dir, settings, resume)
+        write_manifest(out_dir, settings, specs, backend=backend, options=options,
+                       argv=argv if argv is not None else sys.argv, memory_overlap=overlap)
+        path = out_dir / RESULTS_FILE
+        stopped: str | None = None
+        with ResultsWriter(path) as writer:
+            try:  # moving earlier endings and folders aside: file work in out_dir alone
+                retried = take_back_endings(out_dir, specs, retry_errors=retry_errors)
+                pending, skipped, recovered, moved = reconcile(out_dir, specs, writer, backend)
+            except OSError as exc:
+                raise TraceWriteError.of(getattr(exc, "filename", None) or out_dir,
+                                         exc) from exc
+            stopped, budget = await _run_pending(
+                pending, settings, browser_config, out_dir, options, backend, writer,
+                progress, stop, running, finished, len(specs))
+    except TraceWriteError as exc:
+        raise exc.stopped_run(
+            out_dir, cut_short=sorted(running), finished=len(finished),
+            not_run=[str(s.key) for s in pending
+                     if str(s.key) not in finished and str(s.key) not in running]) from exc
     not_started = sum(1 for s in pending if str(s.key) not in finished)
     budget_stop = budget.run_exceeded() if not_started else None
     if budget_stop is not None:
@@ -247,4 +233,60 @@ async def run_bench(
         skipped=skipped, set_aside=moved, budget_stop=budget_stop, not_started=not_started,
         retried=retried, stopped=stopped, memory_overlap=overlap,
     )
+
+
+async def _run_pending(
+    pending: list[EpisodeSpec],
+    settings: LinewiseSettings,
+    browser_config: BrowserConfig,
+    out_dir: Path,
+    options: BenchOptions,
+    backend: str,
+    writer: ResultsWriter,
+    progress: Progress,
+    stop: asyncio.Event | None,
+    running: set[str],
+    finished: set[str],
+    planned: int,
+) -> tuple[str | None, Budget]:
+    """Run the pending episodes on the chosen backend, each result line written as it
+    comes; ``running`` and ``finished`` follow the episodes (by key). Returns why the
+    bench stopped early (or None) and the run's budget."""
+    progress.start(planned, planned - len(pending))
+    stopped: str | None = None
+
+    def on_start(spec: EpisodeSpec) -> None:
+        running.add(str(spec.key))
+        progress.episode_started(str(spec.key))
+
+    run_spend = RunSpend()
+    budget = Budget(settings.budget, prices_of(settings.filter), run_spend)
+
+    def on_result(result: EpisodeResult) -> None:
+        writer.append(result)
+        running.discard(str(result.key))
+        finished.add(str(result.key))
+        run_spend.add(result.action_tokens + result.retriever_tokens,
+                      episode_cost(budget.prices, result))
+        progress.episode_finished(result)
+
+    def on_retry(spec: EpisodeSpec, result: EpisodeResult) -> None:
+        progress.episode_retried(result)
+
+    try:
+        if backend == "ray":
+            from linewise.apps.bench.ray_backend import run_ray
+
+            stopped = await run_ray(
+                pending, settings, browser_config, out_dir, options, on_start, on_result,
+                stop, on_retry=on_retry, on_outage=progress.endpoint_down,
+            )
+        else:
+            stopped = await run_local(
+                pending, settings, browser_config, out_dir, options, on_start, on_result,
+                stop, on_retry=on_retry, on_outage=progress.endpoint_down,
+            )
+    finally:
+        progress.close()
+    return stopped, budget
 

@@ -9,7 +9,8 @@ Failure isolation: the step loop already turns page, model and task trouble into
 recorded failure. ``EpisodeRunner`` adds the two things it cannot do for itself: a hard
 wall-clock guard (the episode's own timeout plus a grace period for closing its
 context) and a catch-all for bugs, so one bad episode is a results line, never a
-stopped bench. Only ``EndpointRefused`` stops it: no episode could run.
+stopped bench. Only ``EndpointRefused`` (no episode could run) and ``TraceWriteError``
+(no episode could be recorded) stop it.
 
 When episodes start, run again after an infrastructure fault, or stop (an outage, the
 stop flag, the run budget) is ``run_scheduled``'s (schedule.py), shared with the Ray
@@ -38,7 +39,7 @@ from linewise.apps.bench.schedule import (
     StartHook,
     run_scheduled,
 )
-from linewise.errors import EndpointRefused, infra_kind_of
+from linewise.errors import EndpointRefused, TraceWriteError, infra_kind_of
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.filter_choice import ResolvedFilter, resolve_filter
 from linewise.runtime.models.chat import ChatClient
@@ -105,7 +106,7 @@ class EpisodeRunner:
                 summary = await self.episodes.run(spec.task, folder, spec.filter)
             steps = read_steps(folder) if (folder / "steps.jsonl").exists() else []
             return result_from_summary(spec, summary, steps, backend=self.backend)
-        except EndpointRefused:
+        except (EndpointRefused, TraceWriteError):  # the bench stops
             raise
         except TimeoutError:
             message = f"episode did not end within {limit:.0f} s (timeout + close grace)"

@@ -23,6 +23,8 @@ import structlog
 from pydantic import BaseModel, Field, model_validator
 
 from linewise.apps.bench.plan import EpisodeKey, EpisodeSpec
+from linewise.errors import TraceWriteError
+from linewise.jsonl import append_line, split_lines
 from linewise.records import (
     FINAL_OUTCOMES,
     EpisodeSummary,
@@ -44,10 +46,12 @@ ERROR_KINDS: tuple[ErrorKind, ...] = ("crash", "timeout", "page", "model", "task
 
 _ERROR_KIND_OF_INFRA: dict[InfraKind, ErrorKind] = {
     "model": "model", "refused": "model", "config": "model", "server": "model",
-    "browser": "page", "timeout": "timeout", "task": "task", "crash": "crash",
+    "browser": "page", "timeout": "timeout", "task": "task", "output": "task",
+    "crash": "crash",
 }
 """The report's error kind of each infrastructure kind: the report groups the model
-endpoint, a configuration it cannot serve and the embedded model's server as ``model``."""
+endpoint, a configuration it cannot serve and the embedded model's server as ``model``,
+and an output folder that cannot be written with what cannot be set up (``task``)."""
 
 _INFRA_OF_ERROR_KIND: dict[str, InfraKind] = {
     "crash": "crash", "timeout": "timeout", "page": "browser", "model": "model",
@@ -231,25 +235,30 @@ def failed_result(
 
 
 class ResultsWriter:
-    """Appends results lines; thread-safe (the BrowserGym backend writes from threads)."""
+    """Appends results lines, each whole or not at all (``jsonl.append_line``);
+    thread-safe (the BrowserGym backend writes from threads). A line the disk refuses
+    is a ``TraceWriteError``: the bench stops."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _cut_torn_tail(path)
-        self._handle = path.open("a", encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _cut_torn_tail(path)
+            path.touch()
+        except OSError as exc:
+            raise TraceWriteError.of(path, exc) from exc
         self._lock = threading.Lock()
 
     def append(self, result: EpisodeResult) -> None:
         line = redacted_json(result) + "\n"
         with self._lock:
-            self._handle.write(line)
-            self._handle.flush()
-            os.fsync(self._handle.fileno())
+            try:
+                append_line(self.path, line)
+            except OSError as exc:
+                raise TraceWriteError.of(self.path, exc) from exc
 
     def close(self) -> None:
-        with self._lock:
-            self._handle.close()
+        """Nothing stays open between lines."""
 
     def __enter__(self) -> ResultsWriter:
         return self
@@ -312,10 +321,12 @@ def take_out(path: Path, keys: set[EpisodeKey], archive: Path) -> list[EpisodeRe
         return []
     kept: list[str] = []
     taken: list[EpisodeResult] = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    # Lines end at "\n" only (linewise/jsonl.py): cut at a U+2028 in an error message, a
+    # line would be written back as two halves that are not JSON.
+    for line in split_lines(path.read_bytes().decode("utf-8", errors="surrogateescape")):
         try:
             result = EpisodeResult.model_validate(json.loads(line)) if line.strip() else None
-        except (json.JSONDecodeError, ValueError):
+        except (json.JSONDecodeError, ValueError, RecursionError):
             result = None
         if result is not None and result.key in keys:
             taken.append(result)
@@ -329,7 +340,8 @@ def take_out(path: Path, keys: set[EpisodeKey], archive: Path) -> list[EpisodeRe
         handle.flush()
         os.fsync(handle.fileno())
     tmp = path.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8",
+                   errors="surrogateescape")  # a line that was not UTF-8 stays as it was
     with tmp.open("rb") as handle:
         os.fsync(handle.fileno())
     tmp.replace(path)

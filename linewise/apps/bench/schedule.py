@@ -27,7 +27,7 @@ import structlog
 from linewise.apps.bench.outage import EndpointWatch, OutageHook, Probe
 from linewise.apps.bench.plan import INFRA_DIR, EpisodeKey, EpisodeSpec, set_aside_unfinished
 from linewise.apps.bench.results import EpisodeResult
-from linewise.errors import EndpointRefused
+from linewise.errors import EndpointRefused, TraceWriteError
 from linewise.records import InfraKind
 from linewise.runtime.budget import Budget
 from linewise.settings import OutageSettings
@@ -115,6 +115,8 @@ async def run_scheduled(
                 group.create_task(worker())
     except* EndpointRefused as refused:
         raise refused.exceptions[0] from None
+    except* TraceWriteError as failed:  # the disk refused the trace: the bench stops
+        raise failed.exceptions[0] from None
     finally:
         await watch.close()
     if watch.refused is not None:

@@ -6,27 +6,29 @@ are the pruner's kept steps where ``linewise prune`` left a verdict for it (prun
 agreed that nothing could go: ``trajectories.jsonl`` of the dataset folders given),
 else the steps whose action parsed, ran without error and changed the page (``noop``
 left out). Each step
-keeps a compact excerpt of the view the agent was shown: the acted element's line with
-``context`` lines either side, never the whole page. A problem (task, seed and goal)
-solved several times is one entry, its shortest solution.
+keeps the acted element's own line of the view the agent was shown (its bid, role and
+name), its thought and its action, and nothing else of the page: a page's text around
+a clicked button is untrusted, and an entry shows it to unrelated episodes as a worked
+example. What the step keeps is then checked for text written for an agent, which is
+withheld or left out (``agent/experience/untrusted.py``; the report counts it). A
+problem (task, seed and goal) solved several times is one entry, its shortest solution.
 """
 
 from __future__ import annotations
 
-import json
-import re
-import textwrap
 from pathlib import Path
 
 import structlog
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from linewise.agent.action_parser import parse_action
 from linewise.agent.experience.store import MemoryEntry, MemoryStep, task_key
+from linewise.agent.experience.untrusted import element_line, safe_step
 from linewise.agent.filters.embedders import Embedder
 from linewise.apps.pruning.export import TRAJECTORIES_FILE, TrajectoryOutcome
 from linewise.apps.pruning.trajectory import Trajectory, TrajectoryStep, collect_trajectories
 from linewise.errors import ActionParseError, LinewiseError
+from linewise.jsonl import read_jsonl
 
 log = structlog.get_logger(__name__)
 
@@ -34,7 +36,6 @@ BENCH_RESULTS = "results.jsonl"
 """A bench folder's results lines (apps/bench/results.py): the seed and benchmark of
 each episode folder, read here as plain JSON."""
 
-MAX_LINE_CHARS = 200
 VERDICTS_KEPT = frozenset({"pruned", "unpruned"})
 
 
@@ -49,31 +50,21 @@ class BuildReport(BaseModel):
                                     "by reason.")
     embedder: str | None = None
     embedding_note: str | None = Field(default=None, description="Why entries have no vectors.")
-
-
-def excerpt(observation: str, bid: str | None, context: int = 2, head: int = 3) -> str:
-    """The line of element ``bid`` with ``context`` lines either side (the first ``head``
-    lines without one), dedented, each line cut at ``MAX_LINE_CHARS``."""
-    lines = observation.splitlines()
-    start, end = 0, min(head, len(lines))
-    if bid is not None:
-        pattern = re.compile(rf"\[{re.escape(bid)}\]")
-        found = next((i for i, line in enumerate(lines) if pattern.search(line)), None)
-        if found is not None:
-            start, end = max(0, found - context), min(len(lines), found + context + 1)
-    cut = [line if len(line) <= MAX_LINE_CHARS else line[: MAX_LINE_CHARS - 1] + "…"
-           for line in lines[start:end]]
-    return textwrap.dedent("\n".join(cut).expandtabs(2))
+    withheld: int = Field(default=0, description="Steps that held instruction-like text "
+                          "(untrusted.py): left out, or kept without their thought or the "
+                          "element's name.")
 
 
 def memory_step(step: TrajectoryStep, think: str | None, action: str) -> MemoryStep:
+    """The step as recorded in an entry, before ``untrusted.safe_step`` checks it: the
+    acted element's own line, the thought and the action."""
     try:
         bids = parse_action(action).bids
     except ActionParseError:
         bids = []
     return MemoryStep(index=step.index, url=step.url, think=(think or "").strip(),
-                      action=action, observation=excerpt(step.observation,
-                                                         bids[0] if bids else None))
+                      action=action,
+                      observation=element_line(step.observation, bids[0] if bids else None))
 
 
 def steps_without_error(trajectory: Trajectory) -> list[MemoryStep]:
@@ -113,11 +104,21 @@ def read_verdicts(dataset_dirs: list[Path]) -> dict[Path, TrajectoryOutcome]:
         if not path.exists():
             log.warning("no pruner verdicts here", folder=str(folder))
             continue
-        for line in path.read_text(encoding="utf-8").splitlines():
-            data = json.loads(line) if line.strip() else {}
-            if data.get("status") in VERDICTS_KEPT:
+        for line in read_jsonl(path.read_bytes()):
+            data = line.value
+            if line.error is not None or not isinstance(data, dict):
+                log.warning("pruner verdict skipped: damaged line", path=str(path),
+                            line=line.number, error=line.error or "not an object")
+                continue
+            if data.get("status") not in VERDICTS_KEPT:
+                continue
+            try:
                 verdict = TrajectoryOutcome.model_validate(data)
-                verdicts[(Path(verdict.run) / verdict.episode).resolve()] = verdict
+            except (ValidationError, RecursionError) as exc:
+                log.warning("pruner verdict skipped: not a verdict", path=str(path),
+                            line=line.number, error=str(exc).split("\n")[0])
+                continue
+            verdicts[(Path(verdict.run) / verdict.episode).resolve()] = verdict
     return verdicts
 
 
@@ -128,14 +129,28 @@ def read_bench_rows(run_dirs: list[Path]) -> dict[Path, dict[str, object]]:
         path = run_dir / BENCH_RESULTS
         if not path.exists():
             continue
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a torn last line
+        for line in read_jsonl(path.read_bytes()):
+            row = line.value  # None for a damaged or torn line, which is skipped
             if isinstance(row, dict) and row.get("episode_dir"):
                 rows[(run_dir / str(row["episode_dir"])).resolve()] = row
     return rows
+
+
+def _safe_steps(steps: list[MemoryStep], site: str) -> tuple[list[MemoryStep], int]:
+    """The steps as an entry may show them, and how many were changed or left out."""
+    kept: list[MemoryStep] = []
+    withheld = 0
+    for step in steps:
+        safe = safe_step(step, site)
+        if safe is None:
+            log.warning("memory step left out: its action carries instruction-like text",
+                        action=step.action[:200])
+            withheld += 1
+            continue
+        if safe.think != " ".join(step.think.split()) or safe.observation != step.observation:
+            withheld += 1
+        kept.append(safe)
+    return kept, withheld
 
 
 def kind_of(task_id: str) -> str:
@@ -172,6 +187,13 @@ async def build_memory(
             report.skipped["no step without error"] = (
                 report.skipped.get("no step without error", 0) + 1)
             continue
+        site = trajectory.steps[0].url
+        steps, withheld = _safe_steps(steps, site)
+        report.withheld += withheld
+        if not steps:
+            report.skipped["only instruction-like steps"] = (
+                report.skipped.get("only instruction-like steps", 0) + 1)
+            continue
         row = rows.get(folder, {})
         seed = row.get("seed")
         key = task_key(trajectory.task_id, seed if isinstance(seed, int) else None)
@@ -179,7 +201,8 @@ async def build_memory(
             id=f"{trajectory.task_id}/{trajectory.episode_id}", task_id=trajectory.task_id,
             task=key.task, seed=key.seed, kind=str(row.get("benchmark") or
                                                    kind_of(trajectory.task_id)),
-            goal=trajectory.goal, source=str(folder), pruned=verdict is not None, steps=steps,
+            goal=trajectory.goal, source=str(folder), site=site, pruned=verdict is not None,
+            steps=steps,
         )
         # One entry per problem (task, seed, goal): the shortest solution of those found
         # (an improve loop meets the same training seeds every round).

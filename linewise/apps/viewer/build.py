@@ -33,6 +33,7 @@ from linewise.apps.viewer.discover import (
     planned_tasks,
     read_result_rows,
 )
+from linewise.apps.viewer.output import ViewOutput
 from linewise.apps.viewer.paths import (
     SINGLE_EPISODE,
     VIEW_DIR,
@@ -78,57 +79,58 @@ def episode_page_html(rel: str, title: str) -> str:
                      title=title)
 
 
-def _newer_than_trace(marker: Path, folder: Path) -> bool:
-    if not marker.exists():
+def _newer_than_trace(out: ViewOutput, marker: str, folder: Path) -> bool:
+    written = out.mtime(marker)
+    if written is None:
         return False
-    written = marker.stat().st_mtime
     return all(written > (folder / name).stat().st_mtime
                for name in ("steps.jsonl", "summary.json"))
 
 
-def write_episode(view: Path, folder: EpisodeFolder) -> None:
+def write_episode(out: ViewOutput, folder: EpisodeFolder) -> None:
     """The episode's page and data files (skipped when already newer than the trace).
     A damaged part of the trace is skipped with a warning, shown on the page too."""
-    data = view / data_dir(folder.rel)
-    outline_path = data / "outline.js"
+    data = data_dir(folder.rel)
+    outline_path = f"{data}/outline.js"
     summary, problems = summary_of(folder)
-    page = view / ("index.html" if folder.rel == SINGLE_EPISODE else episode_page(folder.rel))
-    page.parent.mkdir(parents=True, exist_ok=True)
-    page.write_text(episode_page_html(folder.rel, summary.task_id), encoding="utf-8")
-    if _newer_than_trace(outline_path, folder.path):
-        for problem in stored_problems(data):  # said again at every look, not only the first
+    page = "index.html" if folder.rel == SINGLE_EPISODE else episode_page(folder.rel)
+    out.write_text(page, episode_page_html(folder.rel, summary.task_id))
+    if _newer_than_trace(out, outline_path, folder.path):
+        for problem in stored_problems(out, data):  # said again at every look, not only once
             log.warning("damaged trace", episode=str(folder.path), problem=problem)
         return
     read = read_steps_checked(folder.path)
     steps, problems = read.records, [*problems, *read.problems]
     for problem in problems:
         log.warning("damaged trace", episode=str(folder.path), problem=problem)
-    data.mkdir(parents=True, exist_ok=True)
-    (data / PROBLEMS_FILE).unlink(missing_ok=True)
+    out.unlink(f"{data}/{PROBLEMS_FILE}")
     if problems:
-        (data / PROBLEMS_FILE).write_text(json.dumps(problems), encoding="utf-8")
+        out.write_text(f"{data}/{PROBLEMS_FILE}", json.dumps(problems))
     key = episode_key(folder.rel)
     for record in steps:
         detail = step_detail(folder.rel, record)
-        (data / step_script(record.index)).write_text(
-            data_script("step", key, detail), encoding="utf-8"
-        )
+        out.write_text(f"{data}/{step_script(record.index)}", data_script("step", key, detail))
     outline = episode_outline(folder, summary, steps, problems)
-    outline_path.write_text(data_script("outline", key, outline), encoding="utf-8")
+    out.write_text(outline_path, data_script("outline", key, outline))
 
 
-def stored_problems(data: Path) -> list[str]:
+def stored_problems(out: ViewOutput, data: str) -> list[str]:
     """The damage ``write_episode`` found in an episode's trace (its data folder)."""
-    path = data / PROBLEMS_FILE
-    return list(json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else []
+    text = out.read_text(f"{data}/{PROBLEMS_FILE}")
+    try:
+        found = json.loads(text) if text is not None else []
+    except ValueError:
+        return []
+    return [str(problem) for problem in found] if isinstance(found, list) else []
 
 
 def index_payload(root: Path, kind: FolderKind, episodes: list[EpisodeFolder]) -> dict[str, Any]:
     results = read_result_rows(root)
+    out = ViewOutput(root)
     rows = []
     for folder in episodes:
         summary, problems = summary_of(folder)
-        found = stored_problems(root / VIEW_DIR / data_dir(folder.rel))
+        found = stored_problems(out, data_dir(folder.rel))
         row = index_row(folder, summary, results.get(folder.rel),
                         len(set(problems) | set(found)))
         rows.append(row.model_dump(mode="json"))
@@ -139,25 +141,23 @@ def index_payload(root: Path, kind: FolderKind, episodes: list[EpisodeFolder]) -
 
 def write_viewer(root: Path) -> Path:
     """Write ``root/view/`` for the episode, run or bench folder ``root``; returns the
-    page to open (``view/index.html``)."""
+    page to open (``view/index.html``).
+
+    Raises:
+        ConfigError: ``view/``, or a folder or file linewise writes inside it, is a
+            symbolic link (``output.ViewOutput``: nothing is written through it), or
+            cannot be written.
+    """
     kind = folder_kind(root)
-    view = root / VIEW_DIR
-    assets = view / "assets"
-    assets.mkdir(parents=True, exist_ok=True)
+    out = ViewOutput(root)
     for name in ASSETS:
-        (assets / name).write_text(asset_text(name), encoding="utf-8")
+        out.write_text(f"assets/{name}", asset_text(name))
     episodes = find_episodes(root)
     for folder in episodes:
-        write_episode(view, folder)
+        write_episode(out, folder)
     if kind != "episode":
-        data = view / "data"
-        data.mkdir(parents=True, exist_ok=True)
-        (data / "index.js").write_text(
-            data_script("index", "", index_payload(root, kind, episodes)), encoding="utf-8"
-        )
-        (view / "index.html").write_text(
-            page_html("index.html", base="", key="", title=root.resolve().name),
-            encoding="utf-8",
-        )
-    return view / "index.html"
-
+        out.write_text("data/index.js", data_script("index", "", index_payload(root, kind,
+                                                                               episodes)))
+        out.write_text("index.html", page_html("index.html", base="", key="",
+                                               title=root.resolve().name))
+    return root / VIEW_DIR / "index.html"

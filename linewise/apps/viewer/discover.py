@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from linewise.apps.viewer.paths import SINGLE_EPISODE, VIEW_DIR
 from linewise.errors import ConfigError
+from linewise.jsonl import read_jsonl
 
 FolderKind = Literal["episode", "run", "bench"]
 
@@ -86,11 +87,13 @@ def read_result_rows(root: Path) -> dict[str, ResultRow]:
     rows: dict[str, ResultRow] = {}
     if not path.is_file():
         return rows
-    # A line that is not UTF-8 is no row: it is skipped like a torn one.
-    for line in path.read_bytes().decode("utf-8", errors="replace").splitlines():
+    # A line that is not UTF-8 or not JSON is no row: it is skipped like a torn one.
+    for line in read_jsonl(path.read_bytes()):
         try:
-            row = ResultRow.model_validate(json.loads(line))
-        except (json.JSONDecodeError, ValidationError):
+            row = ResultRow.model_validate(line.value) if line.error is None else None
+        except (ValidationError, RecursionError):
+            continue
+        if row is None:
             continue
         if row.episode_dir:
             rows[row.episode_dir.strip("/")] = row

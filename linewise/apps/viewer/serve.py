@@ -33,6 +33,7 @@ import structlog
 from linewise.apps.viewer.build import data_script, episode_page_html, index_payload
 from linewise.apps.viewer.data import episode_outline, step_detail, summary_of
 from linewise.apps.viewer.discover import EpisodeFolder, find_episodes, folder_kind
+from linewise.apps.viewer.nofollow import read_below
 from linewise.apps.viewer.paths import VIEW_DIR, episode_key
 from linewise.errors import ConfigError
 from linewise.records import StepRecord
@@ -88,7 +89,10 @@ class LiveTraces:
         self.followers: dict[str, StepsFollower] = {}
 
     def rescan(self) -> list[EpisodeFolder]:
-        found = find_episodes(self.root)
+        """The episodes under the root; one whose folder resolves outside it (a link to
+        another place) is not served."""
+        root = self.root.resolve()
+        found = [f for f in find_episodes(self.root) if f.path.resolve().is_relative_to(root)]
         self.episodes = {episode_key(f.rel): f for f in found}
         return found
 
@@ -103,28 +107,29 @@ class LiveTraces:
         follower.read()
         return follower
 
-    def file(self, path: str) -> Path | None:
-        """The file at ``path`` if the viewer's pages may load it: under ``view/``, or a
-        screenshot of a known episode; None for anything else."""
+    def file(self, path: str) -> tuple[str, bytes] | None:
+        """(name, content) of the file at ``path`` if the viewer's pages may load it:
+        under ``view/``, or a screenshot of a known episode; None for anything else.
+
+        No symbolic link below the served root is followed (``nofollow.read_below``):
+        a ``screenshots`` folder, an episode folder or a file that is a link could lead
+        out of the root, or to another file of the run (``run.json``). The root itself
+        may be a link: it is what the user named."""
         parts = path.strip("/").split("/")
         if not parts or any(part in ("", ".", "..") or "\\" in part for part in parts):
             return None
         if Path(parts[-1]).suffix not in SERVED_SUFFIXES:
             return None
-        if parts[0] == VIEW_DIR:
-            allowed = self.root / VIEW_DIR
-        elif len(parts) >= 2 and parts[-2] == SCREENSHOTS_DIR:
-            rel = "/".join(parts[:-2]) or "."
-            with self.lock:
-                known = {f.rel: f for f in self.rescan()}
-            if rel not in known:
+        root = self.root.resolve()
+        if parts[0] != VIEW_DIR:
+            if len(parts) < 2 or parts[-2] != SCREENSHOTS_DIR:
                 return None
-            allowed = known[rel].path / SCREENSHOTS_DIR
-        else:
-            return None
-        candidate = (self.root / "/".join(parts)).resolve()
-        inside = candidate.is_relative_to(allowed.resolve())
-        return candidate if inside and candidate.is_file() else None
+            with self.lock:
+                known = {f.rel for f in self.rescan()}
+            if ("/".join(parts[:-2]) or ".") not in known:
+                return None
+        body = read_below(root, parts)
+        return (parts[-1], body) if body is not None else None
 
     def answer(self, path: str) -> tuple[str, str] | None:
         """(content type, body) for the files made from the trace; None for the rest."""
@@ -173,10 +178,11 @@ class _Handler(BaseHTTPRequestHandler):
         if file is None:
             self.send_error(404)
             return
-        content_type = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
+        name, body = file
+        content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
         if content_type.startswith("text/") or content_type.endswith("javascript"):
             content_type += "; charset=utf-8"
-        self._send(content_type, file.read_bytes())
+        self._send(content_type, body)
 
     def _send(self, content_type: str, body: bytes) -> None:
         self.send_response(200)
