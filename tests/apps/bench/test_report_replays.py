@@ -198,6 +198,14 @@ def test_replays_are_measured_against_their_recording_or_the_tasks_mean(
     assert json.loads((tmp_path / "report.json").read_text())["overall"][0]["replay"][
         "diverged"] == 1
 
+    # the replay cache's fall-back: healing failed and the model went on as an agent
+    assert healed.replay is not None
+    took_over = healed.model_copy(update={"replay": healed.replay.model_copy(update={
+        "fell_back_at": 2, "detail": "several: 2 elements button 'Send'"})})
+    m = summarize([agent, took_over], {"all": "all"}, Prices()).replay
+    assert m is not None and (m.healed, m.diverged, m.fell_back) == (1, 1, 1)
+    assert m.divergences == {"several": 1}
+
     # the same bench without its replays reads as a bench before replays existed
     only_agent = build_report(results[:1], "b", Prices())
     assert "replayed" not in render_markdown(only_agent)

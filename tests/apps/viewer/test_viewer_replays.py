@@ -4,6 +4,8 @@ one (tests/support/replays.py). Pages rendered in headless Chromium."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -98,6 +100,23 @@ async def test_a_diverged_replay_says_where_and_why_it_stopped(
     assert "Send reminder" in summary
     assert not await page.is_visible("#answer")  # it never answered
     await page.screenshot(path=str(tmp_path / "diverged.png"))
+
+
+async def test_a_replay_the_model_took_over_says_so(
+    episodes: ReplayEpisodes, session: BrowserSession, tmp_path: Path,
+) -> None:
+    """The replay cache hands an episode to the model when healing fails."""
+    assert episodes.healed.directory is not None
+    episode = tmp_path / "took-over"
+    shutil.copytree(episodes.healed.directory, episode)
+    summary = json.loads((episode / "summary.json").read_text())
+    summary["replay"].update(fell_back_at=2, detail="several: 2 elements")
+    (episode / "summary.json").write_text(json.dumps(summary))
+    page = session.page
+    await _open(page, write_viewer(episode).as_uri())
+    assert "then it took over" in (await page.text_content("#outcome") or "")
+    assert ("healing failed at program step 3 of 4: the model took over as an agent"
+            in (await page.text_content("#replay") or ""))
 
 
 async def test_the_index_lists_replays_apart_from_the_agents_outcomes(
