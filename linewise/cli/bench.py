@@ -24,6 +24,7 @@ from linewise.apps.bench.report_data import (
     errors_text,
     infra_text,
     overall,
+    replay_line,
     success_text,
 )
 from linewise.cli.exit_codes import exit_code_for
@@ -190,6 +191,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
           f"infrastructure endings {infra_text(summary)}"
           + (f"; assisted by a person (not counted) {summary.assisted}"
              if summary.assisted else ""))
+    if (replays := replay_line(summary)) is not None:
+        print(replays)
     if outcome.memory_overlap:
         print(f"WARNING: the memory was built from {len(outcome.memory_overlap)} episodes of "
               "this bench: its success rate is not a clean test")

@@ -10,6 +10,15 @@
   episode a person assisted at the step-through prompt (outcome ``assisted``) is the
   person's work as much as the agent's: counted beside the rate (``assisted``), never
   in it.
+- Replays (``linewise replay``, ``--replay-cache``): an episode that followed a
+  recorded program is ``replayed`` (no model call) or ``healed`` (the model chose some
+  steps); neither is the agent's result, so each has its own episodes, successes and
+  success rate beside the agent's (``ReplayMetrics``), and none of the agent's means
+  (steps, reduction, tokens and cost per episode, wall time) counts them: a replayed
+  step's view is only the elements it acts on. What a successful replay saved is its
+  model calls and tokens against those of the agent episode its program was recorded
+  from, or, where that episode is unknown, the mean of the task's agent episodes in
+  the same results.
 - Observation reduction ``1 - |o_r| / |o_i|`` per step, averaged over an episode's
   steps, then over episodes.
 - F-AE (WebClipper, Appendix A): the harmonic mean of accuracy and efficiency
@@ -24,11 +33,15 @@ import math
 import statistics
 from collections import Counter
 from collections.abc import Callable, Iterable
+from typing import Any, get_args
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 from linewise.agent.filters.cost_gate import Prices
 from linewise.apps.bench.results import ERROR_KINDS, EpisodeResult
+from linewise.records import DivergenceReason
+
+REPLAY_OUTCOMES: frozenset[str] = frozenset({"replayed", "healed"})
 
 
 def episode_cost(prices: Prices, r: EpisodeResult) -> float:
@@ -59,6 +72,126 @@ def f_ae(accuracy: float, rounds: float, max_rounds: float) -> float:
     if accuracy + efficiency == 0:
         return 0.0
     return 2 * accuracy * efficiency / (accuracy + efficiency)
+
+
+class Baseline(BaseModel):
+    """What the agent spent on a task: the mean model calls and tokens of its agent
+    episodes (what a replay is measured against when its recorded run is unknown)."""
+
+    episodes: int
+    llm_calls: float
+    tokens: float
+
+
+def task_baselines(results: Iterable[EpisodeResult]) -> dict[str, Baseline]:
+    """Each task's (``base_task``) agent episodes' mean model calls and tokens."""
+    spent: dict[str, list[EpisodeResult]] = {}
+    for r in results:
+        if r.outcome == "agent":
+            spent.setdefault(r.base_task, []).append(r)
+    return {task: Baseline(episodes=len(rs),
+                           llm_calls=statistics.fmean(r.llm_calls for r in rs),
+                           tokens=statistics.fmean(r.action_tokens + r.retriever_tokens
+                                                   for r in rs))
+            for task, rs in spent.items()}
+
+
+class ReplayMetrics(BaseModel):
+    """The episodes of a group that followed a recorded program, counted apart."""
+
+    replayed: int = Field(default=0, description="Replays with no model call.")
+    replayed_successes: int = 0
+    replayed_rate: float | None = None
+    healed: int = Field(default=0, description="Replays some of whose steps the model "
+                        "chose (or that it finished after healing failed).")
+    healed_successes: int = 0
+    healed_rate: float | None = None
+    llm_calls: int = Field(default=0, description="Model calls every replay made.")
+    tokens: int = Field(default=0, description="Model tokens every replay spent.")
+    measured: int = Field(default=0, description="Successful replays with a baseline.")
+    measured_llm_calls: int = Field(default=0, description="Their own model calls.")
+    measured_tokens: int = 0
+    baseline_llm_calls: float = Field(
+        default=0.0, description="What the agent episodes they stand for made.")
+    baseline_tokens: float = 0.0
+    from_recorded: int = Field(default=0, description="Measured against the recorded "
+                               "agent episode their program came from.")
+    from_task_mean: int = Field(default=0, description="Measured against the mean of the "
+                                "task's agent episodes (the recorded one unknown).")
+    unmeasured: int = Field(default=0, description="Successful replays with neither.")
+    diverged: int = Field(default=0, description="Replays that could not be carried to "
+                          "the end: stopped (``diverged_at``) or handed to the model after "
+                          "healing failed (``fell_back_at``).")
+    divergences: dict[str, int] = Field(default_factory=dict,
+                                        description="Those, by the reason of the divergence.")
+    fell_back: int = Field(default=0, description="Of those, handed to the model.")
+
+    @property
+    def episodes(self) -> int:
+        return self.replayed + self.healed
+
+    @property
+    def calls_saved(self) -> float:
+        return self.baseline_llm_calls - self.measured_llm_calls
+
+    @property
+    def tokens_saved(self) -> float:
+        return self.baseline_tokens - self.measured_tokens
+
+
+def divergence_of(r: EpisodeResult) -> str | None:
+    """Why a replay could not be carried to its end, or None when it was."""
+    replay = r.replay
+    if replay is None:
+        return None
+    if replay.diverged_at is not None:
+        return replay.divergence or "unknown"
+    if replay.fell_back_at is not None:  # the driver writes "<reason>: <detail>"
+        reason = replay.detail.partition(":")[0].strip()
+        return reason if reason in get_args(DivergenceReason) else "heal_failed"
+    return None
+
+
+def replay_metrics(results: list[EpisodeResult],
+                   baselines: dict[str, Baseline]) -> ReplayMetrics | None:
+    """The replays among ``results`` (None when there are none)."""
+    replays = [r for r in results if r.outcome in REPLAY_OUTCOMES]
+    if not replays:
+        return None
+    m = ReplayMetrics(llm_calls=sum(r.llm_calls for r in replays),
+                      tokens=sum(r.action_tokens + r.retriever_tokens for r in replays))
+    for kind in ("replayed", "healed"):
+        judged = [bool(r.success) for r in replays
+                  if r.outcome == kind and r.success is not None]
+        setattr(m, kind, sum(r.outcome == kind for r in replays))
+        setattr(m, f"{kind}_successes", sum(judged))
+        setattr(m, f"{kind}_rate", success_rate(judged)[0])
+    reasons: Counter[str] = Counter()
+    for r in replays:
+        reason = divergence_of(r)
+        if reason is not None:
+            reasons[reason] += 1
+            m.fell_back += r.replay is not None and r.replay.fell_back_at is not None
+        if not r.success:
+            continue
+        task = baselines.get(r.base_task)
+        if r.recorded_llm_calls is not None:
+            m.from_recorded += 1
+            calls, spent = float(r.recorded_llm_calls), float(r.recorded_tokens or 0)
+        elif task is not None:
+            m.from_task_mean += 1
+            calls, spent = task.llm_calls, task.tokens
+        else:
+            m.unmeasured += 1
+            continue
+        m.measured += 1
+        m.measured_llm_calls += r.llm_calls
+        m.measured_tokens += r.action_tokens + r.retriever_tokens
+        m.baseline_llm_calls += calls
+        m.baseline_tokens += spent
+    m.diverged = sum(reasons.values())
+    m.divergences = dict(sorted(reasons.items()))
+    return m
 
 
 class GroupMetrics(BaseModel):
@@ -99,16 +232,36 @@ class GroupMetrics(BaseModel):
     repeats_kept: int = Field(default=0, description="Loops every re-ask repeated.")
     max_rounds: float
     f_ae: float | None
+    replay: ReplayMetrics | None = Field(
+        default=None, description="The group's replays, apart (None: it has none).")
+
+    @model_serializer(mode="wrap")
+    def _without_empty_replay(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """A group with no replays is written as it was before replays existed."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("replay", 0) is None:
+            del data["replay"]
+        return data
 
 
 def summarize(results: list[EpisodeResult], label: dict[str, str], prices: Prices,
-              max_rounds: float | None = None) -> GroupMetrics:
-    """The metrics of one group of episodes."""
-    n = len(results)
+              max_rounds: float | None = None,
+              baselines: dict[str, Baseline] | None = None) -> GroupMetrics:
+    """The metrics of one group of episodes; ``baselines``: each task's agent spending
+    (``task_baselines``), what a replay with no recorded run is measured against
+    (default: the group's own agent episodes)."""
+    total = len(results)
     agent = [r for r in results if r.outcome == "agent"]
     infra = Counter(r.infra_kind or "unknown" for r in results if r.outcome == "infrastructure")
     judged = [bool(r.success) for r in agent if r.success is not None]
     rate, se = success_rate(judged)
+    replays = replay_metrics(results, task_baselines(results) if baselines is None
+                             else baselines)
+    cost_total = sum(episode_cost(prices, r) for r in results)  # replays' healing too
+    # The agent's means leave replays out: they asked the model little or nothing, and
+    # a replayed step's view is only the elements it acts on.
+    results = [r for r in results if r.outcome not in REPLAY_OUTCOMES]
+    n = len(results)
     reductions = [r.reduction for r in results if r.reduction is not None]
     total_steps = sum(r.n_steps for r in results)
     action = sum(r.action_tokens for r in results)
@@ -119,7 +272,7 @@ def summarize(results: list[EpisodeResult], label: dict[str, str], prices: Price
     errors = Counter(r.error_kind for r in results if r.error_kind is not None)
     return GroupMetrics(
         label=label,
-        episodes=n,
+        episodes=total,
         judged=len(judged),
         agent_episodes=len(agent),
         infrastructure=sum(infra.values()),
@@ -135,7 +288,7 @@ def summarize(results: list[EpisodeResult], label: dict[str, str], prices: Price
         action_tokens_per_episode=action / n if n else 0.0,
         retriever_tokens_per_episode=retriever / n if n else 0.0,
         cost_per_episode=statistics.fmean(costs) if costs else 0.0,
-        cost_total=sum(costs),
+        cost_total=cost_total,
         wall_s=statistics.fmean(r.wall_s for r in results) if results else 0.0,
         errors={kind: errors[kind] for kind in ERROR_KINDS if errors[kind]},
         step_errors={kind: count for kind, count in (
@@ -146,6 +299,7 @@ def summarize(results: list[EpisodeResult], label: dict[str, str], prices: Price
         repeats_kept=sum(r.repeats_kept for r in results),
         max_rounds=rounds_cap,
         f_ae=None if rate is None else f_ae(rate, steps, rounds_cap),
+        replay=replays,
     )
 
 
@@ -156,11 +310,13 @@ def grouped(
     prices: Prices,
     max_rounds: float | None = None,
 ) -> list[GroupMetrics]:
-    """``summarize`` for each value of ``key``, in sorted order."""
+    """``summarize`` for each value of ``key``, in sorted order; a replay with no
+    recorded run is measured against its task's agent episodes in all of ``results``."""
     groups: dict[tuple[str, ...], list[EpisodeResult]] = {}
     for r in results:
         groups.setdefault(key(r), []).append(r)
+    baselines = task_baselines(results)
     return [
-        summarize(members, dict(zip(names, k, strict=True)), prices, max_rounds)
+        summarize(members, dict(zip(names, k, strict=True)), prices, max_rounds, baselines)
         for k, members in sorted(groups.items())
     ]

@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from linewise.agent.filters.cost_gate import Prices
-from linewise.apps.bench.metrics import GroupMetrics, grouped, summarize
+from linewise.apps.bench.metrics import GroupMetrics, ReplayMetrics, grouped, summarize
 from linewise.apps.bench.results import RESULTS_FILE, EpisodeResult, read_results
 from linewise.errors import ConfigError
 
@@ -103,17 +103,46 @@ def tokens(value: float) -> str:
     return f"{value:,.0f}"
 
 
-def group_columns(g: GroupMetrics) -> list[str]:
-    """The metric cells shared by the agent/filter and benchmark tables."""
+def has_replays(report: Report) -> bool:
+    """Whether any episode followed a recorded program: only then do the tables have
+    replay columns and the report a replay section."""
+    return any(g.replay is not None for g in report.overall)
+
+
+REPLAY_HEADER = ["replayed", "replayed ok", "replayed %", "healed", "healed ok", "healed %"]
+"""The replays' outcome columns, beside the agent's: episodes, successes, success rate."""
+
+
+def replay_columns(g: GroupMetrics) -> list[str]:
+    m = g.replay or ReplayMetrics()
+    return [str(m.replayed), str(m.replayed_successes), pct(m.replayed_rate),
+            str(m.healed), str(m.healed_successes), pct(m.healed_rate)]
+
+
+def group_columns(g: GroupMetrics, replays: bool = False) -> list[str]:
+    """The metric cells shared by the agent/filter and benchmark tables (with the
+    replays' columns after ``assisted`` when ``replays``)."""
     return [
         str(g.episodes), success_text(g), infra_text(g), str(g.assisted),
+        *(replay_columns(g) if replays else []),
         "-" if g.f_ae is None else f"{g.f_ae:.3f}",
         steps_text(g), pct(g.reduction),
-        tokens(g.action_tokens_per_step), tokens(g.retriever_tokens_per_step),
-        tokens(g.action_tokens_per_episode), tokens(g.retriever_tokens_per_episode),
-        f"${g.cost_per_episode:.4f}", f"{g.wall_s:.1f}",
+        *_unless_only_replays(g, [
+            tokens(g.action_tokens_per_step), tokens(g.retriever_tokens_per_step),
+            tokens(g.action_tokens_per_episode), tokens(g.retriever_tokens_per_episode),
+            f"${g.cost_per_episode:.4f}", f"{g.wall_s:.1f}"]),
         f"{g.repeats_escaped} / {g.repeats_kept}", errors_text(g),
     ]
+
+
+def _only_replays(g: GroupMetrics) -> bool:
+    return g.replay is not None and g.replay.episodes == g.episodes
+
+
+def _unless_only_replays(g: GroupMetrics, cells: list[str]) -> list[str]:
+    """The agent's means, or none for a group of replays only (they have no such
+    episodes: a 0 would read as a cost the agent did not have)."""
+    return ["-"] * len(cells) if _only_replays(g) else cells
 
 
 GROUP_HEADER = [
@@ -126,11 +155,109 @@ TASK_HEADER = ["task", "filter", "agent", "episodes", "success % ± SE", "infra 
                "reduction %", "tokens/episode", "errors"]
 
 
-def task_columns(g: GroupMetrics) -> list[str]:
+
+
+def group_header(replays: bool = False) -> list[str]:
+    if not replays:
+        return GROUP_HEADER
+    at = GROUP_HEADER.index("assisted") + 1
+    return [*GROUP_HEADER[:at], *REPLAY_HEADER, *GROUP_HEADER[at:]]
+
+
+def task_header(replays: bool = False) -> list[str]:
+    if not replays:
+        return TASK_HEADER
+    at = TASK_HEADER.index("assisted") + 1
+    return [*TASK_HEADER[:at], *REPLAY_HEADER, *TASK_HEADER[at:]]
+
+
+def task_columns(g: GroupMetrics, replays: bool = False) -> list[str]:
     return [
         g.label["task"], g.label["filter"], g.label["agent"], str(g.episodes),
-        success_text(g), infra_text(g), str(g.assisted), steps_text(g), pct(g.reduction),
-        tokens(g.action_tokens_per_episode + g.retriever_tokens_per_episode), errors_text(g),
+        success_text(g), infra_text(g), str(g.assisted),
+        *(replay_columns(g) if replays else []), steps_text(g), pct(g.reduction),
+        *_unless_only_replays(g, [
+            tokens(g.action_tokens_per_episode + g.retriever_tokens_per_episode)]),
+        errors_text(g),
+    ]
+
+
+REPLAYS_HEADER = ["agent", "filter", "replays", "model calls made", "calls saved",
+                  "tokens saved", "saved measured against", "diverged"]
+
+
+def saved_text(saved: float, baseline: float) -> str:
+    """``11 of 12 (91.7 %)``: what the successful replays saved of what the agent spent."""
+    if not baseline:
+        return "-"
+    return f"{tokens(saved)} of {tokens(baseline)} ({100 * saved / baseline:.1f} %)"
+
+
+def measured_text(m: ReplayMetrics) -> str:
+    parts = [f"recorded run {m.from_recorded}", f"task mean {m.from_task_mean}"]
+    if m.unmeasured:
+        parts.append(f"none {m.unmeasured}")
+    return ", ".join(parts)
+
+
+def diverged_text(m: ReplayMetrics) -> str:
+    """``2 (none 1, heal_failed 1; the model took over 1)``."""
+    if not m.diverged:
+        return "0"
+    text = ", ".join(f"{reason} {count}" for reason, count in m.divergences.items())
+    if m.fell_back:
+        text += f"; the model took over {m.fell_back}"
+    return f"{m.diverged} ({text})"
+
+
+def replays_rows(report: Report) -> list[list[str]]:
+    """One row per agent and filter with replays: what they spent, saved and where
+    they diverged."""
+    return [
+        [g.label["agent"], g.label["filter"], str(m.episodes),
+         f"{m.llm_calls} ({tokens(m.tokens)} tokens)",
+         saved_text(m.calls_saved, m.baseline_llm_calls),
+         saved_text(m.tokens_saved, m.baseline_tokens),
+         measured_text(m), diverged_text(m)]
+        for g in report.overall if (m := g.replay) is not None
+    ]
+
+
+def replay_line(g: GroupMetrics) -> str | None:
+    """The bench's closing line on its replays (None when it had none)."""
+    m = g.replay
+    if m is None:
+        return None
+    return (f"replays, not counted in the success rate: {m.replayed} replayed "
+            f"({m.replayed_successes} succeeded), {m.healed} healed "
+            f"({m.healed_successes} succeeded), diverged {diverged_text(m)}; model calls "
+            f"saved {saved_text(m.calls_saved, m.baseline_llm_calls)}, tokens saved "
+            f"{saved_text(m.tokens_saved, m.baseline_tokens)}")
+
+
+def replays_notes(report: Report) -> list[str]:
+    """What the replay section's table means (shown only when there are replays)."""
+    replayed = sum(g.replay.replayed for g in report.overall if g.replay is not None)
+    healed = sum(g.replay.healed for g in report.overall if g.replay is not None)
+    episodes = "1 episode" if replayed + healed == 1 else f"{replayed + healed} episodes"
+    return [
+        f"{episodes} followed a recorded program (`linewise replay`, "
+        f"`--replay-cache`): {replayed} replayed it with no model call, {healed} "
+        "healed by the model where the page did not fit it. Neither is the agent's "
+        "result: they have their own columns (replayed, healed: episodes, successes, "
+        "success %) and count in none of the agent's numbers (success rate, F-AE, "
+        "steps, reduction, tokens, cost and wall time per episode).",
+        "Saved: over the replays that succeeded, the model calls and tokens of the run "
+        "each stands for, less its own: the agent's episode its program was recorded "
+        "from, found through its trace folder ('recorded run'), or where that episode is "
+        "unknown the mean of the task's agent episodes in this bench ('task mean'); a "
+        "successful replay with neither is left out ('none').",
+        "Diverged: replays that could not be carried to their end, by reason (none: "
+        "the element was found nowhere; several: among several equal ones; "
+        "changed_role; effect: the step ran without the recorded effect; action_error; "
+        "program_ended: the program ran out before the task ended; heal_failed: the "
+        "model's healing did not bring it back); 'the model took over': the replay "
+        "cache handed those to the model as an ordinary agent.",
     ]
 
 

@@ -13,13 +13,18 @@ import html
 import itertools
 import math
 
+from linewise.apps.bench.metrics import REPLAY_OUTCOMES
 from linewise.apps.bench.report_data import (
-    GROUP_HEADER,
-    TASK_HEADER,
+    REPLAYS_HEADER,
     Report,
     group_columns,
+    group_header,
+    has_replays,
     preamble,
+    replays_notes,
+    replays_rows,
     task_columns,
+    task_header,
 )
 from linewise.apps.bench.results import EpisodeResult
 from linewise.apps.bench.svg import PALETTE, Box, Point, box_plot, scatter
@@ -142,11 +147,14 @@ def _episode_links(g_label: dict[str, str], results: list[EpisodeResult],
     return " ".join(links) or "-"
 
 
-def _task_table(report: Report, results: list[EpisodeResult], pages: dict[str, str]) -> str:
+def _task_table(report: Report, results: list[EpisodeResult], pages: dict[str, str],
+                replays: bool = False) -> str:
     """The per-task table, each row linking to its episodes in the trace viewer."""
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in [*TASK_HEADER, "episodes"])
+    head = "".join(f"<th>{html.escape(h)}</th>"
+                   for h in [*task_header(replays), "episodes"])
     body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in task_columns(g))
+        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>"
+                         for cell in task_columns(g, replays))
         + f'<td class="episodes">{_episode_links(g.label, results, pages)}</td></tr>'
         for g in report.by_task
     )
@@ -156,24 +164,35 @@ def _task_table(report: Report, results: list[EpisodeResult], pages: dict[str, s
 def render_html(report: Report, results: list[EpisodeResult],
                 episode_pages: dict[str, str] | None = None) -> str:
     """``episode_pages``: each episode folder's viewer page, relative to the report; the
-    per-task rows link to them (and the page to the viewer's index) when given."""
-    colors = filter_colors(results)
+    per-task rows link to them (and the page to the viewer's index) when given. The
+    plots are of the agent's episodes: a replay's tokens and views are not its."""
+    replays = has_replays(report)
+    header = group_header(replays)
+    agent_results = [r for r in results if r.outcome not in REPLAY_OUTCOMES]
+    colors = filter_colors(agent_results or results)
     plots = [
         success_vs_reduction(report, colors),
-        token_distributions(results, colors),
-        reduction_vs_size(results, colors),
+        token_distributions(agent_results, colors),
+        reduction_vs_size(agent_results, colors),
     ]
-    overall = _table(["agent", "filter", *GROUP_HEADER],
-                     [[g.label["agent"], g.label["filter"], *group_columns(g)]
+    overall = _table(["agent", "filter", *header],
+                     [[g.label["agent"], g.label["filter"], *group_columns(g, replays)]
                       for g in report.overall])
-    by_benchmark = _table(["benchmark", "agent", "filter", *GROUP_HEADER],
+    replay_section = ""
+    if replays:
+        notes = "".join(f'<p class="muted">{html.escape(line)}</p>'
+                        for line in replays_notes(report))
+        replay_section = (f'<h2 id="replays">Replays</h2>\n{notes}\n'
+                          f'{_table(REPLAYS_HEADER, replays_rows(report))}\n')
+    by_benchmark = _table(["benchmark", "agent", "filter", *header],
                           [[g.label["benchmark"], g.label["agent"], g.label["filter"],
-                            *group_columns(g)] for g in report.by_benchmark])
+                            *group_columns(g, replays)] for g in report.by_benchmark])
     intro = "".join(f'<p class="muted">{html.escape(line)}</p>' for line in preamble(report))
     if episode_pages is None:
-        by_task = _table(TASK_HEADER, [task_columns(g) for g in report.by_task])
+        by_task = _table(task_header(replays),
+                         [task_columns(g, replays) for g in report.by_task])
     else:
-        by_task = _task_table(report, results, episode_pages)
+        by_task = _task_table(report, results, episode_pages, replays)
         intro += ('<p class="muted">Every episode, step by step: '
                   '<a href="view/index.html">the trace viewer</a>.</p>')
     figures = "".join(f"<figure>{svg}</figure>" for svg in plots)
@@ -187,7 +206,7 @@ def render_html(report: Report, results: list[EpisodeResult],
 <h2>Agents and filters</h2>
 {overall}
 <div class="plots">{figures}</div>
-<h2>Per benchmark</h2>
+{replay_section}<h2>Per benchmark</h2>
 {by_benchmark}
 <h2>Per task</h2>
 {by_task}

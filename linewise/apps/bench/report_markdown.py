@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from linewise.apps.bench.report_data import (
-    GROUP_HEADER,
-    TASK_HEADER,
+    REPLAYS_HEADER,
     Report,
     group_columns,
+    group_header,
+    has_replays,
     preamble,
+    replays_notes,
+    replays_rows,
     task_columns,
+    task_header,
 )
 
 
@@ -20,15 +24,21 @@ def _md_table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def render_markdown(report: Report) -> str:
+    replays = has_replays(report)
+    header = group_header(replays)
     out = [f"# Bench report: {report.bench}", "", *preamble(report), ""]
     out += ["## Agents and filters", "",
-            _md_table(["agent", "filter", *GROUP_HEADER],
-                      [[g.label["agent"], g.label["filter"], *group_columns(g)]
+            _md_table(["agent", "filter", *header],
+                      [[g.label["agent"], g.label["filter"], *group_columns(g, replays)]
                        for g in report.overall]), ""]
+    if replays:
+        out += ["## Replays", "", *replays_notes(report), "",
+                _md_table(REPLAYS_HEADER, replays_rows(report)), ""]
     out += ["## Per benchmark", "",
-            _md_table(["benchmark", "agent", "filter", *GROUP_HEADER],
+            _md_table(["benchmark", "agent", "filter", *header],
                       [[g.label["benchmark"], g.label["agent"], g.label["filter"],
-                        *group_columns(g)] for g in report.by_benchmark]), ""]
-    out += ["## Per task", "", _md_table(TASK_HEADER, [task_columns(g)
-                                                      for g in report.by_task]), ""]
+                        *group_columns(g, replays)] for g in report.by_benchmark]), ""]
+    out += ["## Per task", "", _md_table(task_header(replays),
+                                         [task_columns(g, replays)
+                                          for g in report.by_task]), ""]
     return "\n".join(out)

@@ -36,6 +36,7 @@ from linewise.records import (
     utcnow,
 )
 from linewise.runtime.redaction import redacted_json
+from linewise.runtime.replay.origin import recorded_run
 
 log = structlog.get_logger(__name__)
 
@@ -98,6 +99,12 @@ class EpisodeResult(BaseModel):
     replay: ReplaySummary | None = Field(
         default=None, description="The episode replayed a program (outcome 'replayed' "
         "or 'healed'): its steps replayed and healed, and where it diverged.")
+    recorded_llm_calls: int | None = Field(
+        default=None, description="For a replay: the model calls of the agent's episode "
+        "its program was recorded from (None: that episode was not found).")
+    recorded_tokens: int | None = Field(
+        default=None, description="For a replay: that episode's model tokens (action "
+        "and retriever, prompt and completion).")
     obs_tokens_full: int = 0
     obs_tokens_shown: int = 0
     reduction: float | None = Field(
@@ -155,6 +162,8 @@ def error_kind_of(
         return _ERROR_KIND_OF_INFRA[infra_kind]
     if termination == "timeout":
         return "timeout"
+    if termination == "diverged":
+        return None
     return "crash" if error else None
 
 
@@ -198,6 +207,7 @@ def result_from_summary(
     reductions = [1 - shown / full for full, shown in pairs if full > 0]
     carried = {name: value for name, value in values.items()
                if name in EpisodeResult.model_fields and name not in SUMMARY_ONLY}
+    recorded = recorded_run(summary.replay.program) if summary.replay is not None else None
     return EpisodeResult.model_validate({
         **carried,
         "task_id": spec.task.id,
@@ -212,6 +222,8 @@ def result_from_summary(
         "episode_dir": spec.relative_folder(),
         "backend": backend,
         "recovered": recovered,
+        "recorded_llm_calls": recorded.tokens.llm_calls if recorded is not None else None,
+        "recorded_tokens": recorded.tokens.total if recorded is not None else None,
     })
 
 

@@ -17,12 +17,16 @@ from linewise.apps.viewer.discover import EpisodeFolder, ResultRow
 from linewise.apps.viewer.paths import episode_key, episode_page, from_view
 from linewise.axtree import bids_in
 from linewise.errors import ActionParseError, DamagedTraceError
+from linewise.locators import describe
 from linewise.records import (
     EpisodeSummary,
     LLMCall,
     ManualStep,
     Operator,
     Outcome,
+    ReplayMode,
+    ReplayStep,
+    ReplaySummary,
     StepRecord,
     TargetBox,
 )
@@ -47,6 +51,8 @@ class StepOutline(BaseModel):
     screenshot: str | None = Field(description="Relative to view/.")
     target_box: TargetBox | None
     operator: Operator | None = None
+    replay: ReplayMode | None = Field(
+        default=None, description="How a replay's step came about: replayed or healed.")
 
 
 class EpisodeOutline(BaseModel):
@@ -74,6 +80,23 @@ class LineSets(BaseModel):
                               "the filter hid.")
     absent: list[str] = Field(default_factory=list, description="Bids the action used "
                               "that no line of the tree had: not the filter's doing.")
+
+
+class TargetView(BaseModel):
+    """An element the step's action named, as a person reads its locator."""
+
+    bid: str = Field(description="Its bid on this step's page.")
+    description: str = Field(description="``locators.describe`` of its locator.")
+    recorded_bid: str | None = Field(
+        default=None, description="For a replayed step: the bid the recording named, "
+        "whose locator found this element.")
+
+
+def target_views(record: StepRecord) -> list[TargetView]:
+    recorded = ({found: bid for bid, found in record.replay.resolved.items()}
+                if record.replay is not None else {})
+    return [TargetView(bid=t.bid, description=describe(t), recorded_bid=recorded.get(t.bid))
+            for t in record.targets]
 
 
 class StepDetail(BaseModel):
@@ -108,6 +131,9 @@ class StepDetail(BaseModel):
     manual_after_screenshot: str | None = Field(
         default=None, description="The page after a person's work by hand, relative to view/."
     )
+    replay: ReplayStep | None = Field(
+        default=None, description="What a replay did at this step (replayed or healed).")
+    targets: list[TargetView] = Field(default_factory=list)
 
 
 class IndexRow(BaseModel):
@@ -131,6 +157,9 @@ class IndexRow(BaseModel):
     wall_s: float
     error_kind: str | None
     error: str | None
+    answer: str | None = Field(default=None, description="The agent's last message.")
+    llm_calls: int = 0
+    replay: ReplaySummary | None = None
     action_errors: int = Field(default=0, description="Steps whose action failed.")
     parse_errors: int = Field(default=0, description="Steps with no usable action.")
     started_at: datetime
@@ -164,6 +193,7 @@ def step_outline(rel: str, record: StepRecord) -> StepOutline:
         screenshot=from_view(rel, record.screenshot) if record.screenshot else None,
         target_box=record.target_box,
         operator=record.operator,
+        replay=record.replay.mode if record.replay is not None else None,
     )
 
 
@@ -256,6 +286,8 @@ def step_detail(rel: str, record: StepRecord) -> StepDetail:
             from_view(rel, record.manual.after.screenshot)
             if record.manual is not None and record.manual.after.screenshot else None
         ),
+        replay=record.replay,
+        targets=target_views(record),
     )
 
 
@@ -287,6 +319,9 @@ def index_row(folder: EpisodeFolder, summary: EpisodeSummary, row: ResultRow | N
         wall_s=summary.time.wall_s,
         error_kind=error_kind(summary, row),
         error=summary.error,
+        answer=summary.answer,
+        llm_calls=summary.tokens.llm_calls,
+        replay=summary.replay,
         action_errors=summary.action_errors,
         parse_errors=summary.parse_errors,
         started_at=summary.started_at,

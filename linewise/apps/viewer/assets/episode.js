@@ -99,6 +99,13 @@ function outcomeText(s) {
   if (s.outcome === "assisted") {
     return [`assisted by a person (${s.assisted_steps} step${s.assisted_steps === 1 ? "" : "s"}) · task ${s.success ? "done" : "not done"} · not the agent's result`, "assisted"];
   }
+  if (s.outcome === "replayed" || s.outcome === "healed") {
+    const how = s.outcome === "replayed" ? "replayed a recorded program, no model call"
+      : `healed replay (${s.replay.healed_steps} step${s.replay.healed_steps === 1 ? "" : "s"} chosen by the model` +
+        (s.replay.fell_back_at !== null ? ", then it took over" : "") + ")";
+    const done = s.termination === "diverged" ? "diverged" : `task ${s.success ? "done" : "not done"}`;
+    return [`${how} · ${done} · not the agent's result`, s.outcome];
+  }
   if (s.outcome === "stopped") return [`stopped (${s.termination}) · not judged`, "assisted"];
   if (s.outcome === "infrastructure") return [`infrastructure fault (${s.infra_kind || s.termination}) · not judged`, "bad"];
   if (s.outcome === "budget") return [`budget (${s.budget_stop || "limit"}) · not judged`, "bad"];
@@ -106,11 +113,49 @@ function outcomeText(s) {
   return [s.success ? "success" : `failure (${s.termination})`, s.success ? "ok" : "bad"];
 }
 
+// Why a recorded step could not be replayed as recorded (records.DivergenceReason).
+const DIVERGENCE_TEXT = {
+  none: "its element was found nowhere on the page",
+  several: "its element matched several equal ones",
+  changed_role: "its element now has another role",
+  effect: "it ran without the recorded effect",
+  action_error: "its action failed",
+  program_ended: "the program ran out before the task ended",
+  heal_failed: "the model's healing did not bring the replay back",
+};
+
+function divergenceText(reason) {
+  return reason ? `${reason} (${DIVERGENCE_TEXT[reason] || "unknown reason"})` : "";
+}
+
+// The replay summary: which program, how its steps went, where and why it stopped.
+function replayText(s) {
+  const r = s.replay;
+  const parts = [`${r.replayed_steps} replayed with no model call`,
+                 `${r.healed_steps} healed by the model`,
+                 `${s.tokens.llm_calls} model call${s.tokens.llm_calls === 1 ? "" : "s"} in all`];
+  let where = "";
+  if (r.diverged_at !== null) {
+    where = `diverged at program step ${r.diverged_at + 1} of ${r.program_steps}: ${divergenceText(r.divergence)}`;
+  } else if (r.fell_back_at !== null) {
+    where = `healing failed at program step ${r.fell_back_at + 1} of ${r.program_steps}: the model took over as an agent`;
+  }
+  return el("span", {},
+    el("b", {}, "replay "), `of ${r.program_steps}-step program `, el("code", {}, r.program),
+    ` · ${parts.join(" · ")}`,
+    where ? el("span", { class: "error" }, ` · ${where}`) : null,
+    r.detail ? el("span", { class: "muted-inline" }, ` · ${r.detail}`) : null);
+}
+
 function renderHeader() {
   const o = LW.outline;
   const s = o.summary;
   $("task").textContent = `${s.task_id} · ${s.filter}`;
   $("goal").replaceChildren(el("b", {}, "goal "), s.goal || "(none recorded)");
+  $("answer").hidden = s.answer === null || s.answer === undefined;
+  $("answer").replaceChildren(el("b", {}, "answer "), s.answer ?? "");
+  $("replay").hidden = !s.replay;
+  $("replay").replaceChildren(...(s.replay ? [replayText(s)] : []));
   const [text, cls] = outcomeText(s);
   const badge = $("outcome");
   badge.textContent = s.status === "running" ? text : `${text} · reward ${s.reward}`;
@@ -127,8 +172,10 @@ function renderTimeline() {
   for (const step of LW.outline.steps) {
     const human = step.operator && step.operator !== "approved";
     const cls = [step.error ? "err" : "", step.done ? "done" : "", step.misses ? "miss" : "",
-                 human ? "human" : "", step.index === state.index ? "current" : ""].join(" ");
-    const who = human ? ` (a person: ${step.operator})` : "";
+                 human ? "human" : "", step.replay || "",
+                 step.index === state.index ? "current" : ""].join(" ");
+    const who = (human ? ` (a person: ${step.operator})` : "") +
+      (step.replay ? ` (${step.replay === "replayed" ? "replayed, no model call" : "healed by the model"})` : "");
     const button = el("button", { class: cls, title: `step ${step.index}: ${step.action || "no action"}${who}`,
                                   "data-index": step.index }, step.index);
     button.onclick = () => show(step.index);
@@ -148,9 +195,14 @@ async function show(index) {
   document.body.dataset.step = String(index);
   for (const b of $("timeline").children) b.classList.toggle("current", Number(b.dataset.index) === index);
   renderShot(steps[index]);
+  const mode = $("step-mode");
+  mode.hidden = !steps[index].replay;
+  mode.textContent = steps[index].replay || "";
+  mode.className = "badge " + (steps[index].replay || "");
   $("manual-after").hidden = true;
   const detail = await getStep(index);
   if (token !== state.stepToken) return; // the user moved on while it loaded
+  renderReplayStep(detail);
   renderDecision(detail);
   renderFilter(detail);
   renderCalls(detail);
@@ -226,6 +278,41 @@ const OPERATOR_TEXT = {
   stopped: "stopped the episode",
 };
 
+// Each element the action named: its bid on this page and its locator, in words.
+function targetsList(d) {
+  if (!d.targets.length) return null;
+  return el("ul", { class: "targets" }, ...d.targets.map((t) => el("li", {},
+    t.recorded_bid && t.recorded_bid !== t.bid ? `recorded [${t.recorded_bid}] → found [${t.bid}] `
+      : `[${t.bid}] `, t.description)));
+}
+
+// A replay's step: replayed as recorded (and on which element), or healed (and why).
+function renderReplayStep(d) {
+  const box = $("replay-step");
+  const r = d.replay;
+  box.hidden = !r;
+  if (!r) { box.replaceChildren(); return; }
+  const steps = LW.outline.summary.replay ? LW.outline.summary.replay.program_steps : null;
+  // What each recorded element's locator found on this page, described.
+  const described = new Map(d.targets.map((t) => [t.bid, t.description]));
+  const found = Object.entries(r.resolved).map(([from, to]) => el("li", {},
+    `recorded [${from}] → found [${to}]`, described.has(to) ? `: ${described.get(to)}` : ""));
+  const resolved = found.length ? el("ul", { class: "targets" }, ...found) : null;
+  box.className = `panel replay-step ${r.mode}`;
+  box.replaceChildren(
+    el("h2", {}, "replay ", el("span", { class: `badge ${r.mode}` }, r.mode)),
+    kv([
+      ["how", r.mode === "replayed" ? "the recorded action ran on the element its locator found; no model was asked"
+        : "the recorded step did not fit the page: the action model chose this step's action, told what the recorded step meant to do"],
+      ["program step", steps === null ? String(r.program_step + 1) : `${r.program_step + 1} of ${steps}`],
+      ["recorded action", r.recorded_action ? el("code", { class: "action" }, r.recorded_action) : "(after the program's last step)"],
+      ["locator found", resolved],
+      ["diverged", divergenceText(r.divergence), "error"],
+      ["detail", r.detail],
+    ]),
+  );
+}
+
 function renderDecision(d) {
   $("decision").replaceChildren(
     el("h2", {}, "step"),
@@ -234,6 +321,7 @@ function renderDecision(d) {
       ["previous error", d.last_action_error, "error"],
       ["thought", d.think],
       ["action", d.action ? el("code", { class: "action" }, d.action) : null],
+      [d.targets.length === 1 ? "element" : "elements", targetsList(d)],
       ["person", d.operator ? OPERATOR_TEXT[d.operator] || d.operator : null, d.operator && d.operator !== "approved" ? "human" : null],
       ["model proposed", d.model_action ? el("code", { class: "action" }, d.model_action) : null],
       ["by hand", renderManual(d)],

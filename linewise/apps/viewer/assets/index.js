@@ -23,6 +23,7 @@ function cell(text, cls) {
 function outcome(row) {
   if (row.status === "running") return "running";
   if (row.outcome === "assisted") return "assisted";
+  if (row.outcome === "replayed" || row.outcome === "healed") return row.outcome;
   if (row.outcome === "stopped") return "stopped";
   if (row.outcome === "infrastructure") return "infra";
   if (row.outcome === "budget") return "budget";
@@ -34,6 +35,11 @@ function outcomeLabel(row) {
   const kind = outcome(row);
   if (kind === "assisted") return `assisted by a person (task ${row.success ? "done" : "not done"})`;
   if (kind === "infra") return `infrastructure fault (${row.error_kind || row.termination})`;
+  if (kind === "replayed" || kind === "healed") {
+    const done = row.termination === "diverged" ? "diverged" : `task ${row.success ? "done" : "not done"}`;
+    const how = kind === "replayed" ? "replayed, no model" : `healed replay, ${row.llm_calls} model call${row.llm_calls === 1 ? "" : "s"}`;
+    return `${how} (${done})`;
+  }
   return kind;
 }
 
@@ -45,15 +51,23 @@ function errorsText(row) {
   return [row.error_kind, ...steps].filter(Boolean).join(", ");
 }
 
+// The episode's answer (its last message to the user), whole in the tooltip.
+function answerCell(row) {
+  const td = cell(row.answer ?? "", "answer");
+  if (row.answer) td.title = row.answer;
+  return td;
+}
+
 function matches(row) {
   const q = $("query").value.toLowerCase();
-  const text = `${row.task_id} ${row.filter} ${row.error || ""} ${row.error_kind || ""} ${row.rel}`.toLowerCase();
+  const text = `${row.task_id} ${row.filter} ${row.error || ""} ${row.error_kind || ""} ${row.answer || ""} ${row.rel}`.toLowerCase();
   if (q && !text.includes(q)) return false;
   if ($("filter-name").value && row.filter !== $("filter-name").value) return false;
   const wanted = $("status").value;
   if (wanted === "success") return row.agent_success === true;
   if (wanted === "failure") return row.agent_success !== true && row.status !== "running";
   if (wanted === "assisted") return row.outcome === "assisted";
+  if (wanted === "replayed" || wanted === "healed") return row.outcome === wanted;
   if (wanted === "error") return !!row.error_kind || row.action_errors + row.parse_errors > 0;
   if (wanted === "running") return row.status === "running";
   if (wanted === "not-run") return false;
@@ -83,7 +97,7 @@ function render() {
     tr.append(
       first, cell(row.filter), cell(row.seed ?? "", "num"),
       cell(row.problems ? `${row.status} · damaged trace` : row.status, row.problems ? "problem" : null),
-      cell(outcomeLabel(row), "outcome"), cell(row.steps, "num"), cell(row.tokens.toLocaleString(), "num"),
+      cell(outcomeLabel(row), "outcome"), answerCell(row), cell(row.steps, "num"), cell(row.tokens.toLocaleString(), "num"),
       cell(row.wall_s.toFixed(1), "num"), cell(errorsText(row)),
     );
     if (row.error) tr.title = row.error;
@@ -96,7 +110,7 @@ function render() {
     const tr = document.createElement("tr");
     tr.className = "not-run";
     tr.append(cell(task), cell(""), cell(""), cell("never started"), cell("not run", "outcome"),
-              cell(""), cell(""), cell(""), cell(""));
+              cell(""), cell(""), cell(""), cell(""), cell(""));
     body.append(tr);
   }
   const all = LW.index.episodes;
@@ -105,6 +119,15 @@ function render() {
   const aside = [["assisted", "assisted by a person"], ["stopped", "stopped"], ["infrastructure", "infrastructure faults"], ["budget", "ended by a budget"]]
     .map(([kind, text]) => [all.filter((r) => r.outcome === kind && r.status !== "running").length, text])
     .filter(([n]) => n).map(([n, text]) => `${n} ${text}`);
+  // Replays are counted apart: a program's success is not the agent's.
+  const replays = all.filter((r) => (r.outcome === "replayed" || r.outcome === "healed") && r.status !== "running");
+  if (replays.length) {
+    const kinds = ["replayed", "healed"].map((kind) => {
+      const of = replays.filter((r) => r.outcome === kind);
+      return of.length ? `${of.filter((r) => r.success === true).length} of ${of.length} ${kind} succeeded` : null;
+    }).filter(Boolean);
+    aside.unshift(`${replays.length} replay${replays.length === 1 ? "" : "s"}: ${kinds.join(", ")}`);
+  }
   if ((LW.index.not_run || []).length) aside.push(`${LW.index.not_run.length} not run`);
   $("counts").textContent = `${LW.index.kind} · ${all.length} episodes · ${solved} of ${judged} judged succeeded on the agent's own` +
     (aside.length ? ` (not counted: ${aside.join(", ")})` : "") + ` · showing ${rows.length}`;
