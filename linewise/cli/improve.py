@@ -61,6 +61,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                          help="episodes at once in each bench (default 1)")
     improve.add_argument("--no-baseline", dest="baseline", action="store_false",
                          help="skip round 0 (the test seeds without a memory)")
+    improve.add_argument("--skills-arm", dest="skills_arm", action="store_true",
+                         help="also induce skills from the training benches and bench the "
+                         "test seeds with them (round-R/skills, round-R/test-skills)")
     improve.add_argument("--no-prune", dest="prune", action="store_false",
                          help="no pruning: entries keep the steps that ran without error "
                          "and changed the page")
@@ -83,7 +86,7 @@ def cmd_improve(args: argparse.Namespace) -> int:
     tasks = select_tasks(load_task_file(args.tasks), args.task, args.max_steps)
     options = ImproveOptions(rounds=args.rounds, train_seeds=args.train_seeds,
                              test_seeds=args.test_seeds, baseline=args.baseline,
-                             prune=args.prune)
+                             prune=args.prune, skills=args.skills_arm)
     configure_logging(json_lines=True if args.log_json else None, level=args.log_level)
     loop = ImproveLoop(
         list(tasks), settings, args.out, options,

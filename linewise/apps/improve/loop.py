@@ -5,6 +5,9 @@
     DIR/round-R/pruned/       ``linewise prune`` of that bench (optional)
     DIR/round-R/memory.jsonl  every training round so far, as memory entries
     DIR/round-R/test/         a bench on the test seeds, with that memory
+    DIR/round-R/skills/       with --skills-arm: skills induced from every training bench
+                              so far (its pruned trajectories where pruned)
+    DIR/round-R/test-skills/  a bench on the test seeds, with that memory and the skills
     DIR/improve.json          the report (ImproveReport); improve.md its table
 
 Training and test seeds must be disjoint, and every test bench refuses a memory that
@@ -35,7 +38,8 @@ from linewise.apps.improve.report import (
 )
 from linewise.apps.memory.build import build_memory
 from linewise.apps.pruning.pipeline import PruneOptions, run_prune
-from linewise.errors import ConfigError
+from linewise.apps.skills.build import build_skills
+from linewise.errors import ConfigError, ProgramError
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.tasks.schema import AnyTask, BrowserGymTask, MiniWoBTask
 from linewise.settings import LinewiseSettings
@@ -78,6 +82,8 @@ class ImproveOptions(BaseModel):
     test_seeds: SeedRange
     baseline: bool = Field(default=True, description="Round 0: the test seeds, no memory.")
     prune: bool = Field(default=True, description="Prune each training bench.")
+    skills: bool = Field(default=False, description="The skills arm: skills induced from "
+                         "the training benches, and a test bench with them.")
 
 
 def seeded_specs(tasks: list[AnyTask], seeds: SeedRange, filter_name: str) -> list[EpisodeSpec]:
@@ -154,18 +160,36 @@ class ImproveLoop:
             log.info("memory built", round=number, entries=built.entries,
                      from_pruner=built.from_pruner)
             test = await self._bench(self.test_specs, folder / "test", memory)
+            skills, with_skills = None, None
+            if self.options.skills:
+                skills, with_skills = await self._skills_arm(folder, train_dirs, pruned_dirs,
+                                                             memory)
             self._record(RoundResult(round=number, memory_entries=built.entries,
                                      memory_from_pruner=built.from_pruner, train=train,
-                                     test=test, memory=str(memory)))
+                                     test=test, memory=str(memory), skills=skills,
+                                     test_skills=with_skills))
         return self.report
+
+    async def _skills_arm(self, folder: Path, train_dirs: list[Path],
+                          pruned_dirs: list[Path], memory: Path) -> tuple[int, Success | None]:
+        """Induce skills from the training benches (pruned trajectories first) and bench
+        the test seeds with them; no skill, no bench."""
+        try:
+            skills = build_skills([*pruned_dirs, *train_dirs], folder / "skills")
+        except ProgramError as exc:
+            log.info("no skill induced", round=folder.name, reason=str(exc))
+            return 0, None
+        return len(skills), await self._bench(self.test_specs, folder / "test-skills", memory,
+                                              skills=folder / "skills")
 
     def _round_dir(self, number: int) -> Path:
         return self.out_dir / f"round-{number}"
 
     async def _bench(self, specs: list[EpisodeSpec], folder: Path, memory: Path | None,
-                     *, train: bool = False) -> Success:
+                     *, train: bool = False, skills: Path | None = None) -> Success:
         settings = self.settings.model_copy(update={
-            "agent": self.settings.agent.model_copy(update={"memory": memory})})
+            "agent": self.settings.agent.model_copy(update={"memory": memory,
+                                                            "skills": skills})})
         outcome = await run_bench(
             specs, settings, self.browser_config, folder, self.bench_options,
             argv=["linewise", "improve", str(self.out_dir)],

@@ -22,14 +22,18 @@ class Success(BaseModel):
     rate: float | None = None
     se: float | None = None
     infrastructure: int = Field(default=0, description="Endings not judged (not the agent's).")
+    calls_per_episode: float | None = Field(
+        default=None, description="Model calls per judged episode (a skill's steps make none).")
 
     @classmethod
     def of(cls, results: list[EpisodeResult]) -> Success:
-        judged = [bool(r.success) for r in results
-                  if r.outcome == "agent" and r.success is not None]
+        agent = [r for r in results if r.outcome == "agent" and r.success is not None]
+        judged = [bool(r.success) for r in agent]
         rate, se = success_rate(judged)
+        calls = sum(r.llm_calls for r in agent) / len(agent) if agent else None
         return cls(successes=sum(judged), judged=len(judged), rate=rate, se=se,
-                   infrastructure=sum(r.outcome == "infrastructure" for r in results))
+                   infrastructure=sum(r.outcome == "infrastructure" for r in results),
+                   calls_per_episode=calls)
 
 
 class RoundResult(BaseModel):
@@ -39,6 +43,9 @@ class RoundResult(BaseModel):
     train: Success | None = None
     test: Success
     memory: str | None = Field(default=None, description="The memory file the test used.")
+    skills: int | None = Field(default=None, description="Skills induced (--skills-arm).")
+    test_skills: Success | None = Field(
+        default=None, description="The test seeds with the memory and the skills.")
 
 
 class ImproveReport(BaseModel):
@@ -66,6 +73,12 @@ def success_cell(success: Success | None) -> str:
     return f"{success.rate * 100:.1f}{se} ({success.successes}/{success.judged}{infra})"
 
 
+def _calls(success: Success | None) -> str:
+    if success is None or success.calls_per_episode is None:
+        return "–"
+    return f"{success.calls_per_episode:.1f}"
+
+
 def improve_table(report: ImproveReport) -> str:
     lines = [
         f"Tasks: {', '.join(report.tasks)}; training seeds {report.train_seeds}, test seeds "
@@ -76,11 +89,19 @@ def improve_table(report: ImproveReport) -> str:
         "test success % ± SE |",
         "|---|---|---|---|",
     ]
+    arm = any(row.skills is not None for row in report.rounds)
+    if arm:
+        lines[-2] += " skills | test with skills % ± SE | model calls / test episode (+ skills) |"
+        lines[-1] += "---|---|---|"
     for row in report.rounds:
         name = "0 (no memory)" if row.round == 0 else str(row.round)
         entries = "–" if row.round == 0 else f"{row.memory_entries} ({row.memory_from_pruner})"
-        lines.append(f"| {name} | {entries} | {success_cell(row.train)} | "
-                     f"{success_cell(row.test)} |")
+        line = f"| {name} | {entries} | {success_cell(row.train)} | {success_cell(row.test)} |"
+        if arm:
+            skills = "–" if row.skills is None else str(row.skills)
+            line += (f" {skills} | {success_cell(row.test_skills)} | "
+                     f"{_calls(row.test)} ({_calls(row.test_skills)}) |")
+        lines.append(line)
     if report.notes:
         lines += ["", *(f"Note: {note}" for note in report.notes)]
     return "\n".join(lines) + "\n"

@@ -91,3 +91,36 @@ def test_improve_refuses_overlapping_seeds(tmp_path: Path,
                  "--model", "m"])
     assert code == 2
     assert "overlap" in capsys.readouterr().err
+
+
+def skill_user(messages: list[dict[str, Any]]) -> str:
+    """Calls the skill the prompt offers for its goal; else solves enter-text by hand."""
+    offered = re.search(r"For this goal: (run_skill\(.*\))", messages[1]["content"])
+    if offered is not None:
+        return f"<think>A skill does it.</think><action>{offered.group(1)}</action>"
+    return miniwob_solver(messages)
+
+
+def test_the_skills_arm_benches_the_test_seeds_with_skills_from_the_training_seeds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text("defaults:\n  max_steps: 4\n  seed: 0\ntasks:\n  - miniwob: enter-text\n")
+    out = tmp_path / "improve"
+    with ScriptedChatServer(skill_user) as llm:
+        code = main(["improve", str(tasks), "--train-seeds", "0-1", "--test-seeds", "5-6",
+                     "--rounds", "1", "--out", str(out), "--base-url", llm.base_url,
+                     "--model", "scripted", "--no-screenshots", "--filter", "none",
+                     "--no-embed", "--no-prune", "--no-baseline", "--skills-arm"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err[-3000:]
+    [row] = json.loads((out / "improve.json").read_text())["rounds"]
+    assert row["skills"] == 1
+    assert (row["test"]["successes"], row["test"]["judged"]) == (2, 2)
+    assert (row["test_skills"]["successes"], row["test_skills"]["judged"]) == (2, 2)
+    # by hand: a fill and a click, each a call; with the skill: one call for both
+    assert row["test"]["calls_per_episode"] == 2.0
+    assert row["test_skills"]["calls_per_episode"] == 1.0
+    table = (out / "improve.md").read_text()
+    assert "| 1 | 100.0 ± 0.0 (2/2) | 2.0 (1.0) |" in table, table
+    assert (out / "round-1" / "skills" / "enter_text.json").is_file()
