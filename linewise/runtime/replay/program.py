@@ -19,7 +19,7 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
@@ -29,6 +29,8 @@ from linewise.locators import element_state, locate, resolve
 from linewise.records import EpisodeSummary, StepRecord, TargetLocator
 from linewise.runtime.tasks.schema import AnyTask, BrowserGymTask, MiniWoBTask, WebTask
 from linewise.runtime.trace import read_steps_checked, read_summary
+
+_Model = TypeVar("_Model", bound=BaseModel)
 
 PROGRAM_VERSION = 1
 PROGRAM_FILE = "program.json"
@@ -203,23 +205,32 @@ def read_program_file(path: Path) -> Program:
     Raises:
         ProgramError: it is not valid UTF-8 JSON of a program of this version.
     """
+    return read_versioned(path, Program, "program", PROGRAM_VERSION)
+
+
+def read_versioned(path: Path, model: type[_Model], kind: str, version: int) -> _Model:
+    """A JSON file of ``kind`` (a program, a skill) at ``version``, every step's action
+    parsed and matched with its locators.
+
+    Raises:
+        ProgramError: unreadable, not UTF-8 JSON, another version, or not valid.
+    """
     try:
-        raw = path.read_bytes()
-        data = json.loads(raw.decode("utf-8"))
+        data = json.loads(path.read_bytes().decode("utf-8"))
     except OSError as exc:
         raise ProgramError(str(path), f"cannot be read ({exc.strerror})") from None
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise ProgramError(str(path), f"is not a JSON program ({exc})") from None
-    if not isinstance(data, dict) or data.get("version") != PROGRAM_VERSION:
+        raise ProgramError(str(path), f"is not a JSON {kind} ({exc})") from None
+    if not isinstance(data, dict) or data.get("version") != version:
         found = data.get("version") if isinstance(data, dict) else None
-        raise ProgramError(str(path), f"is not a program of version {PROGRAM_VERSION} "
+        raise ProgramError(str(path), f"is not a {kind} of version {version} "
                            f"(version {found!r})")
     try:
-        program = Program.model_validate(data)
+        value = model.model_validate(data)
     except (ValidationError, RecursionError) as exc:
         first = str(exc).splitlines()
-        raise ProgramError(str(path), f"is not a valid program ({first[0]})") from None
-    for step in program.steps:
+        raise ProgramError(str(path), f"is not a valid {kind} ({first[0]})") from None
+    for step in getattr(value, "steps", []):
         try:
             action = step.parsed()
         except ActionParseError as exc:
@@ -227,7 +238,7 @@ def read_program_file(path: Path) -> Program:
         if len(action.bids) != len(step.targets):
             raise ProgramError(str(path), f"step {step.index}: {len(action.bids)} elements "
                                f"named and {len(step.targets)} locators")
-    return program
+    return value
 
 
 def write_program_file(program: Program, path: Path) -> None:

@@ -17,19 +17,18 @@ that role).
 
 from __future__ import annotations
 
-import json
 import re
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from linewise.agent.action_parser import ParsedAction
-from linewise.errors import ActionParseError, ProgramError
+from linewise.errors import ProgramError
 from linewise.locators import TreeIndex
 from linewise.records import TargetLocator
-from linewise.runtime.replay.program import Program, ProgramStep
+from linewise.runtime.replay.program import Program, ProgramStep, read_versioned
 
 SKILL_VERSION = 1
 SKILL_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
@@ -152,25 +151,7 @@ def read_skill(path: Path) -> Skill:
     Raises:
         ProgramError: it is not a readable skill of this version.
     """
-    try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except OSError as exc:
-        raise ProgramError(str(path), f"cannot be read ({exc.strerror})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise ProgramError(str(path), f"is not a JSON skill ({exc})") from None
-    if not isinstance(data, dict) or data.get("version") != SKILL_VERSION:
-        raise ProgramError(str(path), f"is not a skill of version {SKILL_VERSION}")
-    try:
-        skill = Skill.model_validate(data)
-    except (ValidationError, RecursionError) as exc:
-        first = str(exc).splitlines()
-        raise ProgramError(str(path), f"is not a valid skill ({first[0]})") from None
-    for step in skill.steps:
-        try:
-            step.parsed()
-        except ActionParseError as exc:
-            raise ProgramError(str(path), f"step {step.index}: {exc}") from None
-    return skill
+    return read_versioned(path, Skill, "skill", SKILL_VERSION)
 
 
 class SkillLibrary:
