@@ -44,6 +44,7 @@ from linewise.errors import (
 from linewise.records import EpisodeSummary, LLMCall, StepRecord, Tab
 from linewise.runtime.episode import StepContext, StepHooks
 from linewise.runtime.replay.program import Program, load_programs
+from linewise.runtime.replay.skill import Skill, SkillLibrary
 from linewise.runtime.replays import replay, replay_sync
 from linewise.runtime.run import run, run_sync
 from linewise.runtime.tasks.loader import load_task_file
@@ -108,6 +109,8 @@ __all__ = [
     "PruneError",
     "RangeParseError",
     "ResponseFormatError",
+    "Skill",
+    "SkillLibrary",
     "StepContext",
     "StepHooks",
     "StepRecord",

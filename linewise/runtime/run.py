@@ -449,6 +449,7 @@ async def run(
     hooks: Sequence[StepHooks] = (),
     memory: str | os.PathLike[str] | None = None,
     replay_cache: str | os.PathLike[str] | None = None,
+    skills: str | os.PathLike[str] | None = None,
 ) -> list[EpisodeSummary]:
     """Run tasks from Python: the library's entry point.
 
@@ -461,7 +462,8 @@ async def run(
     ``runs/<timestamp>``); the summaries come back in task order. ``memory``: an
     experience memory file (``linewise memory build``) whose worked examples the action
     model is shown (``settings.agent.memory``). ``replay_cache``: a folder of programs
-    of solved tasks, replayed before the model is asked (``settings.agent.replay_cache``).
+    of solved tasks, replayed before the model is asked (``settings.agent.replay_cache``);
+    ``skills``: a folder of skills the model may call (``settings.agent.skills``).
     """
     if not structlog.is_configured():
         # A library writes nothing to stdout: unless the application set logging up,
@@ -476,7 +478,8 @@ async def run(
         task_list = list(tasks)
     chosen = settings if settings is not None else LinewiseSettings().resolved()
     agent = {**({"memory": Path(memory)} if memory is not None else {}),
-             **({"replay_cache": Path(replay_cache)} if replay_cache is not None else {})}
+             **({"replay_cache": Path(replay_cache)} if replay_cache is not None else {}),
+             **({"skills": Path(skills)} if skills is not None else {})}
     if agent:
         chosen = chosen.model_copy(update={"agent": chosen.agent.model_copy(update=agent)})
     return await run_tasks(
