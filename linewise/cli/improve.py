@@ -64,6 +64,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     improve.add_argument("--skills-arm", dest="skills_arm", action="store_true",
                          help="also induce skills from the training benches and bench the "
                          "test seeds with them (round-R/skills, round-R/test-skills)")
+    improve.add_argument("--no-replay-cache", dest="train_replay_cache", action="store_false",
+                         help="ask the model again for training tasks an earlier round "
+                         "solved, instead of replaying them (DIR/replay-cache)")
     improve.add_argument("--no-prune", dest="prune", action="store_false",
                          help="no pruning: entries keep the steps that ran without error "
                          "and changed the page")
@@ -86,7 +89,8 @@ def cmd_improve(args: argparse.Namespace) -> int:
     tasks = select_tasks(load_task_file(args.tasks), args.task, args.max_steps)
     options = ImproveOptions(rounds=args.rounds, train_seeds=args.train_seeds,
                              test_seeds=args.test_seeds, baseline=args.baseline,
-                             prune=args.prune, skills=args.skills_arm)
+                             prune=args.prune, skills=args.skills_arm,
+                             replay_cache=args.train_replay_cache)
     configure_logging(json_lines=True if args.log_json else None, level=args.log_level)
     loop = ImproveLoop(
         list(tasks), settings, args.out, options,

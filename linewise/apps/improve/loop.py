@@ -8,6 +8,9 @@
     DIR/round-R/skills/       with --skills-arm: skills induced from every training bench
                               so far (its pruned trajectories where pruned)
     DIR/round-R/test-skills/  a bench on the test seeds, with that memory and the skills
+    DIR/replay-cache/         the programs of the training tasks solved so far: a later
+                              round's training bench replays them (no model call), and
+                              asks the model only for the tasks not yet solved
     DIR/improve.json          the report (ImproveReport); improve.md its table
 
 Training and test seeds must be disjoint, and every test bench refuses a memory that
@@ -84,6 +87,9 @@ class ImproveOptions(BaseModel):
     prune: bool = Field(default=True, description="Prune each training bench.")
     skills: bool = Field(default=False, description="The skills arm: skills induced from "
                          "the training benches, and a test bench with them.")
+    replay_cache: bool = Field(
+        default=True, description="The training benches replay the training tasks solved "
+        "in earlier rounds (DIR/replay-cache) instead of asking the model again.")
 
 
 def seeded_specs(tasks: list[AnyTask], seeds: SeedRange, filter_name: str) -> list[EpisodeSpec]:
@@ -187,9 +193,11 @@ class ImproveLoop:
 
     async def _bench(self, specs: list[EpisodeSpec], folder: Path, memory: Path | None,
                      *, train: bool = False, skills: Path | None = None) -> Success:
+        cache = (self.out_dir / "replay-cache"
+                 if train and self.options.replay_cache else None)
         settings = self.settings.model_copy(update={
-            "agent": self.settings.agent.model_copy(update={"memory": memory,
-                                                            "skills": skills})})
+            "agent": self.settings.agent.model_copy(update={
+                "memory": memory, "skills": skills, "replay_cache": cache})})
         outcome = await run_bench(
             specs, settings, self.browser_config, folder, self.bench_options,
             argv=["linewise", "improve", str(self.out_dir)],

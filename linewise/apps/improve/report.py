@@ -24,6 +24,9 @@ class Success(BaseModel):
     infrastructure: int = Field(default=0, description="Endings not judged (not the agent's).")
     calls_per_episode: float | None = Field(
         default=None, description="Model calls per judged episode (a skill's steps make none).")
+    replayed: int = Field(
+        default=0, description="Tasks solved in an earlier round and replayed from the replay "
+        "cache, successfully: not judged, since the agent did not solve them again.")
 
     @classmethod
     def of(cls, results: list[EpisodeResult]) -> Success:
@@ -33,7 +36,9 @@ class Success(BaseModel):
         calls = sum(r.llm_calls for r in agent) / len(agent) if agent else None
         return cls(successes=sum(judged), judged=len(judged), rate=rate, se=se,
                    infrastructure=sum(r.outcome == "infrastructure" for r in results),
-                   calls_per_episode=calls)
+                   calls_per_episode=calls,
+                   replayed=sum(r.outcome in ("replayed", "healed") and bool(r.success)
+                                for r in results))
 
 
 class RoundResult(BaseModel):
@@ -63,14 +68,17 @@ def read_report(out_dir: Path) -> ImproveReport:
 
 
 def success_cell(success: Success | None) -> str:
-    """``62.5 ± 17.1 (5/8)``; ``–`` for no bench, ``n/a`` for no judged episode."""
+    """``62.5 ± 17.1 (5/8)``; ``–`` for no bench, ``n/a`` for no judged episode; the
+    tasks replayed from an earlier round's solution are named apart (``+2 replayed``)."""
     if success is None:
         return "–"
     if success.rate is None:
-        return "n/a (0 judged)"
+        return f"n/a (0 judged{f', +{success.replayed} replayed' if success.replayed else ''})"
     se = f" ± {success.se * 100:.1f}" if success.se is not None else ""
     infra = f", {success.infrastructure} infra" if success.infrastructure else ""
-    return f"{success.rate * 100:.1f}{se} ({success.successes}/{success.judged}{infra})"
+    replayed = f", +{success.replayed} replayed" if success.replayed else ""
+    return (f"{success.rate * 100:.1f}{se} ({success.successes}/{success.judged}{infra}"
+            f"{replayed})")
 
 
 def _calls(success: Success | None) -> str:

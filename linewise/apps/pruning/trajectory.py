@@ -121,6 +121,10 @@ def read_trajectory(run_dir: Path, episode_dir: Path) -> Trajectory | str:
     human = [f"{r.index}: {r.operator}" for r in records if r.operator in HUMAN_OPERATORS]
     if human:
         return f"a person decided steps at the step-through prompt ({', '.join(human)})"
+    if summary.replay is not None:
+        # its steps are a recorded program's (pruned already, or prunable where recorded),
+        # and its thoughts are the recording's, not answers to these pages
+        return f"a replay of {summary.replay.program}"
     steps = [
         TrajectoryStep(
             index=r.index,

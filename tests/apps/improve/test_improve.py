@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from linewise.cli.main import main
-from linewise.runtime.trace import read_steps
+from linewise.runtime.trace import read_steps, read_summary
 from linewise.testing import ScriptedChatServer, miniwob_solver
 
 TASKS = """\
@@ -55,17 +55,22 @@ def test_improve_loop_learns_click_button_from_its_training_seeds(
     assert (rows[0]["test"]["successes"], rows[0]["test"]["judged"]) == (1, 2)
     assert rows[0]["train"] is None
     # Round 1 trains without a memory (click-button fails), then the memory holds
-    # click-test seed 0 only; round 2 trains with it and solves click-button seed 0 too.
-    # Both one-step episodes are the pruner's verdicts (nothing to prune).
+    # click-test seed 0 only; round 2 trains with it and solves click-button seed 0 too,
+    # while click-test seed 0, solved in round 1, is replayed from the replay cache (no
+    # model call, not judged again). Both one-step episodes are the pruner's verdicts.
     assert rows[1]["train"]["successes"] == 1 and rows[1]["memory_entries"] == 1
-    assert rows[2]["train"]["successes"] == 2 and rows[2]["memory_entries"] == 2
+    assert rows[2]["train"]["successes"] == 1 and rows[2]["train"]["judged"] == 1
+    assert rows[2]["train"]["replayed"] == 1 and rows[2]["memory_entries"] == 2
+    [replayed] = [read_summary(f) for f in (out / "round-2" / "train" / "none").iterdir()
+                  if read_summary(f).outcome == "replayed"]
+    assert replayed.task_id == "miniwob.click-test.seed0" and replayed.tokens.llm_calls == 0
     assert rows[1]["test"]["successes"] == 2 and rows[2]["test"]["successes"] == 2
     table = (out / "improve.md").read_text()
     assert table.startswith("Tasks: miniwob.click-test, miniwob.click-button; training "
                             "seeds 0-0, test seeds 1-1"), table
     assert table in printed
     assert re.search(r"\| 0 \(no memory\) \| – \| – \| 50\.0 ± 35\.4 \(1/2\) \|", table), table
-    assert "| 2 | 2 (2) | 100.0 ± 0.0 (2/2) | 100.0 ± 0.0 (2/2) |" in table, table
+    assert "| 2 | 2 (2) | 100.0 (1/1, +1 replayed) | 100.0 ± 0.0 (2/2) |" in table, table
 
     # Each test step records what it was shown, never its own task and seed, and the
     # examples open the user message, the same at every step.
