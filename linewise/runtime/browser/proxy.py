@@ -136,6 +136,12 @@ class _Connection:
                 self._warned_full = True
                 log.warning("proxy connections at their cap, refusing more",
                             max_connections=self.limits.max_connections)
+            # The head is read first (within its deadline): closing a socket with unread
+            # data sends a reset, and the client would see that instead of the 503.
+            with contextlib.suppress(TimeoutError, asyncio.IncompleteReadError,
+                                     asyncio.LimitOverrunError, ConnectionError):
+                await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"),
+                                       self.limits.head_timeout_s)
             await _answer(writer, 503, "too many connections to the proxy")
             await _close(writer)
             return

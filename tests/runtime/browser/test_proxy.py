@@ -235,7 +235,7 @@ async def test_a_connection_that_sends_no_request_head_is_closed_in_time() -> No
             answer = await asyncio.wait_for(reader.read(), 5)
             assert answer.startswith(b"HTTP/1.1 408"), answer
             writer.close()
-        assert time.perf_counter() - started < 2
+        assert time.perf_counter() - started < 4  # the deadline, not the 5 s wait
         await _until(lambda: not proxy._connections.open)
         assert not proxy._connections.open
     finally:
