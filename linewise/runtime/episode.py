@@ -84,6 +84,10 @@ log = structlog.get_logger(__name__)
 RECALL_HISTORY = 2
 """How many past actions' elements the recall guard keeps visible."""
 
+REPLAY_SETTLE_S = (0.25, 0.5, 1.0)
+"""The waits before a replay looks at a page again that is not ready for its next step
+(``ReplayDriver.may_settle``): an element still to appear, an effect still to come."""
+
 
 @dataclass(frozen=True)
 class EpisodeConfig:
@@ -382,7 +386,7 @@ class _Episode:
         started = time.perf_counter()
         for hook in self.hooks:
             await hook.before_observe(step)
-        obs = await self.env.observe(screenshot=self.config.screenshots)
+        obs = await self._observe_ready()
         step.observation = obs
         step.filter_input = self._filter_input(goal, obs, previous, last_error)
         plan = self.replay.plan(obs) if self.replay is not None else None
@@ -485,6 +489,20 @@ class _Episode:
         self.summary.time.act_s += (timings.act_ms + timings.settle_ms) / 1000
         next_error = error or (step.decision.error if step.decision.action is None else None)
         return record, step.outcome, next_error
+
+    async def _observe_ready(self) -> Observation:
+        """The page, looked at again a few times while a replay (or a running skill) is
+        waiting for it to settle."""
+        obs = await self.env.observe(screenshot=self.config.screenshots)
+        driver = self.replay or (self.skill[1] if self.skill is not None else None)
+        if driver is None:
+            return obs
+        for wait_s in REPLAY_SETTLE_S:
+            if not driver.may_settle(obs):
+                break
+            await asyncio.sleep(wait_s)
+            obs = await self.env.observe(screenshot=self.config.screenshots)
+        return obs
 
     def _start_skill(self, step: StepContext, obs: Observation) -> str | None:
         """Start the skill the model called, and make its first step this step's action;

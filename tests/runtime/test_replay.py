@@ -274,3 +274,30 @@ async def test_the_replay_cache_replays_a_solved_task_and_heals_a_changed_page(
     [fourth] = await linewise.run(_task(server), model=healer, out_dir=tmp_path / "5",
                                   replay_cache=cache)
     assert fourth.outcome == "replayed" and len(healer.requests) == 1
+
+
+async def test_a_replay_waits_for_an_element_a_page_adds_late(
+    site: tuple[StaticServer, Path], tmp_path: Path
+) -> None:
+    """The recording waited for the button (its noop is not part of the program); the
+    replay, with no model to pace it, looks again until the button is there."""
+    server, _root = site
+    task = linewise.WebTask(id="late", url=server.url("delayed.html"), goal="Send it.",
+                            max_steps=5, success={"url_contains": "customer=late"})
+
+    def patient(messages: list[dict[str, Any]], info: CallInfo) -> str:
+        tree = prompt_section(messages[1]["content"], "Current page")
+        if "sent to late" in tree:
+            return "<think>Done.</think><action>send_msg_to_user('sent')</action>"
+        if "button 'Send reminder'" not in tree:
+            return "<think>Not there yet.</think><action>noop(1500)</action>"
+        button = bid_matching(tree, "button")
+        return f"<think>Now.</think><action>click('{button}')</action>"
+
+    [recorded] = await linewise.run(task, model=FunctionModel(patient), out_dir=tmp_path / "r")
+    assert recorded.success is True
+    [program] = load_programs(recorded.directory)  # type: ignore[arg-type]
+    assert [s.action.split("(")[0] for s in program.steps] == ["click", "send_msg_to_user"]
+    [replayed] = await linewise.replay(recorded.directory, heal=False,  # type: ignore[arg-type]
+                                       out_dir=tmp_path / "again")
+    assert replayed.success is True and replayed.outcome == "replayed", replayed

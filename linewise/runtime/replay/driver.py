@@ -125,6 +125,26 @@ class ReplayDriver:
                             recorded_action=step.action, resolved=found)
         return ReplayPlan(record=record, decision=decision)
 
+    def may_settle(self, obs: Observation) -> bool:
+        """Whether the page may only not be ready yet (``plan`` would diverge for a
+        reason time can change: an effect still missing, an element not there yet), so
+        that the loop looks again before replaying on. A recording's steps were paced by
+        a model; a replay's follow at once, ahead of a page still loading or animating.
+        Changes nothing."""
+        if self._handed_over:
+            return False
+        position, ran = self._position, self._ran
+        if ran is not None:
+            problem = self._effect_problem(ran, obs)
+            if problem is not None and ran.mode == "replayed":
+                return problem[0] == "effect"
+            position = (ran.position if problem is not None
+                        else min(ran.position + 1, len(self.program.steps)))
+        if position >= len(self.program.steps):
+            return False
+        return any(resolve(target, obs.lines).bid is None
+                   for target in self.program.steps[position].targets)
+
     def ran(self, plan: ReplayPlan, action_error: str | None) -> None:
         """The planned (or healed) action ran; its effect is checked at the next plan."""
         if plan.record is None:
