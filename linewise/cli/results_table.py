@@ -66,6 +66,11 @@ def count_line(summaries: Sequence[EpisodeSummary], not_run: int) -> str:
     count leaves out, by why."""
     judged = [s for s in summaries if s.agent_success is not None]
     solved = sum(1 for s in judged if s.agent_success)
+    unchecked = sum(s.outcome == "agent" and s.success is None for s in summaries)
+    if not judged and unchecked == len(summaries) and not not_run:
+        # an ad-hoc question: nothing to judge, and "0/0 succeeded" would say a failure
+        return (f"No success check: {'the task has' if unchecked == 1 else 'the tasks have'} "
+                "none, so nothing was judged; what the agent said is below.")
     text = f"{solved}/{len(judged)} succeeded: the agent's own work, judged"
     aside = [
         (sum(s.outcome == "assisted" for s in summaries), "assisted by a person"),
@@ -95,6 +100,11 @@ def print_summary_table(summaries: Sequence[EpisodeSummary], out_dir: Path,
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     print(f"\n{count_line(summaries, len(not_run))} Traces in {out_dir}/")
+    for summary in summaries:
+        if summary.answer is not None:
+            print(f"Answer ({summary.task_id}): {summary.answer}")
+        elif summary.infeasible_reason is not None:
+            print(f"Gave up ({summary.task_id}): {summary.infeasible_reason}")
     if (replays := replay_line(summaries)) is not None:
         print(replays)
     infra = [s for s in summaries if s.outcome == "infrastructure"]
