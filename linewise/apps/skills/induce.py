@@ -8,9 +8,15 @@ Rules, and why:
   literal spans: quoted strings and words).
 - A literal of the goal becomes a parameter when it reappears in what the episode did
   (the text of a ``fill``, an option chosen, the name, label or value of an element
-  acted on) and, where the group has several episodes, when it differs between them:
-  a word every goal shares ("Submit") is part of the task, not an argument. A group of
-  one episode cannot show what varies: only its quoted strings and numbers count there.
+  acted on, or a word of that name: ``2`` in ``Tab #2``) and, where the group has
+  several episodes, when it differs between them: a word every goal shares ("Submit")
+  is part of the task, not an argument. A group of one episode cannot show what varies:
+  there its quoted strings and numbers count, and a word only where it was typed or
+  chosen (a goal's word is what the agent typed, not a button's fixed label).
+- Typed text that comes from no goal (a word the agent read off the page) is the
+  episode's own: a group of one episode that typed such text gives no skill, since
+  another run of the task needs other text; several episodes that agree on it show it
+  is part of the task.
 - Each episode's program is rewritten with ``{{name}}`` for its own values; the skill is
   the rewritten program most episodes agree on (its provenance lists them), so a detour
   one episode took is not part of it. Pruned trajectories (``linewise prune``) make the
@@ -30,6 +36,8 @@ from linewise.runtime.replay.skill import Skill, SkillParameter, placeholder
 
 _SPAN = re.compile(r'"(?P<dq>[^"]+)"|(?<!\w)\'(?P<sq>[^\']+)\'(?!\w)|(?P<word>[^\s"]+)')
 _TRIM = ".,;:!?()[]"
+_TYPING_ACTIONS = frozenset({"fill", "select_option", "press"})
+"""Actions whose text is what the agent typed or chose."""
 _STOPWORDS = frozenset({
     "a", "an", "the", "and", "or", "to", "into", "in", "on", "of", "with", "from", "for",
     "enter", "type", "select", "click", "choose", "press", "then", "is", "as", "by", "at",
@@ -118,6 +126,10 @@ def _induce(template: str, group: Sequence[Program]) -> Skill | None:
     agreeing = [(goal, steps, program) for goal, steps, program in rewritten
                 if _signature(goal, steps) == best]
     goal, steps, first = agreeing[0]
+    if len(agreeing) == 1 and any(
+            text and "{{" not in text for step in steps if step.parsed().name in _TYPING_ACTIONS
+            for text in _typed_texts(step)):
+        return None  # text of its own page typed once: another run needs other text
     used = {name for step in steps for name in _placeholders_in(step)}
     parameters = [SkillParameter(name=names[i], example=spans[group.index(first)][i].value)
                   for i in positions if names[i] in used]
@@ -143,21 +155,36 @@ def _parameter_positions(group: Sequence[Program], spans: list[list[_Span]]) -> 
         if len(group) > 1:
             if len(set(values)) > 1:
                 positions.append(position)
-        elif spans[0][position].quoted or spans[0][position].numeric:
+        elif (spans[0][position].quoted or spans[0][position].numeric
+              or _typed(values[0], group[0])):
             positions.append(position)
     return positions
 
 
+def _typed_texts(step: ProgramStep) -> list[str]:
+    """The text a step typed or chose (``fill``, ``select_option``, ``press``…)."""
+    action = step.parsed()
+    texts = [v for k, v in action.arguments.items()
+             if isinstance(v, str) and not k.endswith("bid")]
+    return texts + [v for v in action.arguments.values() if isinstance(v, list)
+                    for v in v if isinstance(v, str)]
+
+
+def _typed(value: str, program: Program) -> bool:
+    return any(value in text for step in program.steps for text in _typed_texts(step)
+               if step.parsed().name in _TYPING_ACTIONS)
+
+
+def _word_of(value: str, name: str | None) -> bool:
+    return bool(name) and re.search(rf"(?<!\w){re.escape(value)}(?!\w)", name or "") is not None
+
+
 def _reappears(value: str, program: Program) -> bool:
     for step in program.steps:
-        action = step.parsed()
-        texts = [v for k, v in action.arguments.items()
-                 if isinstance(v, str) and not k.endswith("bid")]
-        texts += [v for v in action.arguments.values() if isinstance(v, list)
-                  for v in v if isinstance(v, str)]
-        if any(value in text for text in texts):
+        if any(value in text for text in _typed_texts(step)):
             return True
-        if any(value in (t.name, t.label, t.value) for t in step.targets):
+        if any(_word_of(value, text) for t in step.targets
+               for text in (t.name, t.label, t.value)):
             return True
     return False
 
@@ -209,13 +236,19 @@ def _rewrite_step(step: ProgramStep, values: dict[str, str]) -> ProgramStep:
 
 
 def _rewrite_locator(locator: TargetLocator, values: dict[str, str]) -> TargetLocator:
-    """A locator whose name, label or value is a parameter's value whole."""
-    whole = {value: placeholder(name) for name, value in values.items()}
-    return locator.model_copy(update={
-        "name": whole.get(locator.name, locator.name),
-        "label": whole.get(locator.label, locator.label) if locator.label else locator.label,
-        "value": whole.get(locator.value, locator.value) if locator.value else locator.value,
-    })
+    """A locator whose name, label or value holds a parameter's value as a word."""
+    ordered = sorted(values.items(), key=lambda item: -len(item[1]))
+
+    def swap(text: str | None) -> str | None:
+        for name, value in ordered:
+            if text:
+                text = re.sub(rf"(?<!\w){re.escape(value)}(?!\w)",
+                              placeholder(name).replace("\\", "\\\\"), text)
+        return text
+
+    return locator.model_copy(update={"name": swap(locator.name) or "",
+                                      "label": swap(locator.label),
+                                      "value": swap(locator.value)})
 
 
 def _signature(goal: str, steps: list[ProgramStep]) -> tuple[str, tuple[object, ...]]:

@@ -12,7 +12,7 @@ model, told why).
 A parameter stands in a step's text arguments and in its locators' names, labels and
 values as ``{{name}}``. A skill is offered only where its precondition holds: the
 elements its first step needs are on the page (those its parameters name: an element of
-that role).
+that role), and only to a goal that fits its goal template.
 """
 
 from __future__ import annotations
@@ -175,12 +175,16 @@ class SkillLibrary:
         return cls(skills)
 
     def offered(self, goal: str, lines: list[str], limit: int = 5) -> list[Skill]:
-        """The skills whose precondition holds on this page, those whose goal template
-        the goal fits first, at most ``limit``."""
+        """The skills whose goal template the goal fits (the task they were induced
+        from, with other values) and whose precondition holds on this page, at most
+        ``limit``. A skill of another task is not offered: what it does was only ever
+        seen to solve its own template, and a small model offered it takes it."""
+        fitting = [skill for skill in self.skills.values()
+                   if skill.arguments_from(goal) is not None]
+        if not fitting:
+            return []
         index = TreeIndex(lines)
-        holding = [skill for skill in self.skills.values() if skill.holds(index)]
-        holding.sort(key=lambda skill: skill.arguments_from(goal) is None)
-        return holding[:limit]
+        return [skill for skill in fitting if skill.holds(index)][:limit]
 
 
 def skills_for(directory: Path | None) -> SkillLibrary | None:

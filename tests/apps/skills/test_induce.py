@@ -1,0 +1,67 @@
+"""Skill induction's rules on programs read off real trees: which goal literals become
+parameters, and which episodes give no skill."""
+
+from __future__ import annotations
+
+from linewise.apps.skills.induce import induce_skills
+from linewise.locators import TreeIndex
+from linewise.records import TargetLocator
+from linewise.runtime.replay.program import Program, ProgramStep
+from linewise.runtime.replay.skill import SkillLibrary
+
+TABS = ["RootWebArea 'Tabs'", "\ttablist ''", "\t\t[11] tab 'Tab #1'", "\t\t[12] tab 'Tab #2'",
+        "\t\t[13] tab 'Tab #3'"]
+FORM = ["RootWebArea 'Form'", "\t[20] paragraph ''", "\t\tStaticText 'Find the word'",
+        "\t[21] textbox ''", "\t[22] button 'Submit'"]
+
+
+def _program(task: str, seed: int, goal: str, steps: list[tuple[str, TargetLocator | None]]
+             ) -> Program:
+    return Program(
+        source=f"runs/{task}.seed{seed}", task={"id": f"{task}.seed{seed}", "miniwob": task,
+                                                "seed": seed},
+        task_id=f"miniwob.{task}.seed{seed}", goal=goal,
+        steps=[ProgramStep(index=i, action=action, targets=[t] if t else [])
+               for i, (action, t) in enumerate(steps)])
+
+
+def _tab(number: int) -> TargetLocator:
+    index = TreeIndex(TABS)
+    found = index.locate(f"1{number}")
+    assert found is not None
+    return found
+
+
+def test_a_word_of_an_element_name_is_a_parameter_and_offered_only_to_its_template() -> None:
+    [skill] = induce_skills([_program("click-tab", 0, "Click on Tab #2.",
+                                      [("click('12')", _tab(2))])])
+    assert [p.name for p in skill.parameters] == ["tab"]
+    assert skill.steps[0].targets[0].name == "Tab {{tab}}"
+    program = skill.bind({"tab": "#3"})
+    assert program.steps[0].targets[0].name == "Tab #3"
+    library = SkillLibrary([skill])
+    assert [s.name for s in library.offered("Click on Tab #3.", TABS)] == ["click_tab"]
+    assert library.offered("Click on the Submit button.", TABS) == []
+
+
+def test_text_read_off_the_page_and_typed_once_gives_no_skill() -> None:
+    index = TreeIndex(FORM)
+    box, submit = index.locate("21"), index.locate("22")
+    goal = 'Find the 3rd word in the paragraph, type that into the textbox and press "Submit".'
+    one = _program("find-word", 0, goal, [("fill('21', 'lorem')", box),
+                                          ("click('22')", submit)])
+    assert induce_skills([one]) == []
+
+
+def test_a_word_all_goals_share_is_no_parameter_and_one_that_varies_is() -> None:
+    index = TreeIndex(FORM)
+    box, submit = index.locate("21"), index.locate("22")
+    programs = [
+        _program("enter-text-2", seed, f"Type {name} in the box and press Submit.",
+                 [(f"fill('21', '{name}')", box), ("click('22')", submit)])
+        for seed, name in enumerate(["Ann", "Bob", "Cyd"])]
+    [skill] = induce_skills(programs)
+    # "Type" is a verb, which names nothing: the parameter is a plain value
+    assert skill.goal_template == "Type {{value}} in the box and press Submit."
+    assert [p.name for p in skill.parameters] == ["value"]
+    assert skill.steps[1].targets[0].name == "Submit" and len(skill.provenance) == 3
