@@ -305,3 +305,41 @@ async def test_a_bound_fill_replaces_the_text_of_every_kind_of_field(
             await session.binding.type_secret(await bid(element_id), "v", origin)
     with pytest.raises(ActionError, match="not the observed"):
         await session.binding.type_secret(await bid("text"), "v", "http://127.0.0.1:1")
+
+
+async def test_a_download_named_after_the_secret_leaves_no_name_behind(
+    servers: tuple[Site, Site], tmp_path: Path
+) -> None:
+    """A page that saves what is typed as a download's name: Chromium writes ``*`` as
+    ``_`` in it (``suggested_filename``), and the file saved in the episode folder was
+    named after that, squeezed to ``S3cr_t_P_ss_w0rd_x``; neither spelling may stay."""
+    from linewise.runtime.browser.chromium import BrowserConfig
+    from linewise.settings import NavigationSettings
+
+    site, evil = servers
+
+    class WithDownloads(dict[str, Any]):
+        """``/copy/NAME`` is a download, named by Chromium after the URL's last part."""
+
+        def get(self, path: str, default: Any = None) -> Any:
+            if path.startswith("/copy/"):
+                return 200, {"Content-Type": "application/octet-stream",
+                             "Content-Disposition": "attachment"}, "x"
+            return super().get(path, default)
+
+    site.pages = WithDownloads(site.pages)
+    site.pages["/login"] = _page(
+        "<input aria-label='Password' onchange=\"location.href = '/copy/copy-' + "
+        "encodeURIComponent(this.value) + '.txt'\"><button>Save</button>")
+    model = Model([fill_secret("textbox 'Password'"),
+                   lambda tree: f"click('{bid_matching(tree, 'button')}')"])
+    async with Browser(BrowserConfig(navigation=NavigationSettings(downloads=True))) as own:
+        await run(own, site, "/login", model, tmp_path)
+    downloads = [d for step in read_steps(tmp_path / "secret") for d in step.downloads]
+    assert [d.filename for d in downloads] == [f"copy-{PLACEHOLDER}.txt"]
+    assert downloads[0].saved_as is not None
+    assert_nothing_leaked(model, evil, tmp_path)
+    for path in (tmp_path / "secret").rglob("*"):
+        assert "S3cr" not in path.name and "w0rd" not in path.name, path
+        if path.is_file():
+            assert b"S3cr" not in path.read_bytes(), path

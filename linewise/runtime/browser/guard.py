@@ -49,6 +49,7 @@ from linewise.runtime.browser import guard_rules as rules
 from linewise.runtime.browser.navigation import ChainEnd, NavigationPolicy, redirect_chain
 from linewise.runtime.browser.proxy import ProxyHub, ProxyLimits, ProxyServer
 from linewise.runtime.browser.resolver import Resolver
+from linewise.runtime.redaction import redact_text
 
 log = structlog.get_logger(__name__)
 
@@ -307,7 +308,10 @@ async def _initiator(frame: Frame | None) -> NavigationInitiator:
 
 
 def _safe_filename(name: str) -> str:
-    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(name).name).strip("._")
+    """A name fit for the episode folder, made from the suggested name with every secret
+    already replaced by its placeholder: squeezed to ``[A-Za-z0-9._-]``, a secret's
+    value would be a spelling no redactor can tell (``S3cr~t*P@ss`` as ``S3cr_t_P_ss``)."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(redact_text(name)).name).strip("._")
     return cleaned[:120] or "download"
 
 
