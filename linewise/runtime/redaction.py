@@ -46,8 +46,12 @@ SENSITIVE_FLAGS = ("--api-key",)
 """Flags whose value is always redacted from a recorded command line."""
 
 MIN_VALUE_LENGTH = 3
-"""Shorter values are still redacted where they stand alone (a flag value) but not
-inside other text, where they would blot out ordinary words and numbers."""
+"""Shorter values are still redacted where they stand alone (a flag value) or are
+marked (``{{secret:ab}}`` on a command line) but not inside other text, where they
+would blot out ordinary words and numbers."""
+
+MARKED = re.compile(r"\{\{secret:(.+?)\}\}", re.DOTALL)
+"""A secret written into a goal (``goal_secrets.py``)."""
 
 
 class Redactor:
@@ -102,8 +106,9 @@ class Redactor:
 
     def argv(self, argv: Iterable[str]) -> list[str]:
         """A command line fit to record: the value of ``--api-key`` (both ``--api-key X``
-        and ``--api-key=X``) and any argument that is a registered value become
-        placeholders, then the rest is redacted as text."""
+        and ``--api-key=X``), any argument that is a registered value and every
+        ``{{secret:VALUE}}`` (of any length) become placeholders, then the rest is
+        redacted as text."""
         out: list[str] = []
         hide_next = False
         for arg in argv:
@@ -119,7 +124,8 @@ class Redactor:
                     out.append(arg)
                     hide_next = True
                 continue
-            out.append(self._whole(arg) or self.text(arg))
+            marked = MARKED.sub(lambda m: self._whole(m.group(1)) or REDACTED, arg)
+            out.append(self._whole(arg) or self.text(marked))
         return out
 
     def _compiled(self) -> tuple[re.Pattern[str], dict[str, str]] | None:

@@ -18,7 +18,6 @@ it, and the goal too (a password written into the goal becomes its placeholder).
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,11 +28,18 @@ import structlog
 from linewise.agent.action_parser import ParsedAction
 from linewise.errors import ActionError, ConfigError
 from linewise.records import AttackVerdict, NavigationEvents, Tab
+from linewise.runtime import secret_env
 from linewise.runtime.browser.binding import origin_of
 from linewise.runtime.browser.executor import ActionOutcome
 from linewise.runtime.browser.observation import Observation
 from linewise.runtime.envs.base import Environment, SecretTyping
-from linewise.runtime.redaction import REDACTOR, placeholder, redact_data, redact_text
+from linewise.runtime.redaction import (
+    MIN_VALUE_LENGTH,
+    REDACTOR,
+    placeholder,
+    redact_data,
+    redact_text,
+)
 from linewise.runtime.tasks.browser_task import TaskStart, TaskStatus
 from linewise.settings import SecretSpec
 
@@ -81,17 +87,21 @@ class SecretStore:
         self._secrets = dict(secrets or {})
         for secret in self._secrets.values():
             REDACTOR.add(secret.value, placeholder(secret.name))
+            if len(secret.value.strip()) < MIN_VALUE_LENGTH:
+                log.warning("secret too short to be redacted inside other text: a page "
+                            "that shows it shows it to the model and the traces",
+                            secret=secret.name, min_length=MIN_VALUE_LENGTH)
 
     @classmethod
     def from_specs(
         cls, specs: Mapping[str, SecretSpec], environ: Mapping[str, str] | None = None
     ) -> SecretStore:
-        """Read every secret's value from its environment variable; a missing or empty
-        variable is a configuration error (before anything runs, not mid-episode)."""
-        environ = os.environ if environ is None else environ
+        """Read every secret's value from its environment variable (or where this process
+        keeps it: a goal's secret, ``secret_env.py``); a missing or empty variable is a
+        configuration error (before anything runs, not mid-episode)."""
         secrets: dict[str, Secret] = {}
         for name, spec in specs.items():
-            value = environ.get(spec.env, "")
+            value = secret_env.value_of(spec.env, environ)
             if not value:
                 raise ConfigError(
                     f"secret {name!r}: environment variable {spec.env} is not set or empty"
