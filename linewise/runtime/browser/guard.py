@@ -84,10 +84,7 @@ class NavigationGuard(rules.GuardRecords):
         """The proxy the context must use (None with the policy off)."""
         if not self.policy.enforce:
             return None
-        policy = self.policy
-        return ProxyHub.shared().serve(
-            lambda to: policy.connection_refusal(to.host, to.port, to.addresses,
-                                                 by_name=to.by_name), resolver, limits)
+        return ProxyHub.shared().serve(self.connection_refusal, resolver, limits)
 
     async def attach(self, context: BrowserContext) -> None:
         """Watch ``context``; call before its first page opens."""
@@ -125,7 +122,8 @@ class NavigationGuard(rules.GuardRecords):
             if plan.action == "continue":
                 await route.continue_()
             elif plan.action == "blocked":
-                log.debug("sub-resource blocked", url=request.url[:200], reason=plan.reason)
+                assert plan.reason is not None
+                self.record_refused_connection(rules.request_host(request.url), plan.reason)
                 await route.abort("blockedbyclient")
             elif plan.action == "refused":
                 assert plan.reason is not None
