@@ -242,11 +242,35 @@ class SecretsEnvironment:
         return AttackVerdict.model_validate(redact_data(verdict.model_dump()))
 
     def take_navigation_events(self) -> NavigationEvents:
+        """The guard's events, redacted; hosts also in any letter case, since the
+        browser lowercases a host name (a page that sends a value as a subdomain)."""
         events = self.inner.take_navigation_events()
-        return NavigationEvents.model_validate(redact_data(events.model_dump()))
+        events = NavigationEvents.model_validate(redact_data(events.model_dump()))
+        return events.model_copy(update={
+            "blocked": [b.model_copy(update={"url": _redact_host(b.url),
+                                             "reason": _any_case(b.reason)})
+                        for b in events.blocked],
+            "refused_connections": [
+                c.model_copy(update={"host": _any_case(c.host), "reason": _any_case(c.reason)})
+                for c in events.refused_connections]})
 
     async def close(self) -> None:
         await self.inner.close()
+
+
+def _any_case(text: str) -> str:
+    """``text`` that holds a host name (a refusal's reason names it), redacted in any
+    letter case."""
+    return REDACTOR.text(text, ignore_case=True)
+
+
+def _redact_host(url: str) -> str:
+    """``url`` with its host redacted in any letter case (the rest as it is)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    cut = min([i for i in (rest.find(c) for c in "/?#") if i >= 0], default=len(rest))
+    return f"{scheme}://{_any_case(rest[:cut])}{rest[cut:]}"
 
 
 def _redacted(outcome: ActionOutcome) -> ActionOutcome:

