@@ -113,6 +113,11 @@ class SecretStore:
     def names(self) -> list[str]:
         return sorted(self._secrets)
 
+    def values_to_mask(self) -> list[str]:
+        """Every value, for the screenshot mask to find on the page (in the browser's
+        private world: the page cannot read them there)."""
+        return [secret.value for secret in self._secrets.values()]
+
     def __bool__(self) -> bool:
         return bool(self._secrets)
 
@@ -195,6 +200,9 @@ class SecretsEnvironment:
     async def reset(self) -> TaskStart:
         start = await self.inner.reset()
         self._start_url = self._url = start.start_url
+        mask = getattr(self.inner, "mask_secret_values", None)
+        if mask is not None:  # linewise's Chromium: its screenshots mask them
+            mask(self.store.values_to_mask())
         return TaskStart(goal=redact_text(start.goal), start_url=redact_text(start.start_url))
 
     async def observe(self, *, screenshot: bool) -> Observation:

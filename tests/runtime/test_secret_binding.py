@@ -367,3 +367,51 @@ async def test_a_secret_sent_as_a_host_name_is_redacted_in_any_case(
     for path in (tmp_path / "secret").rglob("*"):
         if path.is_file():
             assert b"hunter2pass" not in path.read_bytes().lower(), path
+
+
+DEFEATS_MASK = """<style>
+  body { margin: 0; background: white; }
+  input { border: none; outline: none; }
+  html body input#pw[aria-label] { color: rgb(255, 0, 0) !important;
+    -webkit-text-fill-color: rgb(255, 0, 0) !important; background: white !important;
+    position: absolute; left: 40px; top: 40px; width: 420px; height: 50px;
+    font: 40px monospace; animation: hop 0.1s steps(1) infinite; }
+  @keyframes hop { 0% { transform: translateX(0); } 50% { transform: translateX(480px); } }
+  #echo { position: absolute; left: 40px; top: 200px; margin: 0; color: rgb(255, 0, 0);
+    font: 40px monospace; white-space: pre; }
+</style>
+<input id=pw aria-label='Password'
+  oninput="document.getElementById('echo').textContent = 'Copy: ' + this.value">
+<p id=echo></p>"""
+"""A page that defeats each screenshot mask of before: a rule more specific than the
+mask's own recolours the field red, an animation hops it 480 px every 50 ms (so the
+capture and the boxes read after it disagree), and the value is echoed as red text."""
+
+
+def _red(pixel: tuple[int, int, int]) -> bool:
+    r, g, b = pixel
+    return r > 150 and g < 120 and b < 120
+
+
+async def test_the_screenshot_masks_a_recoloured_moving_field_and_echoed_text(
+    browser: Browser, servers: tuple[Site, Site], tmp_path: Path
+) -> None:
+    from PIL import Image
+
+    site, evil = servers
+    site.pages["/login"] = _page(DEFEATS_MASK)
+    model = Model([fill_secret("textbox 'Password'"), *[f"noop({30 + i})" for i in range(4)]])
+    await run(browser, site, "/login", model, tmp_path, screenshots=True)
+    shots = sorted((tmp_path / "secret" / "screenshots").glob("step-*.png"))[1:]
+    assert len(shots) >= 4, shots
+    for shot in shots:
+        image = Image.open(io.BytesIO(shot.read_bytes())).convert("RGB")
+        width, height = image.size
+        pixels = image.load()
+        red = [(x, y) for y in range(height) for x in range(width) if _red(pixels[x, y])]
+        # Only "Copy: " may be red: it ends 6 monospace characters (24 px each) from 40 px.
+        leaked = [(x, y) for x, y in red if not (y >= 190 and x < 40 + 6 * 24 + 2)]
+        assert leaked == [], (shot.name, len(leaked), leaked[:5])
+        assert any(_red(pixels[x, y]) for x in range(40, 160) for y in range(200, 250)), \
+            "the echo's prefix is on the page"
+    assert_nothing_leaked(model, evil, tmp_path)
