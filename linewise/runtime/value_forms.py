@@ -59,7 +59,8 @@ def any_encoding_of(value: str) -> str:
         end -= 1
     if end - start < MIN_CORE:
         start, end = 0, len(value)
-    parts = [f"{_end_forms(value[:start])}*"] if start else []
+    # Each end: as many of its characters as it has, or fewer (stripped, trimmed).
+    parts = [f"{_end_forms(value[:start])}{{0,{start}}}"] if start else []
     i = start
     while i < end:
         char = value[i]
@@ -76,7 +77,7 @@ def any_encoding_of(value: str) -> str:
         parts.append(forms)
         i += 1
     if end < len(value):
-        parts.append(f"{_end_forms(value[end:])}*")
+        parts.append(f"{_end_forms(value[end:])}{{0,{len(value) - end}}}")
     return "".join(parts)
 
 
