@@ -227,11 +227,29 @@ class DownloadRecord(BaseModel):
     refused: str | None = None
 
 
+class RefusedConnection(BaseModel):
+    """Requests to one host that the policy refused, for one reason, in one step: a
+    page's sub-resources, WebSockets, workers' fetches, the hops of their redirects and
+    every other connection the policy proxy refused (an exfiltration attempt shows
+    here), and sub-resources the route refused."""
+
+    model_config = ConfigDict(frozen=True)
+
+    host: str = Field(description="host:port as the browser asked for it (the scheme, "
+                      "for a URL without a host).")
+    reason: str
+    count: int = Field(default=1, description="How many such requests the step saw.")
+
+
 class NavigationEvents(BaseModel):
     """What the navigation guard saw since it was last asked."""
 
     blocked: list[BlockedNavigation] = Field(default_factory=list)
     downloads: list[DownloadRecord] = Field(default_factory=list)
+    refused_connections: list[RefusedConnection] = Field(default_factory=list)
+    refused_connections_more: int = Field(
+        default=0, description="Refused requests not listed: their host and reason came "
+        "after the list was full.")
 
 
 RepeatEscape = Literal["escaped", "kept"]
@@ -397,6 +415,13 @@ class StepRecord(BaseModel):
         default_factory=list, description="Page loads the navigation policy refused."
     )
     downloads: list[DownloadRecord] = Field(default_factory=list)
+    refused_connections: list[RefusedConnection] = Field(
+        default_factory=list,
+        description="Other requests the policy refused in the step (sub-resources, "
+        "sockets, redirect hops), one entry per host and reason with a count, at most "
+        "20 entries (guard_rules.REFUSED_LISTED).")
+    refused_connections_more: int = Field(
+        default=0, description="Refused requests beyond the listed hosts and reasons.")
     operator: Operator | None = Field(
         default=None,
         description="A person's decision at the step-through prompt; None when nobody was "
@@ -605,6 +630,9 @@ class EpisodeSummary(BaseModel):
     repeats_escaped: int = Field(default=0, description="Steps with repeat_escape 'escaped'.")
     repeats_kept: int = Field(default=0, description="Steps with repeat_escape 'kept'.")
     blocked_navigations: int = Field(default=0, description="Page loads the policy refused.")
+    refused_connections: int = Field(
+        default=0, description="Other requests the policy refused (sub-resources, sockets, "
+        "redirect hops): every one, listed in its step or not.")
     downloads_saved: int = 0
     downloads_refused: int = 0
     attack: AttackVerdict | None = Field(
@@ -674,6 +702,8 @@ class EpisodeSummary(BaseModel):
         self.repeats_escaped += record.repeat_escape == "escaped"
         self.repeats_kept += record.repeat_escape == "kept"
         self.blocked_navigations += len(record.blocked)
+        self.refused_connections += (sum(c.count for c in record.refused_connections)
+                                     + record.refused_connections_more)
         self.downloads_saved += sum(d.saved_as is not None for d in record.downloads)
         self.downloads_refused += sum(d.refused is not None for d in record.downloads)
         self.time.filter_s += record.filter_result.latency_ms / 1000

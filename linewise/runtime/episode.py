@@ -683,6 +683,8 @@ class _Episode:
             failure=failure,
             blocked=navigation.blocked,
             downloads=navigation.downloads,
+            refused_connections=navigation.refused_connections,
+            refused_connections_more=navigation.refused_connections_more,
             invisible_text=obs.invisible,
         )
 

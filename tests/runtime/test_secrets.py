@@ -150,6 +150,108 @@ def test_a_secret_marked_in_the_goal_is_typed_and_never_recorded(
     run.assert_never_leaked(SECRET)
 
 
+def test_a_secret_marked_in_a_task_files_goal_is_typed_and_never_recorded(
+    pages: StaticServer, tmp_path: Path
+) -> None:
+    """A task file's goal is read as ``--goal`` is: before, ``{{secret:…}}`` stayed in it
+    as written, and the value reached the prompts, the steps, the summary and stderr."""
+    goal = f"Sign in as the user and password {{{{secret:{SECRET}}}}}."
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(json.dumps({"tasks": [
+        {"id": "login", "url": pages.url("login.html"), "goal": goal, "max_steps": 6}]}))
+    run = sign_in(lambda m: login_script(m, "<secret:goal_1>"), tmp_path, str(tasks))
+    assert "Sign in as the user and password <secret:goal_1>." in run.prompts[0]
+    assert any("Echo: <secret:goal_1> / <secret:goal_1>" in p for p in run.prompts)
+    summary = json.loads((run.episode / "summary.json").read_text())
+    assert summary["task"]["goal"] == "Sign in as the user and password <secret:goal_1>."
+    run.assert_never_leaked(SECRET)
+
+
+def test_a_marked_value_elsewhere_in_a_task_file_is_refused(tmp_path: Path) -> None:
+    from linewise.errors import TaskFileError
+    from linewise.runtime.tasks.loader import load_task_file
+
+    tasks = tmp_path / "tasks.yaml"
+    for task in [{"id": "a", "url": "http://x.test/", "goal": "g",
+                  "success": {"answer_contains": "{{secret:hunter2}}"}},
+                 {"id": "b", "url": "http://x.test/", "goal": "use {{secret:hunter2}}",
+                  "secrets": {"goal_1": "OTHER"}}]:
+        tasks.write_text(json.dumps({"tasks": [task]}))
+        with pytest.raises(TaskFileError) as error:
+            load_task_file(tasks)
+        assert "hunter2" not in str(error.value)
+    # one value is one secret across the file, another value the next
+    tasks.write_text(json.dumps({"tasks": [
+        {"id": n, "url": "http://x.test/", "goal": g} for n, g in
+        [("a", "{{secret:hunter2}}"), ("b", "{{secret:swordfish}} {{secret:hunter2}}")]]}))
+    first, second = load_task_file(tasks)
+    assert first.goal == "<secret:goal_1>" and second.goal == "<secret:goal_2> <secret:goal_1>"
+    assert SecretStore.from_specs({**first.secrets, **second.secrets}).names == [
+        "goal_1", "goal_2"]
+
+
+def test_a_short_marked_value_stays_off_the_recorded_command_line() -> None:
+    """A one- or two-character value is not redacted inside text (it would blot out
+    ordinary words), so a recorded ``--goal`` kept it: the marked value itself goes."""
+    from linewise.runtime.goal_secrets import take_goal_secrets
+    from linewise.runtime.redaction import redact_argv
+
+    goal, _ = take_goal_secrets("Type {{secret:Q7}} and {{secret:x}} now")
+    assert goal == "Type <secret:goal_1> and <secret:goal_2> now"
+    assert redact_argv(["run", "--goal", "Type {{secret:Q7}} and {{secret:x}} now",
+                        "--goal=at {{secret:Q7}}"]) == [
+        "run", "--goal", "Type <secret:goal_1> and <secret:goal_2> now",
+        "--goal=at <secret:goal_1>"]
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for status in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = status.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(status.parent.name))
+    found: list[int] = []
+    todo = list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        found.append(child)
+        todo += children.get(child, [])
+    return found
+
+
+async def test_no_child_process_inherits_a_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chromium (every one of its processes) and the Playwright driver: before, a goal's
+    value was exported into this process's environment, and they inherited it and
+    every ``--secret`` variable."""
+    from linewise.runtime.browser.chromium import Browser
+    from linewise.runtime.goal_secrets import take_goal_secrets
+
+    monkeypatch.setenv("SITE_PASSWORD", SECRET)
+    monkeypatch.setenv("SITE_PASSWORD_COPY", f"x{SECRET}x")
+    SecretStore.from_specs({"password": SecretSpec(env="SITE_PASSWORD")})
+    take_goal_secrets("Sign in with {{secret:goal-Value-91}}")
+    before = set(_descendants(os.getpid()))
+    async with Browser() as browser:
+        session = await browser.new_session()
+        await session.page.goto("about:blank")
+        processes = [p for p in _descendants(os.getpid()) if p not in before]
+        environments = {}
+        for pid in processes:
+            try:
+                environments[pid] = Path(f"/proc/{pid}/environ").read_bytes()
+            except OSError:
+                continue
+        await session.close()
+    assert len(environments) >= 3  # the driver, Chromium and its helpers
+    assert any(b"PATH=" in env for env in environments.values())
+    for pid, env in environments.items():
+        for value in (SECRET, "goal-Value-91"):
+            assert value.encode() not in env, (pid, value)
+    assert os.environ["SITE_PASSWORD"] == SECRET  # this process's own is as it was
+
+
 BROWSER_SPELLED = "S3cr~t*P@ss! w0rd'(x)"
 """``~ * ! ' ( )`` and a space: a GET form and ``encodeURIComponent`` spell it otherwise."""
 

@@ -45,6 +45,7 @@ from linewise.apps.bench.schedule import (
     run_scheduled,
 )
 from linewise.errors import ConfigError, EndpointRefused, infra_kind_of
+from linewise.runtime import secret_env
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.budget import Budget, RunSpend, prices_of
 from linewise.runtime.run import open_models
@@ -82,8 +83,12 @@ def _episode_task(
     browser_config: BrowserConfig,
     out_dir: str,
     options: BenchOptions,
+    secret_values: dict[str, str] | None = None,
 ) -> EpisodeResult:
-    """Runs on a Ray worker: one episode on resources of its own."""
+    """Runs on a Ray worker: one episode on resources of its own. ``secret_values``: the
+    values the driver keeps by variable name (a goal's ``{{secret:…}}`` is in no
+    environment a worker could inherit)."""
+    secret_env.remember_all(secret_values or {})
     endpoint_settings = LinewiseSettings.model_validate(settings)
 
     async def run() -> EpisodeResult:
@@ -147,7 +152,7 @@ async def run_ray(
 
             def submit(spec: EpisodeSpec) -> Any:
                 return remote.remote(spec, resolved, browser_config, str(out_dir.resolve()),
-                                     options)
+                                     options, secret_env.kept())
 
             spend = RunSpend()
             budget = Budget(settings.budget, prices_of(settings.filter), spend)

@@ -30,6 +30,8 @@ class Report(BaseModel):
     by_task: list[GroupMetrics]
     blocked_navigations: int = 0
     """Page loads the navigation policy refused, over every episode."""
+    refused_connections: int = 0
+    """Other requests it refused (sub-resources, sockets, redirect hops)."""
 
 
 def build_report(results: list[EpisodeResult], bench: str, prices: Prices,
@@ -47,6 +49,7 @@ def build_report(results: list[EpisodeResult], bench: str, prices: Prices,
         by_task=grouped(results, lambda r: (r.base_task, r.filter, r.agent),
                         ("task", "filter", "agent"), prices, max_rounds),
         blocked_navigations=sum(r.blocked_navigations for r in results),
+        refused_connections=sum(r.refused_connections for r in results),
     )
 
 
@@ -284,5 +287,7 @@ def preamble(report: Report) -> list[str]:
         "Loops: answers that repeated an action which had changed nothing on the page; "
         "escaped when a re-ask chose another action, kept when every re-ask repeated it.",
         f"Navigation policy: {report.blocked_navigations} page load(s) blocked "
-        "(steps.jsonl `blocked` says which, why and who started them).",
+        "(steps.jsonl `blocked` says which, why and who started them), "
+        f"{report.refused_connections} other request(s) refused (`refused_connections`: "
+        "host, reason and count).",
     ]

@@ -90,6 +90,9 @@ class EpisodeResult(BaseModel):
     repeats_escaped: int = Field(default=0, description="Futile repeats a re-ask replaced.")
     repeats_kept: int = Field(default=0, description="Futile repeats every re-ask kept.")
     blocked_navigations: int = Field(default=0, description="Page loads the policy refused.")
+    refused_connections: int = Field(
+        default=0, description="Other requests the policy refused (sub-resources, sockets, "
+        "redirect hops).")
     action_errors: int = Field(default=0, description="Steps whose action failed.")
     parse_errors: int = Field(default=0, description="Steps with no usable action.")
     assisted_steps: int = Field(

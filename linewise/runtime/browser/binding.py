@@ -8,9 +8,13 @@ it dies with its document; it keeps the elements the marking found, by bid. So:
   origin and takes the element the model saw (the object, not an attribute a page could
   copy): a page that navigated since the observation, a popup that took the tab, or a
   planted element is refused, never typed into;
-- the screenshot mask reads from there the boxes of the fields secrets went into and of
-  the password fields, and paints them over the captured image, so what the page's
-  frames do (a refused ``file:`` frame, cross-origin frames) cannot undo it.
+- the screenshot mask reads from there the boxes of the fields secrets went into, of
+  the password fields and of every text that holds a secret (a page that echoes it),
+  and paints them over the captured image, so what the page's frames and styles do (a
+  refused ``file:`` frame, cross-origin frames, a rule that recolours the field) cannot
+  undo it. The boxes are read just before and just after the capture, with the
+  animations of what shows a secret (and of its ancestors) paused, and both are
+  painted: a field that moves cannot be captured in one place and measured in another.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from playwright.async_api import Page
 from linewise.errors import ActionError, BrowserError
 from linewise.runtime.browser.cdp import CDPSender
 from linewise.runtime.browser.scripts import own_js
+from linewise.runtime.redaction import MIN_VALUE_LENGTH
 
 log = structlog.get_logger(__name__)
 
@@ -69,6 +74,9 @@ class DocumentBinding:
 
     def __init__(self) -> None:
         self._world: _World | None = None
+        self.secret_values: set[str] = set()
+        """Values whose text the screenshot mask paints over: every secret typed, and
+        those the environment names (``SecretsEnvironment``)."""
 
     async def bind(self, page: Page, cdp: CDPSender, attribute: str) -> None:
         """Record the elements of ``page``'s document, as just marked under ``attribute``.
@@ -93,6 +101,7 @@ class DocumentBinding:
         """Type ``value`` into element ``bid`` of the observed document, if that document
         is still there and at ``origin``; otherwise ``ActionError`` and nothing typed."""
         world = self._world
+        self.secret_values.add(value)
         refused = "A secret is typed only into the page as it was observed"
         if world is None or world.page.is_closed():
             raise ActionError(f"{refused}, which is gone; nothing was typed.")
@@ -108,16 +117,21 @@ class DocumentBinding:
         if why_not is not None:
             raise ActionError(f"{refused} ({why_not}); nothing was typed.")
 
-    async def mask(self, page: Page, png: bytes) -> bytes:
-        """``png`` (a capture of ``page``'s viewport) with the secret and password fields
-        of the observed document painted over."""
+    async def boxes(self, page: Page, phase: str) -> tuple[list[list[float]], float]:
+        """The viewport boxes (CSS pixels) of what shows a secret in ``page``'s observed
+        document (``js/secret_field_boxes.js``) and the viewport's CSS width; none when
+        ``page`` is not the observed one. ``phase``: ``before`` a capture (the
+        animations of what shows a secret are paused, and it is measured once they are
+        still) or ``after`` it (measured again, and they run on)."""
         world = self._world
         if world is None or world.page is not page:
-            return png
-        found = await _call(world, own_js("secret_field_boxes.js"))
-        if not found or not found["boxes"]:
-            return png
-        return paint_boxes(png, found["boxes"], found["width"])
+            return [], 0.0
+        # A value too short would mask ordinary words (see MIN_VALUE_LENGTH).
+        values = sorted(v for v in self.secret_values if len(v) >= MIN_VALUE_LENGTH)
+        found = await _call(world, own_js("secret_field_boxes.js"), values, phase)
+        if not found:
+            return [], 0.0
+        return found["boxes"], float(found["width"])
 
 
 def paint_boxes(png: bytes, boxes: list[list[float]], css_width: float) -> bytes:

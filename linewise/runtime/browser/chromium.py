@@ -41,6 +41,7 @@ from linewise.runtime.browser.cdp import CDPConnection, CDPSender
 from linewise.runtime.browser.guard import NavigationGuard
 from linewise.runtime.browser.proxy import ProxyLimits, ProxyServer
 from linewise.runtime.browser.resolver import Resolver, resolver_rules
+from linewise.runtime.secret_env import child_environment, scrubbed_environ
 from linewise.settings import BrowserSettings
 
 log = structlog.get_logger(__name__)
@@ -140,7 +141,10 @@ class Browser:
 
     async def start(self) -> Browser:
         self.executable_path = find_chromium(self.config.chromium)
-        self._playwright = await async_playwright().start()
+        # The driver copies os.environ, and Chromium inherits the driver's: neither gets a
+        # secret's variable (``secret_env.py``).
+        with scrubbed_environ():
+            self._playwright = await async_playwright().start()
         await self._launch()
         return self
 
@@ -153,11 +157,13 @@ class Browser:
                 f"--remote-debugging-port={self.devtools_port}",
                 "--remote-debugging-address=127.0.0.1",
             ]
+        env: dict[str, str | float | bool] = {**child_environment()}
         try:
             self._browser = await self._playwright.chromium.launch(
                 headless=self.config.headless,
                 executable_path=self.executable_path,
                 args=args,
+                env=env,
                 slow_mo=self.config.slow_mo_ms or None,
                 # Ctrl+C in a terminal reaches the whole process group: linewise decides
                 # what it means (pause, stop after the step) and closes Chromium itself.

@@ -31,7 +31,7 @@ from playwright.async_api import Frame, Page
 
 from linewise.errors import BrowserError, BrowserStalled, ObservationError
 from linewise.records import SkippedFrame, Tab
-from linewise.runtime.browser.binding import DocumentBinding
+from linewise.runtime.browser.binding import DocumentBinding, paint_boxes
 from linewise.runtime.browser.cdp import CDPSender
 from linewise.runtime.browser.chromium import BrowserSession
 from linewise.runtime.browser.observation import (
@@ -395,22 +395,38 @@ async def _focused_bid(page: Page, frames: _FrameDeadlines, attribute: str) -> s
 
 
 async def _screenshot(cdp: CDPSender, page: Page, binding: DocumentBinding) -> bytes | None:
-    """The viewport, with password fields and fields a secret was typed into masked
-    twice: hidden by a style sheet while it is captured (also in same-origin frames),
-    and painted over from the boxes the observed document's private world knows
-    (``binding.py``), which no frame or page script can undo. A page that cannot be
-    masked is not shot."""
+    """The viewport, with password fields, fields a secret was typed into and text that
+    holds a secret masked twice: fields hidden by a style sheet while it is captured
+    (also in same-origin frames), and everything painted over from the boxes the
+    observed document's private world finds (``binding.py``), which no frame, style or
+    page script can undo. The boxes are read before the capture, once the animations of
+    what shows a secret are paused and have reached the compositor, and again after
+    it, and both readings are painted: a field an animation or a script moves is
+    covered where the capture saw it. A page that cannot be masked is not shot."""
+    measured = False
     try:
         await asyncio.wait_for(page.evaluate(own_js("mask_secret_fields.js"), True),
                                _SCREENSHOT_TIMEOUT_S)
+        measured = True
+        before, width = await asyncio.wait_for(binding.boxes(page, "before"),
+                                               _SCREENSHOT_TIMEOUT_S)
         shot = await asyncio.wait_for(cdp.send("Page.captureScreenshot", {"format": "png"}),
                                       _SCREENSHOT_TIMEOUT_S)
-        return await asyncio.wait_for(binding.mask(page, base64.b64decode(shot["data"])),
-                                      _SCREENSHOT_TIMEOUT_S)
+        measured = False
+        after, width_after = await asyncio.wait_for(binding.boxes(page, "after"),
+                                                    _SCREENSHOT_TIMEOUT_S)
+        png = base64.b64decode(shot["data"])
+        boxes = [*before, *(box for box in after if box not in before)]
+        if before and after and sorted(before) != sorted(after):
+            log.info("secret boxes moved during the screenshot; both places are masked")
+        return paint_boxes(png, boxes, width or width_after) if boxes else png
     except (PlaywrightError, BrowserError, TimeoutError) as exc:
         log.warning("screenshot failed", error=(str(exc) or "timed out").splitlines()[0])
         return None
     finally:
+        with contextlib.suppress(PlaywrightError, BrowserError, TimeoutError):
+            if measured:  # let the paused animations run on
+                await asyncio.wait_for(binding.boxes(page, "after"), _SCREENSHOT_TIMEOUT_S)
         with contextlib.suppress(PlaywrightError, TimeoutError):
             await asyncio.wait_for(page.evaluate(own_js("mask_secret_fields.js"), False),
                                    _SCREENSHOT_TIMEOUT_S)

@@ -49,6 +49,7 @@ from linewise.runtime.browser import guard_rules as rules
 from linewise.runtime.browser.navigation import ChainEnd, NavigationPolicy, redirect_chain
 from linewise.runtime.browser.proxy import ProxyHub, ProxyLimits, ProxyServer
 from linewise.runtime.browser.resolver import Resolver
+from linewise.runtime.redaction import redact_text
 
 log = structlog.get_logger(__name__)
 
@@ -83,10 +84,7 @@ class NavigationGuard(rules.GuardRecords):
         """The proxy the context must use (None with the policy off)."""
         if not self.policy.enforce:
             return None
-        policy = self.policy
-        return ProxyHub.shared().serve(
-            lambda to: policy.connection_refusal(to.host, to.port, to.addresses,
-                                                 by_name=to.by_name), resolver, limits)
+        return ProxyHub.shared().serve(self.connection_refusal, resolver, limits)
 
     async def attach(self, context: BrowserContext) -> None:
         """Watch ``context``; call before its first page opens."""
@@ -124,7 +122,8 @@ class NavigationGuard(rules.GuardRecords):
             if plan.action == "continue":
                 await route.continue_()
             elif plan.action == "blocked":
-                log.debug("sub-resource blocked", url=request.url[:200], reason=plan.reason)
+                assert plan.reason is not None
+                self.record_refused_connection(rules.request_host(request.url), plan.reason)
                 await route.abort("blockedbyclient")
             elif plan.action == "refused":
                 assert plan.reason is not None
@@ -307,7 +306,10 @@ async def _initiator(frame: Frame | None) -> NavigationInitiator:
 
 
 def _safe_filename(name: str) -> str:
-    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(name).name).strip("._")
+    """A name fit for the episode folder, made from the suggested name with every secret
+    already replaced by its placeholder: squeezed to ``[A-Za-z0-9._-]``, a secret's
+    value would be a spelling no redactor can tell (``S3cr~t*P@ss`` as ``S3cr_t_P_ss``)."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(redact_text(name)).name).strip("._")
     return cleaned[:120] or "download"
 
 

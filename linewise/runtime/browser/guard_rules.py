@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import urlsplit
 
 import structlog
 
@@ -19,8 +20,10 @@ from linewise.records import (
     DownloadRecord,
     NavigationEvents,
     NavigationInitiator,
+    RefusedConnection,
 )
 from linewise.runtime.browser.navigation import ChainEnd, NavigationPolicy, RequestKind
+from linewise.runtime.browser.resolver import Destination
 
 log = structlog.get_logger(__name__)
 
@@ -28,6 +31,9 @@ DOWNLOADS_OFF = "downloads are off (the --downloads flag saves them in the episo
 BLANK_PAGES = ("", "about:blank")
 # The browser's own error page after a failed or aborted load: not a page's navigation.
 BROWSER_PAGES = ("chrome-error://", "about:blank", "about:srcdoc")
+REFUSED_LISTED = 20
+"""How many hosts and reasons of refused requests one step lists; past that they are
+only counted (a page can make thousands)."""
 _CHROMIUM_REFUSALS = ("Not allowed to load local resource:",
                       "Not allowed to navigate top frame to data URL:")
 
@@ -140,6 +146,24 @@ def refused_by_chromium(kind: str, text: str) -> str | None:
     return None
 
 
+def host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def request_host(url: str) -> str:
+    """What a refused sub-resource is listed under: ``host:port`` as written (the port
+    the scheme implies if none is), or the scheme for a URL without a host."""
+    parts = urlsplit(url)
+    host = parts.hostname
+    if not host:
+        return f"{parts.scheme}:"
+    try:
+        port = parts.port or {"http": 80, "https": 443, "ws": 80, "wss": 443}.get(parts.scheme)
+    except ValueError:
+        port = None
+    return host_port(host.strip("[]"), port) if port else host
+
+
 def download_refusal(policy: NavigationPolicy | None, url: str, *, can_save: bool
                      ) -> str | None:
     reason = policy.refusal(url) if policy is not None and url.startswith(
@@ -159,6 +183,8 @@ class GuardRecords:
         self._lock = threading.Lock()
         self._events = NavigationEvents()
         self._unreported: list[BlockedNavigation] = []
+        self._refused: dict[tuple[str, str], int] = {}
+        self._refused_more = 0
         self._bounced_from: set[str] = set()
         """Pages that sent a tab to a refused document (``must_empty_after_going_back``)."""
 
@@ -171,10 +197,29 @@ class GuardRecords:
         return reason
 
     def take_events(self) -> NavigationEvents:
-        """Blocks and downloads since the last call."""
+        """Blocks, downloads and refused requests since the last call."""
         with self._lock:
             events, self._events = self._events, NavigationEvents()
-        return events
+            refused, self._refused = self._refused, {}
+            more, self._refused_more = self._refused_more, 0
+        return events.model_copy(update={
+            "refused_connections": [RefusedConnection(host=host, reason=reason, count=count)
+                                    for (host, reason), count in refused.items()],
+            "refused_connections_more": more})
+
+    def record_refused_connection(self, host: str, reason: str) -> None:
+        """A request that is not a page load refused by the policy (the proxy's refusals,
+        on its own thread, and sub-resources the route refused): counted by host and
+        reason, the first ``REFUSED_LISTED`` of them listed."""
+        log.debug("request refused by the policy", host=host[:200], reason=reason)
+        with self._lock:
+            key = (host, reason)
+            if key in self._refused:
+                self._refused[key] += 1
+            elif len(self._refused) < REFUSED_LISTED:
+                self._refused[key] = 1
+            else:
+                self._refused_more += 1
 
     def take_notes(self) -> list[BlockedNavigation]:
         """Blocks the model has not been told about (its own refusals are action errors)."""
@@ -189,6 +234,16 @@ class GuardRecords:
             self._events.blocked.append(block)
             if tell_model:
                 self._unreported.append(block)
+
+    def connection_refusal(self, to: Destination) -> str | None:
+        """The policy's refusal of a connection the proxy is asked for (recorded), or
+        None to make it."""
+        assert self.policy is not None
+        reason = self.policy.connection_refusal(to.host, to.port, to.addresses,
+                                                by_name=to.by_name)
+        if reason is not None:
+            self.record_refused_connection(host_port(to.host, to.port), reason)
+        return reason
 
     def record_download(self, download: DownloadRecord) -> None:
         log.info("download", url=download.url[:200], saved_as=download.saved_as,

@@ -70,9 +70,7 @@ class SyncNavigationGuard(rules.GuardRecords):
         return {**CONTEXT_OPTIONS, "proxy": {"server": self._proxy.url}}
 
     def _connection_refusal(self, to: Destination) -> str | None:
-        policy = self.policy
-        return policy.connection_refusal(to.host, to.port, to.addresses, by_name=to.by_name
-                                         ) if policy is not None else None
+        return self.connection_refusal(to) if self.policy is not None else None
 
     def close(self) -> None:
         if self._proxy is not None:
@@ -113,6 +111,8 @@ class SyncNavigationGuard(rules.GuardRecords):
             if plan.action == "continue":
                 route.continue_()
             elif plan.action == "blocked":
+                assert plan.reason is not None
+                self.record_refused_connection(rules.request_host(request.url), plan.reason)
                 route.abort("blockedbyclient")
             elif plan.action == "refused":
                 assert plan.reason is not None

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from linewise.errors import ConfigError
 from linewise.runtime.browser.chromium import CHROMIUM_ARGS, GYM_BID_ATTRIBUTE, find_chromium
+from linewise.runtime.secret_env import scrubbed_environ
 
 _local = threading.local()
 
@@ -62,7 +63,8 @@ def thread_playwright() -> Any:
     if playwright is None:
         from playwright.sync_api import sync_playwright
 
-        playwright = sync_playwright().start()
+        with scrubbed_environ():  # the driver, and so its Chromium, holds no secret
+            playwright = sync_playwright().start()
         original = playwright.chromium.launch
         executable = find_chromium()
 

@@ -157,6 +157,10 @@ class ChromiumEnv:
         self._last = last
         return last
 
+    def mask_secret_values(self, values: list[str]) -> None:
+        """Paint over text holding any of ``values`` in this episode's screenshots."""
+        self.session.binding.secret_values.update(values)
+
     async def type_secret(self, action: ParsedAction, value: str, origin: str) -> ActionOutcome:
         """``action``, a ``fill`` of a secret, typing ``value`` only into the document
         last observed and only while it is at ``origin`` (``binding.py``)."""

@@ -27,6 +27,7 @@ from linewise.errors import ConfigError, ModelError
 from linewise.runtime.models import server_process
 from linewise.runtime.models.files import EMBEDDED_MODEL, resolve_model_path
 from linewise.runtime.models.server_process import EXIT_PORT_IN_USE, default_threads
+from linewise.runtime.secret_env import child_environment
 from linewise.settings import DEFAULT_CONTEXT_TOKENS
 
 log = structlog.get_logger(__name__)
@@ -285,6 +286,7 @@ class LocalModelServer:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # Ctrl-C reaches us, not the model; we stop it
                 close_fds=True,
+                env=child_environment(),  # no secret's or key's variable
             )
         except OSError as exc:
             raise ModelError(f"Cannot launch the local model server: {exc}") from exc

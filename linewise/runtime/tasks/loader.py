@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from linewise.errors import ConfigError, TaskFileError
-from linewise.runtime.goal_secrets import take_goal_secrets
+from linewise.runtime.goal_secrets import MARKED, GoalSecrets, take_goal_secrets
 from linewise.runtime.tasks.schema import (
     TASK_MODELS,
     AnyTask,
@@ -92,8 +92,34 @@ def load_task_file(path: str | os.PathLike[str]) -> list[AnyTask]:
         task_file = TaskFile.model_validate(merged)
     except ValidationError as exc:
         raise _file_error(name, exc, merged, root) from None
-    log.debug("task_file_loaded", path=name, tasks=len(task_file.tasks))
-    return list(task_file.tasks)
+    tasks = _take_goal_secrets(name, list(task_file.tasks))
+    log.debug("task_file_loaded", path=name, tasks=len(tasks))
+    return tasks
+
+
+def _take_goal_secrets(name: str, tasks: list[AnyTask]) -> list[AnyTask]:
+    """Each ``{{secret:VALUE}}`` in a web task's goal made a secret, as ``--goal`` does
+    (``goal_secrets.py``; one value is one ``goal_N`` across the file); one anywhere else
+    is an error, since nothing else is read for it and the value would stay in clear."""
+    goals = GoalSecrets()
+    taken: list[AnyTask] = []
+    for index, task in enumerate(tasks):
+        where = f"tasks[{index}] (id {task.id!r})"
+        rest = task.model_dump_json(exclude={"goal"} if isinstance(task, WebTask) else None)
+        if MARKED.search(rest):
+            raise TaskFileError(name, f"{where}: {{{{secret:...}}}} is read only in the goal "
+                                "of a web task (url: and goal:)")
+        if isinstance(task, WebTask):
+            goal, specs = goals.take(task.goal)
+            clash = sorted(set(specs) & set(task.secrets))
+            if clash:
+                raise TaskFileError(name, f"{where}: the secret name {clash[0]!r} is taken by "
+                                    "a {{secret:...}} of the goal; rename it")
+            if specs:
+                task = task.model_copy(update={"goal": goal,
+                                               "secrets": {**task.secrets, **specs}})
+        taken.append(task)
+    return taken
 
 
 def adhoc_task(url: str, goal: str, max_steps: int) -> WebTask:

