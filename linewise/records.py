@@ -312,8 +312,10 @@ class ReplayStep(BaseModel):
         default=None, description="Why the recorded step was healed instead of replayed.")
     detail: str = Field(default="", description="What was looked for and found, in words.")
     skill: str | None = Field(
-        default=None, description="The skill whose step this was (``run_skill``), when the "
-        "action model called one.")
+        default=None, description="The skill whose step this was (``run_skill``).")
+    skill_start: Literal["model", "goal"] | None = Field(
+        default=None, description="On a skill's first step: who started it: the action "
+        "model's call, or the goal fitting the skill's template (``agent.skill_start``).")
 
 
 class ReplaySummary(BaseModel):

@@ -235,6 +235,12 @@ class AgentSettings(BaseModel):
         "call run_skill with those whose first elements are on the page; a skill's steps "
         "then replay with no model call until it ends or a step does not fit.",
     )
+    skill_start: Literal["goal", "model"] = Field(
+        default="goal",
+        description="goal: at an episode's first step, a skill whose goal template the goal "
+        "fits (and whose precondition holds) runs with the goal's values, no model asked; "
+        "model: a skill runs only when the action model calls run_skill.",
+    )
     replay_cache: Path | None = Field(
         default=None,
         description="A folder of programs of solved tasks (`--replay-cache`): a task solved "

@@ -66,6 +66,7 @@ SETTINGS_FLAGS: dict[str, tuple[SettingsPath, ...]] = {
     "memory_k": (("agent", "memory_k"),),
     "replay_cache": (("agent", "replay_cache"),),
     "skills": (("agent", "skills"),),
+    "skill_start": (("agent", "skill_start"),),
     "memory_budget": (("agent", "memory_budget_tokens"),),
     "headless": (("browser", "headless"),),
     "chromium": (("browser", "chromium"),),
@@ -329,6 +330,10 @@ def add_agent_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--skills", type=Path, metavar="DIR",
                         help="offer the action model run_skill with the skills of DIR "
                         "(linewise skills build) whose first elements are on the page")
+    parser.add_argument("--skill-start", choices=["goal", "model"],
+                        help="goal: a skill whose goal template the goal fits starts at the "
+                        "first step, no model asked; model: only when the model calls "
+                        f"run_skill ({default_of('skill_start')})")
     parser.add_argument("--replay-cache", type=Path, metavar="DIR",
                         help="replay a task solved before from its program in DIR (healed by "
                         "the model where the page changed) and keep each solved task's "

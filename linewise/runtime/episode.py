@@ -249,6 +249,7 @@ class _Episode:
         """The skill running (``run_skill``) and its replay."""
         self.skill_note = ""
         """What the next prompt says of the skill that just ended."""
+        self._goal_skill_tried = False
         self.replay = (ReplayDriver(config.program, heal=config.heal, fallback=config.fallback)
                        if config.program is not None else None)
         if self.replay is not None:
@@ -435,8 +436,12 @@ class _Episode:
         timings = StepTimings(observe_ms=(observed - started) * 1000)
         step.replay = plan
         try:
-            step.decision = (plan.decision if plan is not None and plan.decision is not None
-                             else await self.agent.decide(goal, view, self._spend_check))
+            if plan is not None and plan.decision is not None:
+                step.decision = plan.decision
+            elif (started_by_goal := self._goal_skill(view)) is not None:
+                step.decision = started_by_goal
+            else:
+                step.decision = await self.agent.decide(goal, view, self._spend_check)
         except LLMError as exc:
             step.decision = Decision(error=str(exc), calls=[exc.call] if exc.call else [])
             self.writer.write_step(self._record(step, view, timings, started))
@@ -504,6 +509,25 @@ class _Episode:
             obs = await self.env.observe(screenshot=self.config.screenshots)
         return obs
 
+    def _goal_skill(self, view: PageView) -> Decision | None:
+        """At an episode's first step, the call of the skill whose goal template the goal
+        fits (``agent.skill_start`` goal): the template is the check that the skill is
+        the task's own, so no model is asked. Once only: a skill that stops hands the
+        episode to the model."""
+        if (self.config.agent.skill_start != "goal" or self.agent.history
+                or self._goal_skill_tried):
+            return None
+        self._goal_skill_tried = True
+        fitting = [offer for offer in view.skills if offer.arguments is not None]
+        if not fitting:
+            return None
+        offer = fitting[0]
+        action = ParsedAction(name="run_skill", arguments={
+            "name": offer.name, "arguments": offer.arguments})
+        return Decision(think=f"The goal fits the skill {offer.name}'s template.",
+                        action=action, action_text=str(action), page_key=view.page_key,
+                        url=view.url)
+
     def _start_skill(self, step: StepContext, obs: Observation) -> str | None:
         """Start the skill the model called, and make its first step this step's action;
         why it cannot start, as the model is told, or None."""
@@ -525,6 +549,8 @@ class _Episode:
             return (f"The skill {name} cannot start on this page: "
                     f"{driver.summary.detail or 'its first element is not here'}.")
         first.record.skill = name
+        first.record.skill_start = ("model" if step.decision is not None
+                                    and step.decision.calls else "goal")
         self.skill = (skill, driver)
         step.replay, step.action = first, first.decision.action
         log.info("skill started", task_id=self.task_id, skill=name, arguments=arguments)

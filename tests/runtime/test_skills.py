@@ -70,20 +70,24 @@ async def test_a_skill_from_five_seeds_logs_in_on_a_sixth_with_its_credentials(
             assert value not in body, value
     assert read_skill(tmp_path / "skills" / "login_user.json") == skill
 
-    caller = FunctionModel(skill_caller)
-    settings = LinewiseSettings().resolved()
-    settings = settings.model_copy(update={"agent": settings.agent.model_copy(
-        update={"skills": tmp_path / "skills", "action_grammar": "on"})})
     test = linewise.MiniWoBTask(miniwob="login-user", seed=5, max_steps=5)
-    [summary] = await linewise.run(test, model=caller, settings=settings,
-                                   out_dir=tmp_path / "test")
-    assert summary.success is True and summary.outcome == "agent", summary
-    assert len(caller.requests) == 1 and summary.skill_steps == 3
-    steps = read_steps(summary.directory)  # type: ignore[arg-type]
-    assert [s.replay.skill if s.replay else None for s in steps] == ["login_user"] * 3
-    assert steps[0].action_raw is not None and "run_skill(" in steps[0].action_raw
-    user, password = re.findall(r'"([^"]+)"', summary.goal)
-    assert [s.action.split(", ")[1] for s in steps[:2]] == [f"'{user}')", f"'{password}')"]
+    for start, calls in (("goal", 0), ("model", 1)):
+        caller = FunctionModel(skill_caller)
+        settings = LinewiseSettings().resolved()
+        settings = settings.model_copy(update={"agent": settings.agent.model_copy(update={
+            "skills": tmp_path / "skills", "action_grammar": "on", "skill_start": start})})
+        [summary] = await linewise.run(test, model=caller, settings=settings,
+                                       out_dir=tmp_path / f"test-{start}")
+        assert summary.success is True and summary.outcome == "agent", summary
+        assert len(caller.requests) == calls and summary.skill_steps == 3
+        steps = read_steps(summary.directory)  # type: ignore[arg-type]
+        assert [s.replay.skill if s.replay else None for s in steps] == ["login_user"] * 3
+        assert steps[0].replay is not None and steps[0].replay.skill_start == start
+        assert steps[0].action_raw is not None and "run_skill(" in steps[0].action_raw
+        user, password = re.findall(r'"([^"]+)"', summary.goal)
+        assert [s.action.split(", ")[1] for s in steps[:2]] == [f"'{user}')",
+                                                                f"'{password}')"]
+    # called by the model: the grammar offered the skill with its parameters
     grammar = caller.requests[0].params["extra_body"]["grammar"]
     assert "run_skill('login_user', {" in grammar
 

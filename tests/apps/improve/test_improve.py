@@ -123,9 +123,10 @@ def test_the_skills_arm_benches_the_test_seeds_with_skills_from_the_training_see
     assert row["skills"] == 1
     assert (row["test"]["successes"], row["test"]["judged"]) == (2, 2)
     assert (row["test_skills"]["successes"], row["test_skills"]["judged"]) == (2, 2)
-    # by hand: a fill and a click, each a call; with the skill: one call for both
+    # by hand: a fill and a click, each a call; with the skill, which the goal fits:
+    # none (the skill starts at the first step, agent.skill_start goal)
     assert row["test"]["calls_per_episode"] == 2.0
-    assert row["test_skills"]["calls_per_episode"] == 1.0
+    assert row["test_skills"]["calls_per_episode"] == 0.0
     table = (out / "improve.md").read_text()
-    assert "| 1 | 100.0 ± 0.0 (2/2) | 2.0 (1.0) |" in table, table
+    assert "| 1 | 100.0 ± 0.0 (2/2) | 2.0 (0.0) |" in table, table
     assert (out / "round-1" / "skills" / "enter_text.json").is_file()
