@@ -124,3 +124,11 @@ def test_bad_skill_input_is_refused_naming_the_file(tmp_path: Path) -> None:
                            str(tmp_path / "empty"), "--out", str(tmp_path / "out")],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "holds no successful episode" in done.stderr
+    # a run given an empty skill set stops before anything starts, naming the folder
+    done = subprocess.run([sys.executable, "-m", "linewise.cli.main", "run", "--url",
+                           "http://127.0.0.1:9/", "--goal", "g", "--skills",
+                           str(tmp_path / "empty"), "--base-url", "http://127.0.0.1:9/v1",
+                           "--model", "m", "--out", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "holds no skill" in done.stderr, done.stderr
+    assert str(tmp_path / "empty") in done.stderr
