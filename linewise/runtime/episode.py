@@ -34,7 +34,7 @@ from linewise.agent.filters.truncate import NoFilter
 from linewise.agent.history import PastAction
 from linewise.agent.models import ChatModel
 from linewise.agent.policy import ActionAgent, Decision, page_key
-from linewise.agent.prompt import PageView, SkillOffer
+from linewise.agent.prompt import PageView
 from linewise.agent.prompt_fit import fit_view
 from linewise.agent.targets import pointed_entry_links
 from linewise.axtree import bid_of, bids_in, element_lines
@@ -44,7 +44,6 @@ from linewise.errors import (
     EndpointRefused,
     LinewiseError,
     LLMError,
-    ProgramError,
     TraceWriteError,
     infra_kind_of,
 )
@@ -71,7 +70,8 @@ from linewise.runtime.envs.base import Environment
 from linewise.runtime.envs.factory import environment_for
 from linewise.runtime.replay.driver import ReplayDriver, ReplayPlan
 from linewise.runtime.replay.program import Program
-from linewise.runtime.replay.skill import Skill, SkillLibrary, parse_skill_call, skills_for
+from linewise.runtime.replay.skill import SkillLibrary, skills_for
+from linewise.runtime.replay.skill_runner import SkillRunner
 from linewise.runtime.secrets import SecretsEnvironment, SecretStore
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 from linewise.runtime.tasks.schema import AnyTask
@@ -245,11 +245,8 @@ class _Episode:
             directory=directory,
             task=config.task_spec,
         )
-        self.skill: tuple[Skill, ReplayDriver] | None = None
-        """The skill running (``run_skill``) and its replay."""
-        self.skill_note = ""
-        """What the next prompt says of the skill that just ended."""
-        self._goal_skill_tried = False
+        self.skills = (SkillRunner(config.skills, config.agent.skill_start)
+                       if config.skills is not None and config.program is None else None)
         self.replay = (ReplayDriver(config.program, heal=config.heal, fallback=config.fallback)
                        if config.program is not None else None)
         if self.replay is not None:
@@ -393,8 +390,8 @@ class _Episode:
         plan = self.replay.plan(obs) if self.replay is not None else None
         if plan is not None and plan.stop is not None:
             raise _Diverged(plan.stop)
-        if plan is None and self.skill is not None:
-            plan = self._skill_step(obs)
+        if plan is None and self.skills is not None:
+            plan = self.skills.next_step(obs)
         if index == 0 and self.config.memory is not None:
             # Once per episode, on its first page: the same examples in every prompt keep
             # the prompt's prefix (and the server's cache of it) unchanged.
@@ -413,10 +410,11 @@ class _Episode:
             step.filtered = step.filter_input.keep("replay", _lines_of(
                 obs.lines, plan.decision.action.bids if plan.decision.action else []))
         else:
-            view.guidance = (plan.guidance or "") if plan is not None else self.skill_note
-            self.skill_note = ""
-            if self.config.skills is not None and self.replay is None:
-                view.skills = _offers(self.config.skills.offered(goal, obs.lines), goal)
+            if self.skills is not None:
+                view.guidance = self.skills.take_note()
+                view.skills = self.skills.offers(goal, obs.lines)
+            if plan is not None:
+                view.guidance = plan.guidance or ""
             step.filtered = fit_view(step.filter_input,
                                      await self.filter.apply(step.filter_input),
                                      self.agent.view_room(goal, view))
@@ -438,8 +436,9 @@ class _Episode:
         try:
             if plan is not None and plan.decision is not None:
                 step.decision = plan.decision
-            elif (started_by_goal := self._goal_skill(view)) is not None:
-                step.decision = started_by_goal
+            elif self.skills is not None and (by_goal := self.skills.goal_decision(
+                    view, first_step=not self.agent.history)) is not None:
+                step.decision = by_goal
             else:
                 step.decision = await self.agent.decide(goal, view, self._spend_check)
         except LLMError as exc:
@@ -457,9 +456,14 @@ class _Episode:
                 if isinstance(replaced, str):  # set as text, not through replace_action
                     step.replace_action(replaced)
             if step.action is not None and step.action.name == "run_skill":
-                refusal = self._start_skill(step, obs)
-                if refusal is not None:
-                    step.outcome = ActionOutcome(error=refusal)
+                skill = (self.skills.begin(step.action, obs,
+                                           by_model=bool(step.decision.calls))
+                         if self.skills is not None else "No skills are loaded (--skills).")
+                if isinstance(skill, str):
+                    step.outcome = ActionOutcome(error=skill)
+                else:
+                    assert skill.decision is not None
+                    step.replay, step.action = skill, skill.decision.action
             if step.outcome is None and step.action is not None:
                 step.outcome = await self.env.act(step.action)
                 timings.act_ms = step.outcome.duration_ms
@@ -474,8 +478,8 @@ class _Episode:
                     self.replay.heal_chose(plan, step.action)
                 self.replay.ran(plan, error or (step.decision.error
                                                 if step.action is None else None))
-            elif step.replay is not None and self.skill is not None:
-                self.skill[1].ran(step.replay, error)
+            elif step.replay is not None and self.skills is not None:
+                self.skills.ran(step.replay, error)
             stage = "status"
             status = await self.env.status()
         except BaseException as exc:
@@ -499,7 +503,7 @@ class _Episode:
         """The page, looked at again a few times while a replay (or a running skill) is
         waiting for it to settle."""
         obs = await self.env.observe(screenshot=self.config.screenshots)
-        driver = self.replay or (self.skill[1] if self.skill is not None else None)
+        driver = self.replay or (self.skills.driver if self.skills is not None else None)
         if driver is None:
             return obs
         for wait_s in REPLAY_SETTLE_S:
@@ -508,74 +512,6 @@ class _Episode:
             await asyncio.sleep(wait_s)
             obs = await self.env.observe(screenshot=self.config.screenshots)
         return obs
-
-    def _goal_skill(self, view: PageView) -> Decision | None:
-        """At an episode's first step, the call of the skill whose goal template the goal
-        fits (``agent.skill_start`` goal): the template is the check that the skill is
-        the task's own, so no model is asked. Once only: a skill that stops hands the
-        episode to the model."""
-        if (self.config.agent.skill_start != "goal" or self.agent.history
-                or self._goal_skill_tried):
-            return None
-        self._goal_skill_tried = True
-        fitting = [offer for offer in view.skills if offer.arguments is not None]
-        if not fitting:
-            return None
-        offer = fitting[0]
-        action = ParsedAction(name="run_skill", arguments={
-            "name": offer.name, "arguments": offer.arguments})
-        return Decision(think=f"The goal fits the skill {offer.name}'s template.",
-                        action=action, action_text=str(action), page_key=view.page_key,
-                        url=view.url)
-
-    def _start_skill(self, step: StepContext, obs: Observation) -> str | None:
-        """Start the skill the model called, and make its first step this step's action;
-        why it cannot start, as the model is told, or None."""
-        assert step.action is not None
-        library = self.config.skills
-        name, arguments = parse_skill_call(step.action)
-        skill = library.skills.get(name) if library is not None else None
-        if skill is None:
-            known = ", ".join(sorted(library.skills)) if library is not None else "none"
-            return f"There is no skill {name!r} (skills: {known})."
-        try:
-            program = skill.bind(arguments)
-        except ProgramError as exc:
-            return str(exc)
-        driver = ReplayDriver(program, heal=False)
-        driver.begin(obs.url)
-        first = driver.plan(obs)
-        if first.decision is None or first.record is None:
-            return (f"The skill {name} cannot start on this page: "
-                    f"{driver.summary.detail or 'its first element is not here'}.")
-        first.record.skill = name
-        first.record.skill_start = ("model" if step.decision is not None
-                                    and step.decision.calls else "goal")
-        self.skill = (skill, driver)
-        step.replay, step.action = first, first.decision.action
-        log.info("skill started", task_id=self.task_id, skill=name, arguments=arguments)
-        return None
-
-    def _skill_step(self, obs: Observation) -> ReplayPlan | None:
-        """The running skill's next step, or None when it ended (the note for the next
-        prompt says how)."""
-        assert self.skill is not None
-        skill, driver = self.skill
-        plan = driver.plan(obs)
-        if plan.decision is not None and plan.record is not None:
-            plan.record.skill = skill.name
-            return plan
-        self.skill = None
-        ran = driver.summary.replayed_steps
-        if driver.summary.divergence == "program_ended":
-            self.skill_note = f"\n# Skill\nThe skill {skill.name} ran all its {ran} steps.\n"
-        else:
-            self.skill_note = (f"\n# Skill\nThe skill {skill.name} stopped after {ran} of "
-                               f"its {len(skill.steps)} steps: {driver.summary.detail}. Go "
-                               "on from the page as it is.\n")
-        log.info("skill ended", task_id=self.task_id, skill=skill.name, steps=ran,
-                 reason=driver.summary.divergence)
-        return None
 
     def _spend_check(self, calls: list[LLMCall]) -> str | None:
         """Why this step may make no more calls: the budget, counting its calls so far."""
@@ -741,12 +677,6 @@ def filter_misses(action: ParsedAction | None, tree_lines: Sequence[str],
 
 class _Diverged(Exception):
     """A replay met a step it cannot replay and may not heal: the episode ends."""
-
-
-def _offers(skills: list[Skill], goal: str) -> list[SkillOffer]:
-    return [SkillOffer(name=skill.name, parameters=[p.name for p in skill.parameters],
-                       doc=skill.doc, arguments=skill.arguments_from(goal))
-            for skill in skills]
 
 
 def _lines_of(lines: Sequence[str], bids: Iterable[str]) -> list[int]:
