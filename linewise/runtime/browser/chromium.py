@@ -39,6 +39,7 @@ from linewise.records import DialogRecord
 from linewise.runtime.browser.binding import DocumentBinding
 from linewise.runtime.browser.cdp import CDPConnection, CDPSender
 from linewise.runtime.browser.guard import NavigationGuard
+from linewise.runtime.browser.observed import ObservedDocuments
 from linewise.runtime.browser.proxy import ProxyLimits, ProxyServer
 from linewise.runtime.browser.resolver import Resolver, resolver_rules
 from linewise.settings import BrowserSettings
@@ -297,6 +298,8 @@ class BrowserSession:
         """Where this episode's marking keeps element ids (``private_bid_attribute``)."""
         self.binding = DocumentBinding()
         """The document last observed, where secrets are typed (``binding.py``)."""
+        self.observed = ObservedDocuments()
+        """The documents last observed: the marking's records (``observed.py``)."""
         self._history: list[Page] = []
         self._cdp: dict[Page, CDPSender] = {}
         self.fault: BrowserCrashed | None = None
