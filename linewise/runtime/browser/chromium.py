@@ -24,6 +24,7 @@ from playwright.async_api import (
     BrowserContext,
     CDPSession,
     Dialog,
+    ElementHandle,
     Frame,
     Page,
     Playwright,
@@ -299,7 +300,7 @@ class BrowserSession:
         self.binding = DocumentBinding()
         """The document last observed, where secrets are typed (``binding.py``)."""
         self.observed = ObservedDocuments()
-        """The documents last observed: the marking's records (``observed.py``)."""
+        """The documents last observed, where actions find their elements (``observed.py``)."""
         self._history: list[Page] = []
         self._cdp: dict[Page, CDPSender] = {}
         self.fault: BrowserCrashed | None = None
@@ -363,6 +364,11 @@ class BrowserSession:
         if page in self._history:
             self._history.remove(page)
         self._history.append(page)
+
+    async def observed_element(self, bid: str) -> ElementHandle:
+        """The element marked ``bid`` in the document the model last observed, if that is
+        still the active tab's (``observed.py``)."""
+        return await self.observed.element(bid, self.page)
 
     @property
     def page(self) -> Page:

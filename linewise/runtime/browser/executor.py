@@ -19,8 +19,9 @@ from pydantic import BaseModel, Field
 
 from linewise.agent.action_parser import ParsedAction
 from linewise.agent.actions import ACTIONS, ActionContext
-from linewise.errors import ActionError, ElementNotFound
+from linewise.errors import ActionError, BrowserError, ElementNotFound
 from linewise.records import TargetBox
+from linewise.runtime.browser.observed import URL_SHOWN, page_changed
 from linewise.runtime.browser.scripts import own_js
 
 log = structlog.get_logger(__name__)
@@ -59,23 +60,7 @@ async def execute_action(
     for the page to settle (at most ``settle_timeout_s``: a page busy in a script or a
     dialog loop is observed as it is). Never raises for page trouble."""
     started = time.perf_counter()
-    error: str | None = None
-    failed_bid: str | None = None
-    try:
-        if run is not None:
-            await run(ctx)
-        else:
-            await ACTIONS[action.name](ctx, **action.arguments)
-    except ElementNotFound as exc:
-        error, failed_bid = str(exc), exc.bid
-    except ActionError as exc:
-        error = str(exc)
-    except PlaywrightTimeoutError as exc:
-        error = describe_playwright_error(exc, timeout=True)
-    except PlaywrightError as exc:
-        error = describe_playwright_error(exc)
-    except (ValueError, TypeError) as exc:
-        error = f"{type(exc).__name__}: {exc}"
+    error, failed_bid = await _run(action, ctx, run)
     acted = time.perf_counter()
     try:
         await asyncio.wait_for(settle_page(ctx, settle or SettleConfig()), settle_timeout_s)
@@ -90,6 +75,44 @@ async def execute_action(
         duration_ms=(acted - started) * 1000,
         settle_ms=(done - acted) * 1000,
     )
+
+
+async def _run(action: ParsedAction, ctx: ActionContext,
+               run: Callable[[ActionContext], Awaitable[None]] | None
+               ) -> tuple[str | None, str | None]:
+    """The action's error for the model, and the element it could not find, if any."""
+    try:
+        if run is not None:
+            await run(ctx)
+        else:
+            await ACTIONS[action.name](ctx, **action.arguments)
+    except ElementNotFound as exc:
+        return str(exc), exc.bid
+    except ActionError as exc:
+        return str(exc), None
+    except PlaywrightTimeoutError as exc:
+        return describe_playwright_error(exc, timeout=True), None
+    except PlaywrightError as exc:
+        if any(gone in str(exc) for gone in DOCUMENT_GONE):
+            # The element's document went while the action ran on it: Playwright
+            # refused to go on in another (``observed.py``).
+            return str(page_changed(f"its element left it while the action ran (the tab "
+                                    f"is at {_url(ctx)})")), None
+        return describe_playwright_error(exc), None
+    except (ValueError, TypeError) as exc:
+        return f"{type(exc).__name__}: {exc}", None
+    return None, None
+
+
+DOCUMENT_GONE = ("Element is not attached to the DOM", "Execution context was destroyed")
+"""What Playwright says of an element handle whose document is gone."""
+
+
+def _url(ctx: ActionContext) -> str:
+    try:
+        return ctx.page.url[:URL_SHOWN]
+    except BrowserError:
+        return "(no tab)"
 
 
 def describe_playwright_error(exc: PlaywrightError, *, timeout: bool = False) -> str:
