@@ -128,6 +128,95 @@ async def test_an_action_is_not_taken_on_the_page_a_navigation_planted(
     assert site.hits["/paid"] == 0
 
 
+@pytest.mark.parametrize("name", ["fill", "click"])
+async def test_an_action_is_not_taken_in_a_popup_a_cross_origin_frame_opened(
+    browser: Browser, servers: tuple[Site, Site], tmp_path: Path, name: str
+) -> None:
+    site, evil = servers
+    template, label, kind = ACTIONS[name]
+    site.pages["/pay"] = _page(
+        FORM + f"<iframe src='http://127.0.0.1:{evil.port}/ad'></iframe>")
+    # the frame learns the attribute from its own marking, then opens its popup
+    evil.pages["/ad"] = _page("<p>Ad</p>" + LEARN + GO.format(
+        action=f"window.open('http://127.0.0.1:{evil.port}/plant?kind={kind}&attr=' "
+               "+ window.learned)"))
+
+    async def open_popup() -> None:
+        evil.pages["/go"] = (200, {}, "1")
+        await until(lambda: hits(evil, "/plant") > 0, "the frame opened its popup")
+        await asyncio.sleep(0.3)
+
+    model = on(label, template)
+    model.while_thinking[0] = open_popup
+    summary, steps = await episode(browser, site, evil, "/pay", model, tmp_path)
+    assert acted(evil) == []
+    assert summary.status == "finished", summary.error
+    # the action went to the page the model observed, which is still the one it is on
+    assert steps[0].action_error is None
+    assert site.hits["/paid"] == (1 if name == "click" else 0)
+    after = steps[1]
+    assert after.url == f"http://127.0.0.1:{site.port}/pay"
+    assert [(t.active, t.url.split("?")[0]) for t in after.tabs] == [
+        (True, f"http://127.0.0.1:{site.port}/pay"),
+        (False, f"http://127.0.0.1:{evil.port}/plant"),
+    ]
+
+
+LINK_NEXT = "link 'Next'"
+BUTTON_OPEN = "button 'Open'"
+
+
+async def test_a_popup_the_agent_opened_becomes_the_active_tab(
+    browser: Browser, servers: tuple[Site, Site], tmp_path: Path
+) -> None:
+    site, evil = servers
+    site.pages["/links"] = _page(
+        "<a href='/next' target='_blank'>Next</a>"
+        "<button onclick=\"window.open('/script')\">Open</button>")
+    site.pages["/next"] = _page("<button>Continue</button>")
+    site.pages["/script"] = _page("<button>Scripted</button>")
+    model = Model([
+        lambda tree: f"click('{bid_matching(tree, re.escape(LINK_NEXT))}')",
+        "tab_focus(0)",
+        lambda tree: f"click('{bid_matching(tree, re.escape(BUTTON_OPEN))}')",
+    ])
+    summary, steps = await episode(browser, site, evil, "/links", model, tmp_path,
+                                   max_steps=4)
+    assert summary.status == "finished", summary.error
+    assert [s.action_error for s in steps] == [None] * 4
+    assert steps[1].url == f"http://127.0.0.1:{site.port}/next"
+    assert steps[3].url == f"http://127.0.0.1:{site.port}/script"
+    assert [t.active for t in steps[3].tabs] == [False, False, True]
+
+
+async def test_popups_a_frame_opens_during_an_action_stay_in_the_background(
+    browser: Browser, servers: tuple[Site, Site], tmp_path: Path
+) -> None:
+    site, evil = servers
+    site.pages["/pay"] = _page(
+        FORM + f"<iframe src='http://127.0.0.1:{evil.port}/spam'></iframe>")
+    # from when the model has seen the page, a popup every 50 ms for about two seconds
+    evil.pages["/spam"] = _page("<p>Ad</p>" + GO.format(
+        action="let n = 0; const t = setInterval(() => { window.open('/popup?n=' + n); "
+               "if (++n >= 40) clearInterval(t); }, 50)"))
+    evil.pages["/popup"] = _page("<p>Popup</p>")
+
+    async def start_popups() -> None:
+        evil.pages["/go"] = (200, {}, "1")
+        await until(lambda: hits(evil, "/popup") > 1, "the frame opens popups")
+
+    model = on("button 'Pay'", "click('{bid}')")
+    model.while_thinking[0] = start_popups
+    summary, steps = await episode(browser, site, evil, "/pay", model, tmp_path)
+    assert summary.status == "finished", summary.error
+    assert site.hits["/paid"] == 1
+    assert any(p.startswith("/popup") for p in evil.hits)
+    for step in steps:
+        assert step.url == f"http://127.0.0.1:{site.port}/pay"
+        assert step.tabs[0].active
+    assert len(steps[-1].tabs) > 2
+
+
 async def test_text_is_not_typed_into_a_cross_origin_frame_that_takes_the_focus(
     browser: Browser, servers: tuple[Site, Site], tmp_path: Path
 ) -> None:

@@ -8,8 +8,9 @@ model reads as ``last_action_error`` on the next step.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import structlog
 from playwright.async_api import Error as PlaywrightError
@@ -21,6 +22,7 @@ from linewise.agent.action_parser import ParsedAction
 from linewise.agent.actions import ACTIONS, ActionContext
 from linewise.errors import ActionError, BrowserError, ElementNotFound
 from linewise.records import TargetBox
+from linewise.runtime.browser.chromium import BrowserSession
 from linewise.runtime.browser.observed import URL_SHOWN, page_changed
 from linewise.runtime.browser.scripts import own_js
 
@@ -59,13 +61,20 @@ async def execute_action(
     """Run the action (or ``run``, which does the action's work another way), then wait
     for the page to settle (at most ``settle_timeout_s``: a page busy in a script or a
     dialog loop is observed as it is). Never raises for page trouble."""
-    started = time.perf_counter()
-    error, failed_bid = await _run(action, ctx, run)
-    acted = time.perf_counter()
-    try:
-        await asyncio.wait_for(settle_page(ctx, settle or SettleConfig()), settle_timeout_s)
-    except TimeoutError:
-        log.info("page did not settle in time", timeout_s=settle_timeout_s)
+    session = ctx.session
+    settle = settle or SettleConfig()
+    acting = session.acting() if isinstance(session, BrowserSession) else _no_session()
+    async with acting:  # a popup the action opened comes to the front when it ends
+        started = time.perf_counter()
+        error, failed_bid = await _run(action, ctx, run)
+        acted = time.perf_counter()
+        await _settle(ctx, settle, settle_timeout_s)
+        settled = _active(ctx)
+    if _active(ctx) is not settled:
+        # the popup the action opened, now in front: its load, within what is left
+        left = None if settle_timeout_s is None else max(
+            settle_timeout_s - (time.perf_counter() - acted), POPUP_SETTLE_S)
+        await _settle(ctx, settle, left)
     done = time.perf_counter()
     if error:
         log.debug("action failed", action=str(action), error=error)
@@ -75,6 +84,29 @@ async def execute_action(
         duration_ms=(acted - started) * 1000,
         settle_ms=(done - acted) * 1000,
     )
+
+
+@contextlib.asynccontextmanager
+async def _no_session() -> AsyncIterator[None]:
+    yield
+
+
+async def _settle(ctx: ActionContext, settle: SettleConfig, timeout_s: float | None) -> None:
+    try:
+        await asyncio.wait_for(settle_page(ctx, settle), timeout_s)
+    except TimeoutError:
+        log.info("page did not settle in time", timeout_s=timeout_s)
+
+
+POPUP_SETTLE_S = 1.0
+"""The least a popup the action opened is given to load, whatever the settle took."""
+
+
+def _active(ctx: ActionContext) -> Page | None:
+    try:
+        return ctx.page
+    except BrowserError:
+        return None
 
 
 async def _run(action: ParsedAction, ctx: ActionContext,
