@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import datetime
 import inspect
+import pkgutil
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Literal, Protocol
 
-from playwright.async_api import FrameLocator, Locator, Page
+from playwright.async_api import ElementHandle, Page
 
 from linewise.axtree import AXLine
 from linewise.errors import ActionError, ElementNotFound
@@ -28,9 +30,10 @@ class Tabs(Protocol):
     @property
     def page(self) -> Page: ...
 
-    @property
-    def bid_attribute(self) -> str:
-        """The DOM attribute the marking wrote element ids into."""
+    async def observed_element(self, bid: str) -> ElementHandle:
+        """The element the last observation marked ``bid``, in the very document it
+        observed; ``ActionError`` if that document is no longer the one in front,
+        ``ElementNotFound`` if the element is gone."""
         ...
 
     async def open_tab(self) -> Page: ...
@@ -136,11 +139,13 @@ class ActionContext:
     def page(self) -> Page:
         return self.session.page
 
-    async def locate(self, bid: str) -> Locator:
-        """The element with this bid, looking through the frames its prefix names.
+    async def locate(self, bid: str) -> ElementHandle:
+        """The element the model named: the one the last observation marked with this
+        bid, in the document it observed (in a frame for a bid such as ``"aB12"``).
 
-        A bid such as ``"aB12"`` lives in frame ``"aB"``, itself inside frame ``"a"``.
-        """
+        Never whatever element of the tab now carries the bid's attribute: a page that
+        learned the attribute can plant elements under it, on its own page or on another
+        host it sends the tab to."""
         if not isinstance(bid, str) or not bid:
             raise ActionError(f"Expected a bid string such as '12', got {bid!r}.")
         if self.known_bids is not None and bid not in self.known_bids:
@@ -148,27 +153,7 @@ class ActionContext:
             if self.interactive_hint:
                 reason += f"; elements you can use include {self.interactive_hint}"
             raise ElementNotFound(bid, reason)
-        scope: Page | FrameLocator = self.page
-        frame_prefix_end = 0
-        while frame_prefix_end < len(bid) and bid[frame_prefix_end].isalpha():
-            frame_prefix_end += 1
-            while frame_prefix_end < len(bid) and bid[frame_prefix_end].isupper():
-                frame_prefix_end += 1
-            frame_bid = bid[:frame_prefix_end]
-            frame_element = scope.locator(self._selector(frame_bid))
-            if await frame_element.count() == 0:
-                raise ElementNotFound(bid, f"its frame {frame_bid!r} is not on the page")
-            scope = frame_element.frame_locator(":scope")
-        element = scope.locator(self._selector(bid))
-        count = await element.count()
-        if count == 0:
-            raise ElementNotFound(bid)
-        return element.first
-
-    def _selector(self, bid: str) -> str:
-        """A CSS selector for the element marked ``bid`` (any text, quoted as CSS needs)."""
-        quoted = bid.replace("\\", "\\\\").replace('"', '\\"')
-        return f'[{self.session.bid_attribute}="{quoted}"]'
+        return await self.session.observed_element(bid)
 
 
 @action
@@ -200,21 +185,24 @@ _OPTION_JS = """(el) => {
 _ADDING_MODIFIERS = frozenset({"Control", "ControlOrMeta", "Meta", "Shift"})
 
 
-async def _choose_option(element: Locator, modifiers: Sequence[str], timeout_ms: int) -> bool:
+async def _choose_option(element: ElementHandle, modifiers: Sequence[str], timeout_ms: int
+                         ) -> bool:
     """Select the option when the element is an ``<option>`` of a ``<select>``; False
     for any other element. A closed list's options are in the accessibility tree but
     never visible, so a click on one waits out its timeout ("element is not visible"):
     the model reads "option 'Phil'" and clicks it, as a person would pick it. In a
     multiple list a click with Control, Meta or Shift toggles the option and keeps the
     others, as it does for a person."""
-    found = await element.evaluate(_OPTION_JS, timeout=timeout_ms)
+    found = await element.evaluate(_OPTION_JS)
     if not found:
         return False
     index = int(found["index"])
     indices = [index]
     if found["multiple"] and _ADDING_MODIFIERS & set(modifiers):
         indices = sorted(set(found["selected"]) ^ {index})
-    select = element.locator("xpath=ancestor::select[1]")
+    select = (await element.evaluate_handle("(el) => el.closest('select')")).as_element()
+    if select is None:
+        raise ActionError("the option's list is no longer on the page")
     await select.select_option(index=indices, timeout=timeout_ms)
     return True
 
@@ -261,9 +249,30 @@ async def fill(ctx: ActionContext, bid: str, value: str) -> None:
         fill('45', "multi-line\\nexample")
     """
     element = await ctx.locate(bid)
-    if isinstance(value, str) and _DATE_LIKE.fullmatch(value.strip()):
+    if not isinstance(value, str):
+        raise ActionError(f"fill takes text, such as 'example value', got {value!r}.")
+    if _DATE_LIKE.fullmatch(value.strip()):
         value = await _date_field_value(element, value.strip(), ctx.timeout_ms)
-    await element.fill(value, timeout=ctx.timeout_ms)
+    await fill_in_its_document(element, value, ctx.timeout_ms)
+
+
+@cache
+def _fill_js() -> str:
+    data = pkgutil.get_data(__package__ or "linewise.agent", "js/fill_element.js")
+    if data is None:  # pragma: no cover - broken install
+        raise ActionError("linewise is missing agent/js/fill_element.js")
+    return data.decode("utf-8")
+
+
+async def fill_in_its_document(element: ElementHandle, value: str, timeout_ms: int) -> None:
+    """Playwright's ``fill``, but typed in one evaluation in the element's own document
+    (``js/fill_element.js``), so no other frame or page can receive the text: it first
+    waits, as Playwright's does, for the element to be visible and editable."""
+    await element.wait_for_element_state("visible", timeout=timeout_ms)
+    await element.wait_for_element_state("editable", timeout=timeout_ms)
+    why_not = await element.evaluate(_fill_js(), value)
+    if why_not is not None:
+        raise ActionError(f"Error: {why_not}")
 
 
 _DATE_LIKE = re.compile(r"(\d{1,4})[/.-](\d{1,2})[/.-](\d{1,4})")
@@ -293,10 +302,10 @@ def iso_date(value: str, *, month_first: bool) -> str | None:
     return None
 
 
-async def _date_field_value(element: Locator, value: str, timeout_ms: int) -> str:
+async def _date_field_value(element: ElementHandle, value: str, timeout_ms: int) -> str:
     """The value to fill: ISO for a date input (Playwright refuses ``12/09/2014`` there
     as "Malformed value", and the 1.5B model typed the date as the page shows it)."""
-    kind, language = await element.evaluate(_FIELD_KIND_JS, timeout=timeout_ms)
+    kind, language = await element.evaluate(_FIELD_KIND_JS)
     if kind != "date":
         return value
     iso = iso_date(value, month_first=str(language).lower() in _MONTH_FIRST_LOCALES)
@@ -319,7 +328,7 @@ async def clear(ctx: ActionContext, bid: str) -> None:
         clear('996')
     """
     element = await ctx.locate(bid)
-    await element.clear(timeout=ctx.timeout_ms)
+    await fill_in_its_document(element, "", ctx.timeout_ms)
 
 
 @action
@@ -363,7 +372,7 @@ async def focus(ctx: ActionContext, bid: str) -> None:
         focus('b455')
     """
     element = await ctx.locate(bid)
-    await element.focus(timeout=ctx.timeout_ms)
+    await element.focus()
 
 
 @action

@@ -8,13 +8,17 @@ of the active tab that observation extraction reuses.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
 import shutil
 import socket
 import weakref
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import structlog
 from playwright.async_api import (
@@ -24,6 +28,7 @@ from playwright.async_api import (
     BrowserContext,
     CDPSession,
     Dialog,
+    ElementHandle,
     Frame,
     Page,
     Playwright,
@@ -39,6 +44,7 @@ from linewise.records import DialogRecord
 from linewise.runtime.browser.binding import DocumentBinding
 from linewise.runtime.browser.cdp import CDPConnection, CDPSender
 from linewise.runtime.browser.guard import NavigationGuard
+from linewise.runtime.browser.observed import ObservedDocuments
 from linewise.runtime.browser.proxy import ProxyLimits, ProxyServer
 from linewise.runtime.browser.resolver import Resolver, resolver_rules
 from linewise.runtime.secret_env import child_environment, scrubbed_environ
@@ -283,12 +289,30 @@ class Browser:
         await self.close()
 
 
+POPUP_WAIT_S = 3.0
+"""How long, after an action, a tab it opened may take to reach Playwright and come to
+the front (one that takes longer stays in the background)."""
+
+
+@dataclass
+class _Acting:
+    """An action of the agent's under way: the tab it acts on, that tab's target id, and
+    the page targets of the browser context before it began."""
+
+    page: Page
+    target_id: str
+    before: frozenset[str]
+
+
 class BrowserSession:
     """One episode's browser context: its tabs and which one the agent is on.
 
     Playwright has no notion of an active tab. The session keeps a most-recent-first
-    history: a tab opened by the page (a popup, ``target=_blank``) becomes active, and
-    when the active tab closes the previous one takes over.
+    history, and when the active tab closes the previous one takes over. A tab the
+    agent's own action opened (its click on a ``target=_blank`` link or on a button that
+    calls ``window.open``) becomes active; any other tab a page opens (a script's popup,
+    a frame's, while the model thinks or during its action) is listed in the tabs and
+    left in the background (``acting``).
     """
 
     def __init__(
@@ -303,7 +327,11 @@ class BrowserSession:
         """Where this episode's marking keeps element ids (``private_bid_attribute``)."""
         self.binding = DocumentBinding()
         """The document last observed, where secrets are typed (``binding.py``)."""
+        self.observed = ObservedDocuments()
+        """The documents last observed, where actions find their elements (``observed.py``)."""
         self._history: list[Page] = []
+        self._agent_tabs: weakref.WeakSet[Page] = weakref.WeakSet()
+        self._target_ids: dict[Page, str] = {}
         self._cdp: dict[Page, CDPSender] = {}
         self.fault: BrowserCrashed | None = None
         """Set when Chromium or one of the context's renderers died: the episode is over."""
@@ -319,7 +347,10 @@ class BrowserSession:
         context.on("dialog", self._on_dialog)
 
     def _on_new_page(self, page: Page) -> None:
-        self.activate(page)
+        # In the background: only an action of the agent's brings a tab to the front
+        # (``acting``, ``open_tab``, ``focus_tab``).
+        self._history.insert(0, page)
+        log.debug("a tab opened", url=page.url[:200])
         page.on("close", self._on_close)
         page.on("crash", self._on_crash)
         page.on("framenavigated", self._on_frame_navigated)
@@ -356,6 +387,7 @@ class BrowserSession:
         return taken
 
     def _on_close(self, page: Page) -> None:
+        self._target_ids.pop(page, None)
         sender = self._cdp.pop(page, None)
         if isinstance(sender, CDPConnection):
             asyncio.get_running_loop().create_task(sender.close())
@@ -366,6 +398,85 @@ class BrowserSession:
         if page in self._history:
             self._history.remove(page)
         self._history.append(page)
+
+    def _to_background(self, page: Page) -> None:
+        if page in self._history:
+            self._history.remove(page)
+        self._history.insert(0, page)
+
+    @contextlib.asynccontextmanager
+    async def acting(self) -> AsyncIterator[None]:
+        """The time of one action of the agent's (and the page's reaction to it). When it
+        ends, a tab the main document of the acted-on tab opened meanwhile comes to the
+        front (Chromium's ``openerFrameId``: the agent's click there caused it), once
+        Playwright has it. A tab a frame opened (an ad's, whose timer fired during the
+        action), and every tab a page opens outside an action, stays in the background,
+        listed in the tabs."""
+        acting = await self._start_acting()
+        yield
+        if acting is not None:
+            await self._bring_popups_forward(acting)
+
+    async def _start_acting(self) -> _Acting | None:
+        try:
+            page = self.page
+            own = await self._target_id(page)
+            return _Acting(page, own, frozenset(await self._page_targets(page)))
+        except (PlaywrightError, BrowserError) as exc:
+            log.debug("tabs not watched during the action", error=str(exc)[:200])
+            return None
+
+    async def _page_targets(self, page: Page) -> dict[str, dict[str, Any]]:
+        """Chromium's page targets (every tab, including ones Playwright has not
+        reported yet), by id."""
+        infos = (await (await self.cdp(page)).send("Target.getTargets"))["targetInfos"]
+        return {t["targetId"]: t for t in infos if t.get("type") == "page"}
+
+    async def _target_id(self, page: Page) -> str:
+        """The CDP target id of ``page``, which is also its main frame's id."""
+        known = self._target_ids.get(page)
+        if known is None:
+            session = await self.context.new_cdp_session(page)
+            try:
+                known = str((await session.send("Target.getTargetInfo"))["targetInfo"]
+                            ["targetId"])
+            finally:
+                await session.detach()
+            self._target_ids[page] = known
+        return known
+
+    async def _bring_popups_forward(self, acting: _Acting) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + POPUP_WAIT_S
+        try:
+            while not acting.page.is_closed():
+                targets = await self._page_targets(acting.page)
+                caused = {tid for tid, t in targets.items() if tid not in acting.before
+                          and t.get("openerFrameId") == acting.target_id}
+                if not caused:
+                    return
+                pages = {await self._target_id(p): p for p in self.pages}
+                arrived = caused & pages.keys()
+                if arrived == caused or loop.time() >= deadline:
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                return
+        except (PlaywrightError, BrowserError) as exc:
+            log.info("could not tell which tabs the action opened", error=str(exc)[:200])
+            return
+        if arrived != caused:
+            log.info("a tab the action opened did not arrive in time; it stays in the "
+                     "background", tabs=len(caused - arrived))
+        brought = [page for target_id, page in pages.items() if target_id in arrived]
+        for page in self.pages:  # in the order they opened: the last one in front
+            if page in brought and page not in self._agent_tabs:
+                self.activate(page)
+
+    async def observed_element(self, bid: str) -> ElementHandle:
+        """The element marked ``bid`` in the document the model last observed, if that is
+        still the active tab's (``observed.py``)."""
+        return await self.observed.element(bid, self.page)
 
     @property
     def page(self) -> Page:
@@ -387,7 +498,9 @@ class BrowserSession:
         return self.page
 
     async def open_tab(self) -> Page:
+        """A new blank tab, in front."""
         page = await self.context.new_page()
+        self._agent_tabs.add(page)
         self.activate(page)
         return page
 

@@ -8,8 +8,9 @@ model reads as ``last_action_error`` on the next step.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import structlog
 from playwright.async_api import Error as PlaywrightError
@@ -19,8 +20,10 @@ from pydantic import BaseModel, Field
 
 from linewise.agent.action_parser import ParsedAction
 from linewise.agent.actions import ACTIONS, ActionContext
-from linewise.errors import ActionError, ElementNotFound
+from linewise.errors import ActionError, BrowserError, ElementNotFound
 from linewise.records import TargetBox
+from linewise.runtime.browser.chromium import BrowserSession
+from linewise.runtime.browser.observed import URL_SHOWN, page_changed
 from linewise.runtime.browser.scripts import own_js
 
 log = structlog.get_logger(__name__)
@@ -58,29 +61,20 @@ async def execute_action(
     """Run the action (or ``run``, which does the action's work another way), then wait
     for the page to settle (at most ``settle_timeout_s``: a page busy in a script or a
     dialog loop is observed as it is). Never raises for page trouble."""
-    started = time.perf_counter()
-    error: str | None = None
-    failed_bid: str | None = None
-    try:
-        if run is not None:
-            await run(ctx)
-        else:
-            await ACTIONS[action.name](ctx, **action.arguments)
-    except ElementNotFound as exc:
-        error, failed_bid = str(exc), exc.bid
-    except ActionError as exc:
-        error = str(exc)
-    except PlaywrightTimeoutError as exc:
-        error = describe_playwright_error(exc, timeout=True)
-    except PlaywrightError as exc:
-        error = describe_playwright_error(exc)
-    except (ValueError, TypeError) as exc:
-        error = f"{type(exc).__name__}: {exc}"
-    acted = time.perf_counter()
-    try:
-        await asyncio.wait_for(settle_page(ctx, settle or SettleConfig()), settle_timeout_s)
-    except TimeoutError:
-        log.info("page did not settle in time", timeout_s=settle_timeout_s)
+    session = ctx.session
+    settle = settle or SettleConfig()
+    acting = session.acting() if isinstance(session, BrowserSession) else _no_session()
+    async with acting:  # a popup the action opened comes to the front when it ends
+        started = time.perf_counter()
+        error, failed_bid = await _run(action, ctx, run)
+        acted = time.perf_counter()
+        await _settle(ctx, settle, settle_timeout_s)
+        settled = _active(ctx)
+    if _active(ctx) is not settled:
+        # the popup the action opened, now in front: its load, within what is left
+        left = None if settle_timeout_s is None else max(
+            settle_timeout_s - (time.perf_counter() - acted), POPUP_SETTLE_S)
+        await _settle(ctx, settle, left)
     done = time.perf_counter()
     if error:
         log.debug("action failed", action=str(action), error=error)
@@ -90,6 +84,67 @@ async def execute_action(
         duration_ms=(acted - started) * 1000,
         settle_ms=(done - acted) * 1000,
     )
+
+
+@contextlib.asynccontextmanager
+async def _no_session() -> AsyncIterator[None]:
+    yield
+
+
+async def _settle(ctx: ActionContext, settle: SettleConfig, timeout_s: float | None) -> None:
+    try:
+        await asyncio.wait_for(settle_page(ctx, settle), timeout_s)
+    except TimeoutError:
+        log.info("page did not settle in time", timeout_s=timeout_s)
+
+
+POPUP_SETTLE_S = 1.0
+"""The least a popup the action opened is given to load, whatever the settle took."""
+
+
+def _active(ctx: ActionContext) -> Page | None:
+    try:
+        return ctx.page
+    except BrowserError:
+        return None
+
+
+async def _run(action: ParsedAction, ctx: ActionContext,
+               run: Callable[[ActionContext], Awaitable[None]] | None
+               ) -> tuple[str | None, str | None]:
+    """The action's error for the model, and the element it could not find, if any."""
+    try:
+        if run is not None:
+            await run(ctx)
+        else:
+            await ACTIONS[action.name](ctx, **action.arguments)
+    except ElementNotFound as exc:
+        return str(exc), exc.bid
+    except ActionError as exc:
+        return str(exc), None
+    except PlaywrightTimeoutError as exc:
+        return describe_playwright_error(exc, timeout=True), None
+    except PlaywrightError as exc:
+        if any(gone in str(exc) for gone in DOCUMENT_GONE):
+            # The element's document went while the action ran on it: Playwright
+            # refused to go on in another (``observed.py``).
+            return str(page_changed(f"its element left it while the action ran (the tab "
+                                    f"is at {_url(ctx)})")), None
+        return describe_playwright_error(exc), None
+    except (ValueError, TypeError) as exc:
+        return f"{type(exc).__name__}: {exc}", None
+    return None, None
+
+
+DOCUMENT_GONE = ("Element is not attached to the DOM", "Execution context was destroyed")
+"""What Playwright says of an element handle whose document is gone."""
+
+
+def _url(ctx: ActionContext) -> str:
+    try:
+        return ctx.page.url[:URL_SHOWN]
+    except BrowserError:
+        return "(no tab)"
 
 
 def describe_playwright_error(exc: PlaywrightError, *, timeout: bool = False) -> str:

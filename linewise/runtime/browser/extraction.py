@@ -1,6 +1,7 @@
 """Reading a live page into an ``Observation``: marking, AXTree and DOM snapshot over CDP.
 
-Extraction follows BrowserGym: its marking script gives every element a stable ``bid``
+Extraction follows BrowserGym: its marking script (in linewise's own version,
+``js/mark_elements.js``, which no page can steer) gives every element a stable ``bid``
 and smuggles it into the accessibility tree through an ARIA attribute; the CDP
 accessibility trees of all frames are merged; the DOM snapshot supplies visibility,
 bounding boxes and clickability; and browsergym-core's ``flatten_axtree_to_str`` turns
@@ -27,7 +28,7 @@ from browsergym.core.observation import (
     pop_bids_from_attribute,
 )
 from playwright.async_api import Error as PlaywrightError
-from playwright.async_api import Frame, Page
+from playwright.async_api import Frame, JSHandle, Page
 
 from linewise.errors import BrowserError, BrowserStalled, ObservationError
 from linewise.records import SkippedFrame, Tab
@@ -41,6 +42,7 @@ from linewise.runtime.browser.observation import (
     apply_invisible_text,
     flatten_axtree,
 )
+from linewise.runtime.browser.observed import MarkedDocument, ObservedDocuments, release
 from linewise.runtime.browser.scripts import browsergym_js, own_js
 
 log = structlog.get_logger(__name__)
@@ -121,20 +123,26 @@ async def observe(
     frames = _FrameDeadlines(frame_timeout_s)
     stopped_loading = False
     invisible: dict[str, str] | None = {} if invisible_text != "keep" else None
+    marked: dict[str, MarkedDocument] = {}
     for attempt in range(_MAX_TRIES):
         last = attempt == _MAX_TRIES - 1
         try:
             if _is_dead(page.main_frame):
+                await session.observed.replace(None, {})
                 return await _error_page_observation(session, page, started, frame_timeout_s)
             if page.main_frame in frames.skipped:
                 raise _main_frame_stalled(page, frame_timeout_s)
             if not frames.usable(page.main_frame):
                 # Chromium's own error page (a server that refused or dropped the
                 # connection) runs no page scripts: the agent is told, and can go back.
+                await session.observed.replace(None, {})
                 return await _error_page_observation(session, page, started, frame_timeout_s)
             if invisible is not None:
                 invisible.clear()
-            await _mark_frames(page.main_frame, "", frames, session.bid_attribute,
+            await release([d.record for d in marked.values()])
+            marked = {}
+            marking = _Marking(session.bid_attribute, session.observed, marked)
+            await _mark_frames(page.main_frame, "", frames, marking,
                                lenient=last, invisible=invisible)
             if page.main_frame in frames.skipped:
                 if stopped_loading or last:
@@ -152,12 +160,14 @@ async def observe(
             )
             focused = await _focused_bid(page, frames, session.bid_attribute)
             await session.binding.bind(page, cdp, session.bid_attribute)
+            await session.observed.replace(page, marked)
             break
         except BrowserStalled:
             raise
         except (PlaywrightError, BrowserError) as exc:
             message = str(exc)
             if last or not any(m in message for m in _TRANSIENT_ERRORS):
+                await release([d.record for d in marked.values()])
                 raise ObservationError(f"Could not read the page at {page.url}: {message}") from exc
             log.debug("observation retry", attempt=attempt, error=message.splitlines()[0])
             await asyncio.sleep(0.2)
@@ -216,27 +226,50 @@ def _main_frame_stalled(page: Page, timeout_s: float) -> BrowserStalled:
     return BrowserStalled("observe", timeout_s, f"the page at {page.url} runs no script")
 
 
+@dataclass
+class _Marking:
+    """One marking of a tab: the private attribute, the records of the last observation
+    (passed back to the marking of the same documents), and the new records."""
+
+    attribute: str
+    observed: ObservedDocuments
+    documents: dict[str, MarkedDocument]
+
+    async def mark(self, frame: Frame, frame_bid: str) -> JSHandle:
+        """Mark ``frame``'s document, keeping the bids of the elements the last marking of
+        that same document recorded; its record of elements by bid."""
+        script = own_js("mark_elements.js")
+        previous = self.observed.previous(frame)
+        if previous is not None:
+            try:
+                return await frame.evaluate_handle(script, [frame_bid, self.attribute, previous])
+            except PlaywrightError as exc:
+                # The frame holds another document now (Playwright refuses a handle of
+                # one document in another): its marking starts afresh.
+                if "context" not in str(exc) and "disposed" not in str(exc):
+                    raise
+        return await frame.evaluate_handle(script, [frame_bid, self.attribute, None])
+
+
 async def _mark_frames(
     frame: Frame,
     frame_bid: str,
     frames: _FrameDeadlines,
-    attribute: str,
+    marking: _Marking,
     *,
     lenient: bool,
     invisible: dict[str, str] | None = None,
 ) -> None:
+    attribute = marking.attribute
     if not frames.usable(frame):
         return
     await frames.run(frame, frame.evaluate(own_js("render_skipped_content.js")))
     if frame in frames.skipped:
         return
-    marked = await frames.run(frame, frame.evaluate(
-        browsergym_js("frame_mark_elements.js"), [frame_bid, attribute, "standard_html"]
-    ))
-    if frame in frames.skipped:
+    record = await frames.run(frame, marking.mark(frame, frame_bid))
+    if record is None:
         return
-    for warning in marked or []:
-        log.debug("marking warning", frame=frame_bid, warning=warning)
+    marking.documents[frame_bid] = MarkedDocument(frame, record)
     if invisible is not None:
         # Judging visibility is a defense, not a reading of the page: a frame too slow
         # for it keeps its text (and is still observed) rather than failing the step.
@@ -259,7 +292,7 @@ async def _mark_frames(
                 continue
             raise ObservationError("Cannot mark a child frame without a bid")
         children.append(
-            _mark_frames(child, child_bid, frames, attribute, lenient=lenient,
+            _mark_frames(child, child_bid, frames, marking, lenient=lenient,
                          invisible=invisible)
         )
     await asyncio.gather(*children)

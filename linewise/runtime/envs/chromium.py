@@ -173,8 +173,8 @@ class ChromiumEnv:
 
     async def measure(self, bid: str, timeout_s: float) -> TargetBox | None:
         async def box_of() -> TargetBox | None:
-            locator = await ActionContext(self.session).locate(bid)
-            box = await locator.bounding_box(timeout=timeout_s * 1000)
+            element = await ActionContext(self.session).locate(bid)
+            box = await element.bounding_box()
             return TargetBox(**box) if box is not None else None
 
         return await asyncio.wait_for(box_of(), timeout_s)
@@ -294,8 +294,9 @@ async def target_box(action: ParsedAction, ctx: ActionContext) -> TargetBox | No
     if not action.bids:
         return None
     try:
-        locator = await ctx.locate(action.bids[0])
-        box = await locator.bounding_box(timeout=TARGET_BOX_TIMEOUT_MS)
-    except (LinewiseError, PlaywrightError):
+        async with asyncio.timeout(TARGET_BOX_TIMEOUT_MS / 1000):
+            element = await ctx.locate(action.bids[0])
+            box = await element.bounding_box()
+    except (LinewiseError, PlaywrightError, TimeoutError):
         return None
     return TargetBox(**box) if box is not None else None
