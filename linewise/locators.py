@@ -171,7 +171,10 @@ class TreeIndex:
             if locator.label is not None:
                 candidates = [c for c in candidates if c.label == locator.label]
             elif locator.value is not None:
-                candidates = [c for c in candidates if c.value == locator.value]
+                # a value only tells equal elements apart: it is what actions and seeds
+                # change (a list's default option), so it never rules out the only one
+                valued = [c for c in candidates if c.value == locator.value]
+                candidates = valued or candidates
         if not candidates:
             roles = [r for r in self._roles_by_name.get((locator.frames, name), {})
                      if r != locator.role] if name else []

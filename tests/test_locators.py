@@ -371,3 +371,21 @@ def test_element_state_reads_the_state_properties_of_real_lines() -> None:
              for line in login]
     assert element_state(typed, "19") == {"value": "kenda, jr"}
     assert element_state(typed, "1") == {}  # '[1]' is in no line: '[19]' is not it
+
+
+def test_an_unnamed_unlabelled_list_is_found_whatever_option_it_shows() -> None:
+    """MiniWoB++'s choose-list shows another default option on every seed: the list's
+    value tells equal lists apart, and never rules out the only one."""
+    recorded = ["RootWebArea 'Choose List Task'",
+                "\t[14] combobox '' value='Angola', hasPopup='menu', expanded=False",
+                "\t[24] button 'Submit'"]
+    locator = locate(recorded, "14")
+    assert locator is not None and locator.label is None and locator.value == "Angola"
+    other_seed = [line.replace("'Angola'", "'Djibouti'") for line in recorded]
+    assert resolve(locator, other_seed).bid == "14"
+    two = [*other_seed[:2], "\t[30] combobox '' value='Peru', hasPopup='menu', expanded=False",
+           other_seed[2]]
+    assert resolve(locator, two).reason == "several"
+    with_it = [*two[:2], "\t[31] combobox '' value='Angola', hasPopup='menu', expanded=False",
+               *two[2:]]
+    assert resolve(locator, with_it).bid == "31"
