@@ -68,8 +68,22 @@ one per process (``envs/browsergym_gym.py`` installs it)."""
 
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "chromium-browser", "chromium", "google-chrome")
 
+WEBRTC_POLICY = "--webrtc-ip-handling-policy=disable_non_proxied_udp"
+"""WebRTC sends no UDP and makes no connection but through the context's proxy.
+
+A page's RTCPeerConnection opens its sockets outside Chromium's proxied network stack:
+before, a page that named a STUN or TURN server, or a peer's candidate, on a private
+address sent it UDP (the page's data in its usernames) under every policy. With this
+policy Chromium gathers no host and no server-reflexive candidate and sends nothing over
+UDP; TURN over TCP (or TLS) is its one way out, and that goes through the proxy, which
+checks its address like any other connection. The switch sets the profile preference
+``webrtc.ip_handling_policy`` from the command line, above anything a page reaches (the
+``--force-`` switch of older Chromiums is gone; tested on 156 in
+``tests/runtime/browser/test_webrtc.py``)."""
+
 # Flags a sandboxed, offline machine needs: no background traffic to Google, no
-# /dev/shm exhaustion in containers, no sandbox when running as root.
+# /dev/shm exhaustion in containers, no sandbox when running as root; and WebRTC through
+# the proxy only.
 CHROMIUM_ARGS = (
     "--no-sandbox",
     "--disable-gpu",
@@ -79,6 +93,7 @@ CHROMIUM_ARGS = (
     "--disable-sync",
     "--no-first-run",
     "--disable-features=OverlayScrollbars,ExtendedOverlayScrollbars,Translate",
+    WEBRTC_POLICY,
 )
 
 
