@@ -59,9 +59,12 @@ WHITESPACE_RUNS = ["  ", "\t", " \t ", "\t\t", "   "]
 values = st.lists(
     st.one_of(st.sampled_from([*SPECIAL, *WHITESPACE_RUNS]), st.characters(codec="utf-8")),
     min_size=3, max_size=16,
-).map("".join).filter(lambda v: len(re.sub(ENDS, "", v)) >= 3)
+).map("".join).filter(lambda v: len(re.sub(ENDS, "", v)) >= 3
+                       and v[:1] != "=" and v[-1:] != "&")
 """Values with runs of whitespace inside and whitespace or dots at either end (which a
-title strips and a file name trims), at least three characters without them."""
+title strips and a file name trims), at least three characters without them. Not one
+that starts with '=' or ends with '&': in ``q=<value>&next`` where such a value starts is
+ambiguous in every spelling (``test_a_value_beside_the_query_s_own_separators``)."""
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +98,18 @@ def redacted(value: str, text: str) -> str:
 def assert_every_form_redacted(value: str, forms: list[str]) -> None:
     for form in forms:
         text = f"URL: /echo?q={form}&next=1"
-        assert redacted(value, text) == f"URL: /echo?q={PLACEHOLDER}&next=1", form
+        out = redacted(value, text)
+        assert out == f"URL: /echo?q={PLACEHOLDER}&next=1", form
+
+
+@pytest.mark.parametrize("value", ["===", "=a=", "x&&"])
+def test_a_value_beside_the_query_s_own_separators(value: str) -> None:
+    """Found by CI: '===' in ``q=%3D%3D%3D`` may be matched from the query's own '='
+    (a spelling may mix literal and encoded characters). Where it starts is ambiguous;
+    what matters is that no spelling of the value is left."""
+    for form in (value, quote(value, safe=""), quote_plus(value)):
+        out = redacted(value, f"URL: /echo?q={form}&next=1")
+        assert PLACEHOLDER in out and form not in out, (form, out)
 
 
 @settings(max_examples=120, deadline=None,
