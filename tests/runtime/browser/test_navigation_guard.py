@@ -106,7 +106,9 @@ async def test_a_page_that_keeps_sending_the_tab_to_a_refused_document_is_left(
     steps: list[Step] = [f"goto('{home}blob-later')", "noop(800)", "noop(900)", "noop(1000)"]
     records = await _run(browser, _task(site), steps, tmp_path)
     blobs = [b for r in records for b in r.blocked if b.url.startswith("blob:")]
-    assert [b.initiator for b in blobs] == ["page", "page"]
+    # the blob is refused once or twice (the second time when the page that made it got
+    # to make it again before the undo's back landed), never in a loop
+    assert blobs and len(blobs) <= 2 and {b.initiator for b in blobs} == {"page"}
     assert records[-1].url == "about:blank"
     assert all("late blob secret" not in r.axtree for r in records)
 
