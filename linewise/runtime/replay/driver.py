@@ -35,7 +35,7 @@ from urllib.parse import urlsplit, urlunsplit
 from linewise.agent.action_parser import ParsedAction
 from linewise.agent.policy import Decision, page_key
 from linewise.axtree import element_lines
-from linewise.locators import describe, element_state, resolve
+from linewise.locators import TreeIndex, describe, element_state
 from linewise.prompts import render_prompt
 from linewise.records import DivergenceReason, ReplayStep, ReplaySummary
 from linewise.runtime.browser.observation import Observation
@@ -80,8 +80,17 @@ class ReplayDriver:
         self._position = 0
         self._ran: _Ran | None = None
         self._heals: dict[int, int] = {}
+        self._indexed: tuple[list[str], TreeIndex] | None = None
         self.healed: dict[int, ParsedAction] = {}
         """The action the model chose for each healed program step (``--update``)."""
+
+    def _index(self, obs: Observation) -> TreeIndex:
+        """The observed tree read once: ``may_settle``, the effect check and ``plan`` all
+        look elements up in the same observation (a large page takes a fraction of a
+        second to read)."""
+        if self._indexed is None or self._indexed[0] is not obs.lines:
+            self._indexed = (obs.lines, TreeIndex(obs.lines))
+        return self._indexed[1]
 
     def begin(self, start_url: str) -> None:
         """The episode's start URL on this run: recorded addresses are rebased onto it."""
@@ -109,7 +118,7 @@ class ReplayDriver:
         step = self.program.steps[self._position]
         found: dict[str, str] = {}
         for target in step.targets:
-            resolution = resolve(target, obs.lines)
+            resolution = self._index(obs).resolve(target)
             if resolution.bid is None:
                 assert resolution.reason is not None
                 return self._diverge(self._position, resolution.reason, resolution.detail)
@@ -142,7 +151,7 @@ class ReplayDriver:
                         else min(ran.position + 1, len(self.program.steps)))
         if position >= len(self.program.steps):
             return False
-        return any(resolve(target, obs.lines).bid is None
+        return any(self._index(obs).resolve(target).bid is None
                    for target in self.program.steps[position].targets)
 
     def ran(self, plan: ReplayPlan, action_error: str | None) -> None:
@@ -205,7 +214,7 @@ class ReplayDriver:
         for target, changed in zip(step.targets, step.state_after, strict=False):
             if not changed:
                 continue
-            found = resolve(target, obs.lines).bid
+            found = self._index(obs).resolve(target).bid
             if found is None:
                 continue  # the element went away (a dialog closed): nothing to compare
             state = element_state(obs.lines, found)
