@@ -39,8 +39,8 @@ from linewise.apps.retriever.sources import PageSnapshot, check_family, page_fam
 from linewise.errors import ConfigError, DamagedTraceError
 from linewise.runtime.trace import read_steps, read_summary
 
-__all__ = ["Example", "ExampleKind", "page_examples", "read_examples", "trace_examples",
-           "write_examples"]
+__all__ = ["Example", "ExampleKind", "negatives_for", "page_examples", "read_examples",
+           "trace_examples", "write_examples"]
 
 ExampleKind = Literal["named", "described", "written", "trace"]
 
@@ -103,6 +103,12 @@ def _same_place(unit: Unit, positive: Unit) -> bool:
 
 def _ranker(units: Sequence[Unit]) -> LineRanker:
     return LineRanker([u.text for u in units])
+
+
+def negatives_for(units: Sequence[Unit], query: str, positive: Unit, count: int,
+                  rng: random.Random) -> list[str]:
+    """``count`` negatives of ``positive`` for ``query`` among a page's ``units``."""
+    return _negatives(units, _ranker(units), query, positive, count, rng)
 
 
 def page_examples(snapshot: PageSnapshot, *, per_page: int = 40, negatives: int = 3,

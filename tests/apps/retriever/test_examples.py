@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,9 +17,10 @@ from linewise.apps.retriever.examples import (
     write_examples,
 )
 from linewise.apps.retriever.pages import snapshot_folders
+from linewise.apps.retriever.queries import written_examples
 from linewise.apps.retriever.sources import check_family, page_family
 from linewise.errors import ConfigError
-from linewise.testing import StaticServer
+from linewise.testing import CallInfo, FunctionModel, StaticServer
 from tests.runtime.test_replay import PAGES as REPLAY_PAGES
 from tests.runtime.test_replay import _task, recording_model
 
@@ -99,3 +101,32 @@ async def test_a_solved_episode_gives_one_example_per_step_that_named_an_element
     assert all(e.kind == "trace" and e.family == "127.0.0.1" for e in examples)
     with pytest.raises(ConfigError, match="holds no episode"):
         trace_examples([tmp_path / "site"])
+
+
+async def test_written_queries_keep_to_the_ban_or_are_dropped(tmp_path: Path) -> None:
+    docs = tmp_path / "mylib-doc"
+    docs.mkdir()
+    shutil.copy(PAGES / "reference.html", docs / "reference.html")
+    [snapshot] = await snapshot_folders([docs])
+
+    def write(messages: list[dict[str, Any]], info: CallInfo) -> str:
+        prompt = messages[0]["content"]
+        banned = prompt.split("any form of them: ", 1)[1].split("\n", 1)[0].split(", ")
+        if info.params["temperature"] == 0.0:  # first try: names the element anyway
+            return f"Where is {banned[0]} explained on this page?"
+        if "TCP service" in prompt:
+            return '"How do I open a link to a server listening on some host and port?"'
+        return "Tell me."  # too short: dropped
+
+    model = FunctionModel(write)
+    examples, stats = await written_examples([snapshot], model, per_page=10)
+    assert stats.asked == len(model.requests) // 2 and stats.asked >= 2
+    assert stats.written == 1 and stats.dropped == stats.asked - 1
+    [example] = examples
+    assert example.kind == "written" and "create_connection" in example.positive
+    assert example.query == "How do I open a link to a server listening on some host and port?"
+    # the prompt bans the element's own words as a person reads them, not their stems
+    prompt = next(r.messages[0]["content"] for r in model.requests
+                  if "TCP service" in r.messages[0]["content"])
+    banned = prompt.split("any form of them: ", 1)[1].split("\n", 1)[0].split(", ")
+    assert {"create", "connection", "socket"} <= set(banned)
