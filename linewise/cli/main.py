@@ -14,6 +14,7 @@
     linewise mine GRAPH.json
     linewise memory build RUN_DIR... --out MEMORY.jsonl
     linewise skills build SOURCE... --out DIR
+    linewise retriever data --pages DIR... [--traces RUN...] --out DATASET
     linewise improve TASKS.yaml --train-seeds A-B --test-seeds C-D --rounds N --out DIR
     linewise setup [--xvfb]
     linewise model path|fetch
@@ -36,6 +37,7 @@ from linewise.cli import (
     memory,
     prune,
     replay,
+    retriever,
     run,
     setup,
     show_trace,
@@ -70,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     prune.add_parsers(sub)
     memory.add_parser(sub)
     skills.add_parser(sub)
+    retriever.add_parser(sub)
     improve.add_parser(sub)
     view.add_parser(sub)
     show_trace.add_parser(sub)
