@@ -16,7 +16,7 @@ from linewise.cli.flags import (
     add_safety_flags,
     settings_from_args,
 )
-from linewise.cli.interrupt import EXIT_INTERRUPTED, run_interruptible
+from linewise.cli.interrupt import run_interruptible
 from linewise.cli.results_table import print_summary_table
 from linewise.runtime.replay.program import load_programs
 from linewise.runtime.replays import replay
@@ -63,8 +63,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print_summary_table(outcome.result, out_dir,
                             [p.task_id for p in programs[len(outcome.result):]])
     if outcome.interrupted or outcome.result is None:
-        print(f"Interrupted; traces in {out_dir}/")
-        return EXIT_INTERRUPTED
+        print(f"{outcome.stopped_by}; traces in {out_dir}/")
+        return outcome.exit_code
     code = exit_code_for(s.outcome for s in outcome.result)
     if code == EXIT_OK and not all(s.success for s in outcome.result):
         return EXIT_REPLAY_FAILED

@@ -21,7 +21,7 @@ from linewise.cli.flags import (
     filter_name,
     settings_from_args,
 )
-from linewise.cli.interrupt import EXIT_INTERRUPTED, run_interruptible
+from linewise.cli.interrupt import run_interruptible
 from linewise.cli.results_table import print_summary_table
 from linewise.cli.step_prompt import TerminalOperator, require_terminal
 from linewise.errors import ConfigError
@@ -105,6 +105,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"{len(tasks) - len(outcome.result)} tasks not started: the run budget is "
                   "spent (--max-run-cost / --max-run-tokens).")
     if outcome.interrupted or outcome.result is None:
-        print(f"Interrupted; traces in {out_dir}/")
-        return EXIT_INTERRUPTED
+        print(f"{outcome.stopped_by}; traces in {out_dir}/")
+        return outcome.exit_code
     return exit_code_for(s.outcome for s in outcome.result)
