@@ -43,6 +43,7 @@ from linewise.errors import BrowserCrashed, BrowserError
 from linewise.records import DialogRecord
 from linewise.runtime.browser.binding import DocumentBinding
 from linewise.runtime.browser.cdp import CDPConnection, CDPSender
+from linewise.runtime.browser.display import require_display
 from linewise.runtime.browser.driver import LAUNCH_SIGNALS, driver_environ
 from linewise.runtime.browser.guard import NavigationGuard
 from linewise.runtime.browser.observed import ObservedDocuments
@@ -162,6 +163,8 @@ class Browser:
         self._closing = False
 
     async def start(self) -> Browser:
+        if not self.config.headless:
+            require_display()  # else Playwright waits 3 minutes for a window that never opens
         self.executable_path = find_chromium(self.config.chromium)
         # The driver copies os.environ, and Chromium inherits the driver's: neither gets a
         # secret's variable (``secret_env.py``); and the driver leaves signals to
