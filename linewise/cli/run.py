@@ -82,7 +82,8 @@ def step_through(args: argparse.Namespace, settings: LinewiseSettings) -> StepTh
         require_terminal()
     elif settings.browser.headless or not sys.stdin.isatty():
         return None
-    return StepThroughHooks(TerminalOperator(), paused=args.step, stop=asyncio.Event())
+    return StepThroughHooks(TerminalOperator(headless=settings.browser.headless),
+                            paused=args.step, stop=asyncio.Event())
 
 
 def cmd_run(args: argparse.Namespace) -> int:
