@@ -27,6 +27,7 @@ from linewise.apps.bench.report_data import (
     replay_line,
     success_text,
 )
+from linewise.cli.display import require_display
 from linewise.cli.exit_codes import exit_code_for
 from linewise.cli.flags import (
     DEFAULT_FILTER,
@@ -158,6 +159,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.concurrency < 1:
         raise ConfigError("--concurrency must be at least 1")
     settings = settings_from_args(args)
+    require_display(args, settings)
     tasks = select_tasks(load_task_file(args.tasks), args.task, args.max_steps)
     specs = expand(tasks, args.filters or [settings.filter.name], args.seeds)
     out_dir = _out_dir(args)

@@ -1,5 +1,6 @@
 """A headed run without a display is refused before anything starts, with the command
-to run instead (``runtime/browser/display.py`` says why it would otherwise hang)."""
+to run instead (``runtime/browser/display.py`` says why it would otherwise hang): by
+every command with ``--headed`` (run, bench, replay, improve, snapshot)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 
 from linewise.errors import ConfigError
 from linewise.runtime.browser.display import display_problem
+from linewise.settings import LinewiseSettings
 
 SECRET_FLAGS = ("--api-key",)
 """Flags whose value the suggested command must not repeat on the screen."""
@@ -26,8 +28,13 @@ def command_line(argv: list[str]) -> str:
     return shlex.join(words).replace("'…'", "…")
 
 
-def require_display(args: argparse.Namespace, argv: list[str] | None = None) -> None:
-    """Fail with ``ConfigError`` (exit 2) when this headed run has no display."""
+def require_display(args: argparse.Namespace, settings: LinewiseSettings,
+                    argv: list[str] | None = None) -> None:
+    """Fail with ``ConfigError`` (exit 2) when ``settings`` ask for a headed Chromium
+    and there is no display. Every command that launches Chromium calls it once its
+    settings are read, before the model or anything else starts."""
+    if settings.browser.headless:
+        return
     problem = display_problem()
     if problem is None:
         return

@@ -24,7 +24,6 @@ from linewise.agent.filters.focus_stages import (
     parse_stages,
 )
 from linewise.agent.filters.registry import check_filter_name, filter_names
-from linewise.cli.display import require_display
 from linewise.errors import ConfigError
 from linewise.runtime.browser.navigation import DomainPattern, PatternError
 from linewise.runtime.run import LOCAL_TIMEOUT_S
@@ -124,10 +123,6 @@ def settings_from_args(args: argparse.Namespace, *, resolve: bool = True) -> Lin
         raise ConfigError(_describe(exc, given)) from exc
     if settings.local.gguf is not None and not settings.local.gguf.exists():
         raise ConfigError(f"--gguf: no such file: {settings.local.gguf}")
-    if "headless" in vars(args) and not settings.browser.headless:
-        # A command with --headed launches Chromium: without a display it would hang
-        # for minutes, so it is refused here, before the model or anything else starts.
-        require_display(args)
     return settings.resolved() if resolve else settings
 
 

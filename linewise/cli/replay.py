@@ -7,6 +7,7 @@ import asyncio
 import sys
 from pathlib import Path
 
+from linewise.cli.display import require_display
 from linewise.cli.exit_codes import EXIT_OK, EXIT_REPLAY_FAILED, exit_code_for
 from linewise.cli.flags import (
     add_browser_flags,
@@ -55,6 +56,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
               file=sys.stderr)
     programs = load_programs(args.path)  # bad input fails here, before anything starts
     settings = settings_from_args(args)
+    require_display(args, settings)
     out_dir = args.out or default_out_dir()
     outcome = asyncio.run(run_interruptible(
         lambda stop: replay(args.path, heal=not args.no_model, update=args.update,

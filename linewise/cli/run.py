@@ -7,6 +7,7 @@ import asyncio
 import sys
 from pathlib import Path
 
+from linewise.cli.display import require_display
 from linewise.cli.exit_codes import exit_code_for
 from linewise.cli.flags import (
     DEFAULT_FILTER,
@@ -89,6 +90,7 @@ def step_through(args: argparse.Namespace, settings: LinewiseSettings) -> StepTh
 def cmd_run(args: argparse.Namespace) -> int:
     tasks = tasks_from_args(args)
     settings = settings_from_args(args)
+    require_display(args, settings)
     stepper = step_through(args, settings)
     hooks = [stepper] if stepper is not None else []
     # Ctrl+C pauses into the prompt only where the person can see what it paused on.

@@ -5,11 +5,13 @@ install: in a terminal (tmux), for ``bench`` too, and through the Python API."""
 from __future__ import annotations
 
 import re
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from linewise.cli.main import main
 from linewise.errors import ConfigError
 from linewise.runtime.browser.chromium import Browser, BrowserConfig
 from linewise.runtime.browser.display import display_problem, x_server_listens
@@ -91,3 +93,26 @@ def test_a_running_xvfb_is_a_display() -> None:
     with xvfb_display() as display:
         assert display_problem({"DISPLAY": display}) is None
         assert display_problem({"DISPLAY": f"{display}.0"}) is None
+
+
+@pytest.mark.parametrize("command", [
+    ["snapshot", "http://127.0.0.1:9/"],
+    ["improve", "TASKS", "--train-seeds", "0-1", "--test-seeds", "2-3", "--rounds", "1",
+     "--out", "OUT"],
+])
+def test_every_command_with_headed_refuses_it_without_a_display(
+    command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text("tasks:\n  - {id: t, url: 'http://127.0.0.1:9/', goal: g}\n")
+    argv = [str(tasks) if a == "TASKS" else str(tmp_path / "out") if a == "OUT" else a
+            for a in command]
+    monkeypatch.setattr(sys, "argv", ["linewise", *argv, "--headed"])
+    assert main(sys.argv[1:]) == 2
+    stderr = capsys.readouterr().err
+    assert "--headed needs a display" in stderr, stderr
+    assert f"xvfb-run -a linewise {command[0]} " in stderr
+    assert not (tmp_path / "out").exists()
