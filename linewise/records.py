@@ -603,7 +603,8 @@ class EpisodeSummary(BaseModel):
     goal: str = ""
     start_url: str = ""
     status: Literal["running", "finished", "failed", "stopped"] = "running"
-    """``stopped``: the user stopped the run after a step (first Ctrl+C)."""
+    """``stopped``: the user or the runtime stopped the run, after a step (first Ctrl+C,
+    SIGTERM, ``q``) or at once (second Ctrl+C, SIGTERM's grace period over)."""
     termination: Termination = "running"
     success: bool | None = None
     reward: float = 0.0
@@ -724,11 +725,19 @@ class EpisodeSummary(BaseModel):
         self.success = False
         self.infra_kind = infra_kind or ("timeout" if termination == "timeout" else None)
 
+    def mark_stopped(self, termination: Literal["interrupted", "user_stopped"],
+                     message: str) -> None:
+        """The user or the runtime stopped the episode before its end (Ctrl+C, SIGTERM,
+        ``q`` at the step-through prompt): after a step or at once, it is ``stopped``,
+        neither the agent's failure nor a fault, and nothing is judged."""
+        self.status = "stopped"
+        self.termination = termination
+        self.error = message
+
     def mark_ended(self, wall_s: float) -> None:
-        """Stamp the end; an episode still "running" here was cut short (Ctrl-C, timeout)."""
+        """Stamp the end; an episode still "running" here was cut short from outside
+        (an exception that is no error, such as KeyboardInterrupt): it was stopped."""
         self.time.wall_s = wall_s
         self.finished_at = utcnow()
         if self.status == "running":
-            self.status = "failed"
-            self.termination = "interrupted"
-            self.error = self.error or "episode was interrupted"
+            self.mark_stopped("interrupted", self.error or "episode was interrupted")

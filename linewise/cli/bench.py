@@ -27,6 +27,7 @@ from linewise.apps.bench.report_data import (
     replay_line,
     success_text,
 )
+from linewise.cli.display import require_display
 from linewise.cli.exit_codes import exit_code_for
 from linewise.cli.flags import (
     DEFAULT_FILTER,
@@ -44,7 +45,7 @@ from linewise.cli.flags import (
     filter_name,
     settings_from_args,
 )
-from linewise.cli.interrupt import EXIT_INTERRUPTED, run_interruptible
+from linewise.cli.interrupt import run_interruptible
 from linewise.errors import ConfigError
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.budget import prices_of
@@ -158,6 +159,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.concurrency < 1:
         raise ConfigError("--concurrency must be at least 1")
     settings = settings_from_args(args)
+    require_display(args, settings)
     tasks = select_tasks(load_task_file(args.tasks), args.task, args.max_steps)
     specs = expand(tasks, args.filters or [settings.filter.name], args.seeds)
     out_dir = _out_dir(args)
@@ -179,9 +181,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     )))
     outcome = interruptible.result
     if interruptible.interrupted:
-        print(f"Interrupted: stopped episodes are rerun by --resume (--out {out_dir})")
+        print(f"{interruptible.stopped_by}: stopped episodes are rerun by --resume "
+              f"(--out {out_dir})")
     if outcome is None:
-        return EXIT_INTERRUPTED
+        return interruptible.exit_code
     mine = {s.key for s in specs}
     results = [r for r in outcome.results if r.key in mine]
     summary = overall(results, prices_from(args, settings))
@@ -209,5 +212,5 @@ def cmd_bench(args: argparse.Namespace) -> int:
         _, written = write_report(out_dir, prices_from(args, settings), args.max_rounds)
         print("report: " + ", ".join(str(p) for p in written))
     if interruptible.interrupted:
-        return EXIT_INTERRUPTED
+        return interruptible.exit_code
     return exit_code_for((r.outcome for r in results), stopped_early=outcome.stopped is not None)

@@ -11,7 +11,9 @@
   tasks not run (``errors.TraceWriteError``);
 - 6: ``linewise replay`` only: some replay did not succeed (it diverged, or the task's
   own check failed), so a suite of recorded tasks fails when one of them broke;
-- 130: interrupted (Ctrl+C).
+- 130: interrupted (Ctrl+C), or quit at the step-through prompt;
+- 143: stopped by SIGTERM (``timeout``, ``docker stop``, CI): like the first Ctrl+C,
+  or at once after ``interrupt.TERM_GRACE_S``; the episodes are ``stopped``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ EXIT_INFRASTRUCTURE = 4
 EXIT_OUTPUT = 5
 EXIT_REPLAY_FAILED = 6
 EXIT_INTERRUPTED = 130
+"""128 + SIGINT, as shells report a command stopped by Ctrl+C."""
+EXIT_TERMINATED = 143
+"""128 + SIGTERM, as shells report a command stopped by SIGTERM."""
 
 
 def exit_code_for(outcomes: Iterable[Outcome], *, stopped_early: bool = False) -> int:

@@ -17,6 +17,7 @@ from linewise.apps.bench.local import BenchOptions
 from linewise.apps.improve.loop import ImproveLoop, ImproveOptions, SeedRange
 from linewise.apps.improve.report import REPORT_FILE, TABLE_FILE, improve_table
 from linewise.apps.pruning.pipeline import PruneOptions
+from linewise.cli.display import require_display
 from linewise.cli.flags import (
     add_agent_flags,
     add_browser_flags,
@@ -86,6 +87,7 @@ def cmd_improve(args: argparse.Namespace) -> int:
     if args.concurrency < 1 or args.rounds < 1 or args.prune_repeats < 1:
         raise ConfigError("--concurrency, --rounds and --prune-repeats must be at least 1")
     settings = settings_from_args(args)
+    require_display(args, settings)
     tasks = select_tasks(load_task_file(args.tasks), args.task, args.max_steps)
     options = ImproveOptions(rounds=args.rounds, train_seeds=args.train_seeds,
                              test_seeds=args.test_seeds, baseline=args.baseline,

@@ -7,6 +7,7 @@ import asyncio
 import sys
 from pathlib import Path
 
+from linewise.cli.display import require_display
 from linewise.cli.exit_codes import EXIT_OK, EXIT_REPLAY_FAILED, exit_code_for
 from linewise.cli.flags import (
     add_browser_flags,
@@ -16,7 +17,7 @@ from linewise.cli.flags import (
     add_safety_flags,
     settings_from_args,
 )
-from linewise.cli.interrupt import EXIT_INTERRUPTED, run_interruptible
+from linewise.cli.interrupt import run_interruptible
 from linewise.cli.results_table import print_summary_table
 from linewise.runtime.replay.program import load_programs
 from linewise.runtime.replays import replay
@@ -55,6 +56,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
               file=sys.stderr)
     programs = load_programs(args.path)  # bad input fails here, before anything starts
     settings = settings_from_args(args)
+    require_display(args, settings)
     out_dir = args.out or default_out_dir()
     outcome = asyncio.run(run_interruptible(
         lambda stop: replay(args.path, heal=not args.no_model, update=args.update,
@@ -63,8 +65,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print_summary_table(outcome.result, out_dir,
                             [p.task_id for p in programs[len(outcome.result):]])
     if outcome.interrupted or outcome.result is None:
-        print(f"Interrupted; traces in {out_dir}/")
-        return EXIT_INTERRUPTED
+        print(f"{outcome.stopped_by}; traces in {out_dir}/")
+        return outcome.exit_code
     code = exit_code_for(s.outcome for s in outcome.result)
     if code == EXIT_OK and not all(s.success for s in outcome.result):
         return EXIT_REPLAY_FAILED

@@ -21,7 +21,9 @@ def success_cell(summary: EpisodeSummary) -> str:
     """The success column: the agent's own result, or why there is none to judge."""
     outcome = summary.outcome
     if outcome == "assisted":
-        done = "task done" if summary.success else "task not done"
+        # success None: the task has no check (an ad-hoc question), which is no failure
+        done = ("no success check" if summary.success is None
+                else "task done" if summary.success else "task not done")
         return f"assisted ({done})"
     if outcome in ("replayed", "healed"):
         return f"{outcome} ({'yes' if summary.success else 'no'})"
@@ -66,11 +68,20 @@ def count_line(summaries: Sequence[EpisodeSummary], not_run: int) -> str:
     count leaves out, by why."""
     judged = [s for s in summaries if s.agent_success is not None]
     solved = sum(1 for s in judged if s.agent_success)
-    unchecked = sum(s.outcome == "agent" and s.success is None for s in summaries)
-    if not judged and unchecked == len(summaries) and not not_run:
+    unchecked = [s for s in summaries
+                 if s.outcome in ("agent", "assisted") and s.success is None]
+    if not judged and len(unchecked) == len(summaries) and not not_run:
         # an ad-hoc question: nothing to judge, and "0/0 succeeded" would say a failure
-        return (f"No success check: {'the task has' if unchecked == 1 else 'the tasks have'} "
-                "none, so nothing was judged; what the agent said is below.")
+        one = len(unchecked) == 1
+        text = (f"No success check: {'the task has' if one else 'the tasks have'} none, so "
+                "nothing was judged")
+        assisted = [s for s in unchecked if s.outcome == "assisted"]
+        if one and assisted:
+            text += (f" (a person decided {assisted[0].assisted_steps} of its "
+                     f"{assisted[0].n_steps} steps)")
+        elif assisted:
+            text += f" (a person decided steps of {len(assisted)} of them)"
+        return text + "; what the agent said is below."
     text = f"{solved}/{len(judged)} succeeded: the agent's own work, judged"
     aside = [
         (sum(s.outcome == "assisted" for s in summaries), "assisted by a person"),

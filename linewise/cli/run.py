@@ -7,6 +7,7 @@ import asyncio
 import sys
 from pathlib import Path
 
+from linewise.cli.display import require_display
 from linewise.cli.exit_codes import exit_code_for
 from linewise.cli.flags import (
     DEFAULT_FILTER,
@@ -21,7 +22,7 @@ from linewise.cli.flags import (
     filter_name,
     settings_from_args,
 )
-from linewise.cli.interrupt import EXIT_INTERRUPTED, run_interruptible
+from linewise.cli.interrupt import run_interruptible
 from linewise.cli.results_table import print_summary_table
 from linewise.cli.step_prompt import TerminalOperator, require_terminal
 from linewise.errors import ConfigError
@@ -82,12 +83,14 @@ def step_through(args: argparse.Namespace, settings: LinewiseSettings) -> StepTh
         require_terminal()
     elif settings.browser.headless or not sys.stdin.isatty():
         return None
-    return StepThroughHooks(TerminalOperator(), paused=args.step, stop=asyncio.Event())
+    return StepThroughHooks(TerminalOperator(headless=settings.browser.headless),
+                            paused=args.step, stop=asyncio.Event())
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     tasks = tasks_from_args(args)
     settings = settings_from_args(args)
+    require_display(args, settings)
     stepper = step_through(args, settings)
     hooks = [stepper] if stepper is not None else []
     # Ctrl+C pauses into the prompt only where the person can see what it paused on.
@@ -105,6 +108,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"{len(tasks) - len(outcome.result)} tasks not started: the run budget is "
                   "spent (--max-run-cost / --max-run-tokens).")
     if outcome.interrupted or outcome.result is None:
-        print(f"Interrupted; traces in {out_dir}/")
-        return EXIT_INTERRUPTED
+        print(f"{outcome.stopped_by}; traces in {out_dir}/")
+        return outcome.exit_code
     return exit_code_for(s.outcome for s in outcome.result)

@@ -7,6 +7,7 @@ import asyncio
 from pathlib import Path
 
 from linewise.apps.filter_eval import snapshot_case
+from linewise.cli.display import require_display
 from linewise.cli.flags import add_browser_flags, settings_from_args
 from linewise.runtime.browser.chromium import Browser, BrowserConfig
 from linewise.runtime.browser.extraction import observe
@@ -36,6 +37,7 @@ async def page_lines(url: str, config: BrowserConfig) -> list[str]:
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, resolve=False)
+    require_display(args, settings)
     lines = asyncio.run(page_lines(args.url, BrowserConfig.from_settings(settings.browser)))
     case_id = args.id or safe_name(args.url.split("://", 1)[-1])
     out = args.out or Path(f"{case_id}.json")

@@ -24,6 +24,14 @@ HELP = (
     "t full tree · v filtered view · m take over by hand · c continue without stopping · "
     "q quit · ? help"
 )
+HEADLESS_HELP = HELP.replace(" · m take over by hand", "")
+"""A headless run has no window to take over in, so ``m`` is not offered."""
+
+NO_WINDOW = (
+    "m: this run is headless, there is no browser window to work in. Type the action to "
+    "run instead (o ACTION; t shows the tree with the elements' ids), s to skip the step, "
+    "or run again with --headed to work in the page by hand."
+)
 
 NO_TERMINAL = (
     "--step needs a terminal to ask at every step, and standard input is not one "
@@ -50,11 +58,16 @@ def view_summary(pending: PendingStep) -> str:
 
 class TerminalOperator:
     """Asks the person at the terminal; reads lines from ``stdin`` without blocking the
-    run's event loop (other episodes' work, Ctrl+C, the run's deadlines go on)."""
+    run's event loop (other episodes' work, Ctrl+C, the run's deadlines go on).
+    ``headless``: the run shows no browser window, so working by hand (``m``) is
+    refused, with what to do instead."""
 
-    def __init__(self, stdin: TextIO | None = None, out: TextIO | None = None) -> None:
+    def __init__(self, stdin: TextIO | None = None, out: TextIO | None = None, *,
+                 headless: bool = False) -> None:
         self.stdin = stdin if stdin is not None else sys.stdin
         self.out = out if out is not None else sys.stdout
+        self.headless = headless
+        self.help = HEADLESS_HELP if headless else HELP
         self._buffer = b""
         self._closed = False
 
@@ -80,6 +93,9 @@ class TerminalOperator:
             if command in ("c", "continue"):
                 return Choice("continue")
             if command in ("m", "manual"):
+                if self.headless:
+                    self._say(NO_WINDOW)
+                    continue
                 return Choice("manual")
             if command in ("t", "tree"):
                 self._say(f"--- full tree ({pending.total_lines} lines) ---\n{pending.full_tree}")
@@ -89,7 +105,7 @@ class TerminalOperator:
                           f"{pending.total_lines} lines) ---\n{pending.filtered_view}")
                 continue
             if command in ("?", "h", "help"):
-                self._say(HELP)
+                self._say(self.help)
                 continue
             text = command[2:].strip() if command.startswith("o ") else command
             if command == "o":
@@ -98,7 +114,7 @@ class TerminalOperator:
                     return Choice("quit")
                 text = entered.strip()
             if "(" not in text:
-                self._say(f"Unknown command {command!r}. {HELP}")
+                self._say(f"Unknown command {command!r}. {self.help}")
                 continue
             try:
                 return Choice("override", parse_action(text))
@@ -133,10 +149,13 @@ class TerminalOperator:
             where = (f"line {target.line} of the tree" if target.line is not None
                      else "not in the tree")
             shown = "shown to the model" if target.shown else "NOT shown to the model"
-            boxed = "boxed in the browser" if target.box is not None else "not drawn"
-            lines.append(f"target:  {element} ({where}, {shown}, {boxed})")
+            if self.headless:  # no window: where the box is drawn, nobody sees it
+                lines.append(f"target:  {element} ({where}, {shown})")
+            else:
+                boxed = "boxed in the browser" if target.box is not None else "not drawn"
+                lines.append(f"target:  {element} ({where}, {shown}, {boxed})")
         lines.append(f"view:    {view_summary(pending)}")
-        lines.append(HELP)
+        lines.append(self.help)
         self._say("\n".join(lines))
 
     def _discard_typed_ahead(self) -> None:

@@ -305,9 +305,12 @@ class _Episode:
         except LinewiseError as exc:
             self._fail("error", f"{type(exc).__name__}: {exc}", infra_kind_of(exc))
         except asyncio.CancelledError:
-            # Stopped at once (second Ctrl+C, or the caller cancelled): the summary is
-            # still written below before the cancellation goes on.
-            self._fail("interrupted", "episode was interrupted")
+            # Stopped at once (second Ctrl+C, SIGTERM's grace period over, or the caller
+            # cancelled): the same stop as after a step, only sooner, so ``stopped`` and
+            # never ``failed``. The summary is still written below before the
+            # cancellation goes on.
+            log.info("episode stopped at once", task_id=self.task_id)
+            self.summary.mark_stopped("interrupted", "episode was interrupted")
             raise
         except Exception as exc:  # a bug must still leave a readable trace behind
             self._fail("error", f"{type(exc).__name__}: {exc}", infra_kind_of(exc))
@@ -340,8 +343,7 @@ class _Episode:
         for index in range(self.max_steps):
             if self.config.stop is not None and self.config.stop.is_set():
                 log.info("episode stopped", task_id=self.task_id, steps=index)
-                self.summary.status, self.summary.termination = "stopped", "interrupted"
-                self.summary.error = "episode was interrupted"
+                self.summary.mark_stopped("interrupted", "episode was interrupted")
                 return False
             if (over := self.config.budget.exceeded(self.summary)) is not None:
                 self.summary.termination, self.summary.budget_stop = "budget", over
@@ -370,8 +372,7 @@ class _Episode:
                 return True
             if record.operator == "stopped":
                 log.info("episode stopped by the operator", task_id=self.task_id, step=index)
-                self.summary.status, self.summary.termination = "stopped", "user_stopped"
-                self.summary.error = "the operator stopped the episode"
+                self.summary.mark_stopped("user_stopped", "the operator stopped the episode")
                 return False
         self.summary.termination = "max_steps"
         return True

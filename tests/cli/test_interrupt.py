@@ -1,13 +1,16 @@
-"""Ctrl+C on ``linewise run`` in a real subprocess: once stops after the step, twice at once.
+"""Ctrl+C and SIGTERM on ``linewise run`` in a real subprocess: Ctrl+C once stops after
+the step, twice at once; SIGTERM (``timeout``, ``docker stop``, CI) stops like the first
+press, or at once when the step does not end within the grace period.
 
-Either way the process exits 130, every step line is complete JSON and the summary is
-no longer ``running``.
+Either way every step line is complete JSON, the summary says ``stopped`` and no
+process the run started is left behind; Ctrl+C exits 130, SIGTERM 143.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,7 +18,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from linewise.testing import ScriptedChatServer, StaticServer
+import pytest
+
+from linewise.cli.interrupt import TERM_GRACE_S
+from linewise.testing import Fault, ScriptedChatServer, StaticServer
+from linewise.testing.processes import chromium_pids, descendants
 
 
 def waiting_script(messages: list[dict[str, Any]]) -> str:
@@ -29,7 +36,44 @@ def start_run(llm: ScriptedChatServer, url: str, out: Path) -> subprocess.Popen[
          "--max-steps", "200", "--base-url", llm.base_url, "--model", "scripted",
          "--out", str(out), "--no-screenshots", "--repeat-escapes", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean,
+        # its own process group, as under `timeout`, which signals the whole group
+        start_new_session=True,
     )
+
+
+def start_time(pid: int) -> str | None:
+    """Field 22 of /proc/PID/stat (when it started): a pid and this name one process
+    even if the pid is reused; None once it has ended (or is a zombie)."""
+    try:
+        fields = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return None if fields[0] == "Z" else fields[19]
+
+
+def children_of(pid: int) -> dict[int, str]:
+    """Every process below ``pid`` (its Playwright driver, Chromium and Chromium's
+    helpers), each with its start time."""
+    found = {child: start_time(child) for child in descendants(pid)}
+    return {child: started for child, started in found.items() if started is not None}
+
+
+def still_running(children: dict[int, str], wait_s: float = 3) -> list[str]:
+    """The command lines of ``children`` still running after ``wait_s``: Chromium's
+    helpers may take a moment to go once its browser process has, an orphan never goes."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        left = [pid for pid, started in children.items() if start_time(pid) == started]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    names = []
+    for pid in left:
+        try:
+            names.append((Path("/proc") / str(pid) / "cmdline").read_bytes()[:120].decode())
+        except OSError:
+            continue
+    return names
 
 
 def wait_for_steps(out: Path, count: int, timeout_s: float = 40) -> Path:
@@ -85,13 +129,72 @@ def test_two_ctrl_c_stop_at_once_and_still_write_the_summary(
         stopped_in = time.monotonic() - sent
     assert process.returncode == 130, stderr
     steps, summary = read_trace(folder)
-    assert summary["status"] != "running" and summary["termination"] == "interrupted", summary
+    # The second press stops the same run sooner: still stopped, never "failed".
+    assert summary["status"] == "stopped" and summary["termination"] == "interrupted", summary
     assert summary["finished_at"] is not None and summary["n_steps"] == len(steps)
     assert stopped_in < 10
 
 
-def test_one_ctrl_c_on_a_bench_leaves_the_stopped_episode_to_resume(
+@pytest.mark.parametrize("to", ["process", "group"])
+def test_sigterm_stops_after_the_step_and_ends_every_child(
+    to: str, pages: StaticServer, tmp_path: Path
+) -> None:
+    """``docker stop`` signals the process; ``timeout`` and CI runners its whole process
+    group, Playwright's driver included: the driver must leave Chromium to linewise."""
+    with ScriptedChatServer(waiting_script, delay_s=0.3) as llm:
+        process = start_run(llm, pages.url("form.html"), tmp_path)
+        folder = wait_for_steps(tmp_path, 2)
+        children = children_of(process.pid)
+        assert chromium_pids(process.pid), children  # the run's Chromium is among them
+        if to == "group":
+            os.killpg(process.pid, signal.SIGTERM)
+        else:
+            process.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        stdout, stderr = process.communicate(timeout=30)
+        stopped_in = time.monotonic() - sent
+    assert process.returncode == 143, stderr
+    assert "SIGTERM: stopping after the current step" in stderr
+    assert "Traceback" not in stderr and "EPIPE" not in stderr, stderr
+    assert re.search(r"^adhoc +stopped ", stdout, re.MULTILINE), stdout
+    assert f"Stopped by SIGTERM; traces in {tmp_path}/" in stdout
+    steps, summary = read_trace(folder)
+    assert summary["status"] == "stopped" and summary["termination"] == "interrupted"
+    assert summary["n_steps"] == len(steps) >= 2
+    assert all(s["failure"] is None and s["action"] == "noop(200.0)" for s in steps)
+    assert stopped_in < 10
+    assert still_running(children) == []
+
+
+def test_sigterm_during_a_long_step_stops_at_once_after_the_grace_period(
     pages: StaticServer, tmp_path: Path
+) -> None:
+    """The sender kills after its own grace period (``docker stop``: 10 s): a step
+    waiting on a slow model is cut short after ``TERM_GRACE_S``, its summary written."""
+    with ScriptedChatServer(waiting_script, delay_s=0.3) as llm:
+        process = start_run(llm, pages.url("form.html"), tmp_path)
+        folder = wait_for_steps(tmp_path, 1)
+        llm.inject(Fault.stall(600))  # the next answer never comes in time
+        while llm.pending_faults:  # until the run is waiting for it
+            time.sleep(0.05)
+        children = children_of(process.pid)
+        process.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        _, stderr = process.communicate(timeout=30)
+        stopped_in = time.monotonic() - sent
+    assert process.returncode == 143, stderr
+    assert f"stopping now ({TERM_GRACE_S:g} s passed)" in stderr, stderr
+    assert TERM_GRACE_S <= stopped_in < TERM_GRACE_S + 8
+    steps, summary = read_trace(folder)
+    assert summary["status"] == "stopped" and summary["termination"] == "interrupted"
+    assert summary["n_steps"] == len(steps) and summary["finished_at"] is not None
+    assert still_running(children) == []
+
+
+@pytest.mark.parametrize(("signum", "code", "said"), [
+    (signal.SIGINT, 130, "Interrupted"), (signal.SIGTERM, 143, "Stopped by SIGTERM")])
+def test_one_ctrl_c_or_sigterm_on_a_bench_leaves_the_stopped_episode_to_resume(
+    signum: int, code: int, said: str, pages: StaticServer, tmp_path: Path
 ) -> None:
     tasks = tmp_path / "tasks.yaml"
     tasks.write_text("tasks:\n" + "".join(
@@ -108,10 +211,10 @@ def test_one_ctrl_c_on_a_bench_leaves_the_stopped_episode_to_resume(
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean,
         )
         folder = wait_for_steps(out, 2)
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signum)
         stdout, stderr = process.communicate(timeout=30)
-    assert process.returncode == 130, stderr
-    assert "--resume" in stdout
+    assert process.returncode == code, stderr
+    assert f"{said}: stopped episodes are rerun by --resume" in stdout
     steps, summary = read_trace(folder)
     assert summary["status"] == "stopped" and summary["n_steps"] == len(steps)
     results = out / "results.jsonl"

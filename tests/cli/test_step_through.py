@@ -247,6 +247,52 @@ def test_ctrl_c_in_a_terminal_stops_a_headless_run_after_its_step(
     assert all(s["failure"] is None and s["operator"] is None for s in steps)
 
 
+def apply_then_report(messages: list[dict[str, Any]]) -> str:
+    if "Applied 1 times" in messages[1]["content"].split("# History")[0]:
+        return "<think>Done.</think><action>send_msg_to_user('Applied once')</action>"
+    return click_apply(messages)
+
+
+@needs_terminal
+def test_a_headless_step_through_says_what_to_do_instead_of_m_and_labels_the_help(
+    site: StaticServer, tmp_path: Path
+) -> None:
+    """Headless, there is no window to work in: ``m`` says so and what the person can
+    do; an ad-hoc run a person assisted is "assisted", with no success check to fail."""
+    out = tmp_path / "out"
+    with ScriptedChatServer(apply_then_report) as llm:
+        args = [a for a in run_args(llm, site, out, "--step") if a != "--headed"]
+        with linewise_in_pane(args, tmp_path, None) as pane:
+            text = pane.wait_for(r"step> ")
+            assert "m take over" not in text  # not offered where it cannot work
+            assert re.search(r"target:  \[\d+\] button 'Apply' \(line \d+ of the tree, "
+                             r"shown to the model\)\n", text), text  # no box to see
+            pane.type_line("m")
+            text = pane.wait_for(r"step> ", 2)
+            assert "work in the browser window" not in text and "manual> " not in text
+            assert ("m: this run is headless, there is no browser window to work in. "
+                    "Type the action to run instead (o ACTION; t shows the tree with the "
+                    "elements' ids), s to skip the step, or run again with --headed to "
+                    "work in the page by hand.") in text, text
+            pane.type_line("s")  # the person decides this step: the run is assisted
+            pane.wait_for(r"=== step 1 ")
+            pane.send("Enter")
+            pane.wait_for(r"=== step 2 ")
+            pane.send("Enter")
+            assert pane.wait_exit() == 0
+            text = pane.text()
+    assert re.search(r"^adhoc +assisted \(no success check\) +0\.00 +3 ", text,
+                     re.MULTILINE), text
+    assert "a person decided 1 of 3 steps" in text
+    assert "task not done" not in text and "0/0" not in text
+    assert ("No success check: the task has none, so nothing was judged (a person "
+            "decided 1 of its 3 steps); what the agent said is below.") in text
+    assert "Answer (adhoc): Applied once" in text
+    steps, summary, _ = read_trace(out)
+    assert [s["operator"] for s in steps] == ["skipped", "approved", "approved"]
+    assert summary["outcome"] == "assisted" and summary["success"] is None
+
+
 def test_step_without_a_terminal_fails_at_once(tmp_path: Path) -> None:
     process = subprocess.run(
         [sys.executable, "-m", "linewise.cli.main", "run", "--url", "http://127.0.0.1:9/",

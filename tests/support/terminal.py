@@ -95,11 +95,13 @@ class Pane:
 
 @contextmanager
 def linewise_in_pane(args: list[str], workdir: Path, display: str | None) -> Iterator[Pane]:
-    """``linewise ARGS`` in a 200x50 tmux pane; the pane's shell writes the exit code."""
+    """``linewise ARGS`` in a 200x50 tmux pane; the pane's shell writes the exit code.
+    ``display``: the X display to give it; None gives it none at all."""
     socket = workdir / "tmux.sock"
     exit_file = workdir / "exit_code"
     clean = {k: v for k, v in os.environ.items()
-             if not k.startswith(("OPENAI_", "LINEWISE_", "TMUX"))}
+             if not k.startswith(("OPENAI_", "LINEWISE_", "TMUX"))
+             and k not in ("DISPLAY", "WAYLAND_DISPLAY")}
     if display is not None:
         clean["DISPLAY"] = display
     command = shlex.join([sys.executable, "-m", "linewise.cli.main", *args])

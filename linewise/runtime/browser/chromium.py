@@ -43,11 +43,13 @@ from linewise.errors import BrowserCrashed, BrowserError
 from linewise.records import DialogRecord
 from linewise.runtime.browser.binding import DocumentBinding
 from linewise.runtime.browser.cdp import CDPConnection, CDPSender
+from linewise.runtime.browser.display import require_display
+from linewise.runtime.browser.driver import LAUNCH_SIGNALS, driver_environ
 from linewise.runtime.browser.guard import NavigationGuard
 from linewise.runtime.browser.observed import ObservedDocuments
 from linewise.runtime.browser.proxy import ProxyLimits, ProxyServer
 from linewise.runtime.browser.resolver import Resolver, resolver_rules
-from linewise.runtime.secret_env import child_environment, scrubbed_environ
+from linewise.runtime.secret_env import child_environment
 from linewise.settings import BrowserSettings
 
 log = structlog.get_logger(__name__)
@@ -161,10 +163,13 @@ class Browser:
         self._closing = False
 
     async def start(self) -> Browser:
+        if not self.config.headless:
+            require_display()  # else Playwright waits 3 minutes for a window that never opens
         self.executable_path = find_chromium(self.config.chromium)
         # The driver copies os.environ, and Chromium inherits the driver's: neither gets a
-        # secret's variable (``secret_env.py``).
-        with scrubbed_environ():
+        # secret's variable (``secret_env.py``); and the driver leaves signals to
+        # linewise (``driver.py``).
+        with driver_environ():
             self._playwright = await async_playwright().start()
         await self._launch()
         return self
@@ -186,9 +191,10 @@ class Browser:
                 args=args,
                 env=env,
                 slow_mo=self.config.slow_mo_ms or None,
-                # Ctrl+C in a terminal reaches the whole process group: linewise decides
-                # what it means (pause, stop after the step) and closes Chromium itself.
-                handle_sigint=False,
+                # Ctrl+C in a terminal and `timeout`'s SIGTERM reach the whole process
+                # group: linewise decides what they mean (pause, stop after the step) and
+                # closes Chromium itself.
+                **LAUNCH_SIGNALS,
             )
         except PlaywrightError as exc:
             await self._playwright.stop()

@@ -33,6 +33,7 @@ from linewise.agent.actions import refused_goto_message
 from linewise.errors import BrowserError, BrowserStalled
 from linewise.records import NavigationEvents, Tab, TargetBox
 from linewise.runtime.browser.chromium import GYM_BID_ATTRIBUTE, BrowserConfig
+from linewise.runtime.browser.display import require_display
 from linewise.runtime.browser.executor import ActionOutcome
 from linewise.runtime.browser.navigation import NavigationPolicy
 from linewise.runtime.browser.observation import (
@@ -109,6 +110,9 @@ class BrowserGymEnv:
             raise BrowserStalled(stage, timeout_s, f"BrowserGym task {self.task.id}") from None
 
     async def reset(self) -> TaskStart:
+        if not self.browser.headless:
+            require_display()  # else BrowserGym's launch waits minutes for a window
+
         def start() -> dict[str, Any]:
             self._gym = make_env(
                 self.task.env_id, task_kwargs=self.task_kwargs, headless=self.browser.headless,

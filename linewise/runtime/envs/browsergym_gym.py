@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from linewise.errors import ConfigError
 from linewise.runtime.browser.chromium import CHROMIUM_ARGS, GYM_BID_ATTRIBUTE, find_chromium
-from linewise.runtime.secret_env import scrubbed_environ
+from linewise.runtime.browser.driver import LAUNCH_SIGNALS, driver_environ
 
 _local = threading.local()
 
@@ -63,7 +63,9 @@ def thread_playwright() -> Any:
     if playwright is None:
         from playwright.sync_api import sync_playwright
 
-        with scrubbed_environ():  # the driver, and so its Chromium, holds no secret
+        # The driver, and so its Chromium, holds no secret, and it leaves Ctrl+C and
+        # SIGTERM to linewise, as the runtime's own Browser's does (browser/driver.py).
+        with driver_environ():
             playwright = sync_playwright().start()
         original = playwright.chromium.launch
         executable = find_chromium()
@@ -72,6 +74,7 @@ def thread_playwright() -> Any:
             if executable is not None:
                 kwargs.setdefault("executable_path", executable)
             kwargs["args"] = [*kwargs.get("args", []), *CHROMIUM_ARGS]
+            kwargs.update(LAUNCH_SIGNALS)
             return original(**kwargs)
 
         playwright.chromium.launch = launch  # type: ignore[method-assign]
