@@ -151,7 +151,15 @@ function renderHeader() {
   const o = LW.outline;
   const s = o.summary;
   $("task").textContent = `${s.task_id} · ${s.filter}`;
-  $("goal").replaceChildren(el("b", {}, "goal "), s.goal || "(none recorded)");
+  $("goal").replaceChildren(el("b", {}, "goal "), s.goal || missingGoal(s),
+    s.start_url ? el("span", { class: "muted-inline" }, " · start ", el("code", {}, s.start_url)) : null);
+  // An episode that ended on an error says which, above everything else: one that
+  // failed to start has nothing else to show.
+  const failed = s.error && s.status !== "running";
+  $("error").hidden = !failed;
+  $("error").replaceChildren(...(failed ? [
+    el("b", {}, o.steps.length ? "ended on an error " : "failed before its first step "),
+    el("span", { class: "error" }, s.error)] : []));
   $("answer").hidden = s.answer === null || s.answer === undefined;
   $("answer").replaceChildren(el("b", {}, "answer "), s.answer ?? "");
   $("replay").hidden = !s.replay;
@@ -164,6 +172,12 @@ function renderHeader() {
   problems.hidden = !o.problems.length;
   problems.replaceChildren(el("b", {}, "damaged trace: "), o.problems.join(" · "),
     " (the rest of the episode is shown)");
+}
+
+// The goal of a task that never reached its page: a MiniWoB++ page sets its own.
+function missingGoal(s) {
+  if (s.task && s.task.miniwob) return `(set by the MiniWoB++ page ${s.task.miniwob}, which never gave it)`;
+  return "(none recorded)";
 }
 
 function renderTimeline() {
@@ -185,7 +199,15 @@ function renderTimeline() {
 
 async function show(index) {
   const steps = LW.outline.steps;
-  if (!steps.length) { $("step-label").textContent = "no steps yet"; return; }
+  if (!steps.length) {
+    const ended = LW.outline.summary.status !== "running";
+    $("step-label").textContent = ended ? "no step recorded" : "no steps yet";
+    // Nothing to draw: no screenshot frame (a broken image), no empty panels or tree.
+    document.querySelector("main.episode").hidden = ended;
+    document.body.dataset.shown = "none";
+    return;
+  }
+  document.querySelector("main.episode").hidden = false;
   index = Math.max(0, Math.min(index, steps.length - 1));
   state.index = index;
   const token = ++state.stepToken;
@@ -219,6 +241,8 @@ function renderShot(step) {
   const box = $("target-box");
   box.hidden = true;
   $("shot-note").textContent = "";
+  $("shot-hint").hidden = !step.screenshot;
+  img.hidden = !step.screenshot; // an img without a source draws as a broken image
   if (!step.screenshot) {
     img.removeAttribute("src");
     $("shot-note").textContent = "no screenshot recorded for this step";
