@@ -87,15 +87,17 @@ function receiveOutline(outline) {
   } else if (n > before && state.index >= before - 1) {
     show(n - 1); // following a live episode: stay on its newest step
   }
-  if (served && outline.summary.status === "running") {
+  // An attempt set aside is no longer written to, whatever its status says.
+  if (served && outline.summary.status === "running" && !outline.attempt_of) {
     setTimeout(() => loadScript(dataUrl("outline.js")).catch(() => {}), POLL_MS);
   }
 }
 
 // What the episode's ending says about the agent: only an agent outcome is its own
 // success or failure; a person's help, a stop or a fault is named for what it is.
-function outcomeText(s) {
-  if (s.status === "running") return ["running…", "running"];
+function outcomeText(s, setAside) {
+  // A set-aside attempt still "running" is one whose run was killed mid-episode.
+  if (s.status === "running") return setAside ? ["cut short: its run was killed", "bad"] : ["running…", "running"];
   if (s.outcome === "assisted") {
     return [`assisted by a person (${s.assisted_steps} step${s.assisted_steps === 1 ? "" : "s"}) · task ${s.success ? "done" : "not done"} · not the agent's result`, "assisted"];
   }
@@ -151,6 +153,10 @@ function renderHeader() {
   const o = LW.outline;
   const s = o.summary;
   $("task").textContent = `${s.task_id} · ${s.filter}`;
+  $("attempt").hidden = !o.attempt_of;
+  $("attempt").replaceChildren(...(o.attempt_of ? [
+    el("b", {}, "earlier attempt "), "set aside when the bench ran this episode again: ",
+    el("a", { href: LW.base + o.attempt_of }, "its last attempt"), " is the one counted."] : []));
   $("goal").replaceChildren(el("b", {}, "goal "), s.goal || missingGoal(s),
     s.start_url ? el("span", { class: "muted-inline" }, " · start ", el("code", {}, s.start_url)) : null);
   // An episode that ended on an error says which, above everything else: one that
@@ -164,7 +170,7 @@ function renderHeader() {
   $("answer").replaceChildren(el("b", {}, "answer "), s.answer ?? "");
   $("replay").hidden = !s.replay;
   $("replay").replaceChildren(...(s.replay ? [replayText(s)] : []));
-  const [text, cls] = outcomeText(s);
+  const [text, cls] = outcomeText(s, !!o.attempt_of);
   const badge = $("outcome");
   badge.textContent = s.status === "running" ? text : `${text} · reward ${s.reward}`;
   badge.className = "badge " + cls;
