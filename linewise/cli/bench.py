@@ -25,8 +25,8 @@ from linewise.apps.bench.report_data import (
     errors_text,
     infra_text,
     overall,
+    rate_text,
     replay_line,
-    success_text,
 )
 from linewise.cli.exit_codes import exit_code_for
 from linewise.cli.flags import (
@@ -188,7 +188,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     summary = overall(results, prices_from(args, settings))
     print(f"{len(results)}/{len(specs)} episodes in {out_dir} (ran {outcome.ran}, "
           f"recovered {outcome.recovered}, already done {outcome.skipped}); "
-          f"success {success_text(summary)} % of {summary.judged} agent outcomes; "
+          f"success {rate_text(summary)} % of {summary.judged} agent outcomes; "
           f"infrastructure endings {infra_text(summary)}"
           + (f"; assisted by a person (not counted) {summary.assisted}"
              if summary.assisted else ""))

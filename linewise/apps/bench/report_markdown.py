@@ -7,6 +7,7 @@ from linewise.apps.bench.report_data import (
     Report,
     group_columns,
     group_header,
+    has_other_endings,
     has_replays,
     preamble,
     replays_notes,
@@ -25,20 +26,22 @@ def _md_table(header: list[str], rows: list[list[str]]) -> str:
 
 def render_markdown(report: Report) -> str:
     replays = has_replays(report)
-    header = group_header(replays)
+    others = has_other_endings(report)
+    header = group_header(replays, others)
     out = [f"# Bench report: {report.bench}", "", *preamble(report), ""]
     out += ["## Agents and filters", "",
             _md_table(["agent", "filter", *header],
-                      [[g.label["agent"], g.label["filter"], *group_columns(g, replays)]
-                       for g in report.overall]), ""]
+                      [[g.label["agent"], g.label["filter"],
+                        *group_columns(g, replays, others)] for g in report.overall]), ""]
     if replays:
         out += ["## Replays", "", *replays_notes(report), "",
                 _md_table(REPLAYS_HEADER, replays_rows(report)), ""]
     out += ["## Per benchmark", "",
             _md_table(["benchmark", "agent", "filter", *header],
                       [[g.label["benchmark"], g.label["agent"], g.label["filter"],
-                        *group_columns(g, replays)] for g in report.by_benchmark]), ""]
-    out += ["## Per task", "", _md_table(task_header(replays),
-                                         [task_columns(g, replays)
+                        *group_columns(g, replays, others)] for g in report.by_benchmark]),
+            ""]
+    out += ["## Per task", "", _md_table(task_header(replays, others),
+                                         [task_columns(g, replays, others)
                                           for g in report.by_task]), ""]
     return "\n".join(out)

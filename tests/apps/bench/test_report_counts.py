@@ -1,4 +1,5 @@
-"""The report and the viewer count the same episodes, each once.
+"""The report and the viewer count the same episodes, each once, and every mean of the
+report is over one named denominator.
 
 One real ``linewise bench`` (MiniWoB++ in Chromium, the scripted model behind real
 HTTP) where the model endpoint fails on purpose: click-button's first call gets a 500,
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import threading
@@ -143,3 +145,51 @@ async def test_the_viewer_counts_each_episode_once_as_the_report_does(
     assert page.url.endswith("episodes/none__miniwob.click-button.seed2.html#step=0")
     assert await page.is_hidden("#attempt")
     assert (await page.text_content("#outcome") or "").startswith("success")
+
+
+async def test_every_mean_of_the_report_is_over_its_agent_outcomes(
+    bench: Path, session: BrowserSession, tmp_path: Path,
+) -> None:
+    """Before: tokens, cost and wall time per episode averaged in enter-text's
+    infrastructure ending (0 tokens) while steps left it out, its box reached 0, and no
+    n was shown beside the rate."""
+    _ran_as_planned(bench)
+    results = read_results(bench / "results.jsonl")
+    agent = [r for r in results if r.outcome == "agent"]
+    report = json.loads((bench / "report.json").read_text())
+    [group] = report["overall"]
+    assert group["agent_episodes"] == 2 and group["judged"] == 2
+    assert group["action_tokens_per_episode"] == pytest.approx(
+        sum(r.action_tokens for r in agent) / 2)
+    assert group["wall_s"] == pytest.approx(sum(r.wall_s for r in agent) / 2)
+    assert group["steps"] == pytest.approx(sum(r.n_steps for r in agent) / 2)
+    assert group["action_tokens_per_step"] == pytest.approx(
+        sum(r.action_tokens for r in agent) / sum(r.n_steps for r in agent))
+    # the per-task row of an infrastructure ending alone has no means at all
+    enter = next(g for g in report["by_task"] if g["label"]["task"] == "miniwob.enter-text")
+    assert enter["agent_episodes"] == 0
+
+    markdown = (bench / "report.md").read_text()
+    table = markdown.split("## Agents and filters")[1].strip().splitlines()
+    cells = dict(zip([c.strip() for c in table[0].split("|")],
+                     [c.strip() for c in table[2].split("|")], strict=True))
+    assert cells["episodes"] == "3" and cells["agent outcomes (n)"] == "2"
+    assert cells["success % ± SE"] == "100.0 ± 0.0 (n=2)"
+    assert cells["action tok/episode"] == f"{sum(r.action_tokens for r in agent) / 2:,.0f}"
+    assert "One denominator per row" in markdown
+    tasks = markdown.split("## Per task")[1]
+    assert "| miniwob.enter-text | none | scripted | 1 | 0 | - | 1 (model 1) | 0 | - | - | - |" \
+        in tasks, tasks
+
+    page = session.page
+    await page.goto((bench / "report.html").as_uri())
+    await page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+    boxes = await page.eval_on_selector_all(
+        "svg[data-plot='token-distributions'] rect.box", "rs => rs.map(r => r.textContent)")
+    counts = await page.eval_on_selector_all(
+        "svg[data-plot='token-distributions'] text.count", "ts => ts.map(t => t.textContent)")
+    # one box per model, each of the 2 agent outcomes, none reaching 0 for enter-text
+    assert [b.split(":")[1].split(",")[0].strip() for b in boxes] == ["n=2", "n=2"]
+    assert counts == ["n=2", "n=2"]
+    median = statistics.median(r.action_tokens for r in agent)
+    assert f"median {median:.3g}" in boxes[0], boxes
