@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from linewise.agent.filters.cost_gate import Prices
 from linewise.apps.bench.metrics import GroupMetrics, ReplayMetrics, grouped, summarize
 from linewise.apps.bench.results import RESULTS_FILE, EpisodeResult, read_results
+from linewise.apps.bench.state import BenchState, StateLine, state_lines
 from linewise.errors import ConfigError
 
 
@@ -22,6 +23,9 @@ class Report(BaseModel):
     bench: str
     generated_at: str
     episodes: int
+    """Results lines: each episode once, as its last attempt ended."""
+    state: BenchState
+    """What the report covers of the plan, why the bench stopped, how to resume."""
     prices: Prices
     max_rounds: float | None
     overall: list[GroupMetrics]
@@ -35,11 +39,14 @@ class Report(BaseModel):
 
 
 def build_report(results: list[EpisodeResult], bench: str, prices: Prices,
-                 max_rounds: float | None = None) -> Report:
+                 max_rounds: float | None = None, state: BenchState | None = None) -> Report:
+    """``state``: the bench's (``state.bench_state``); without one the plan is unknown."""
     return Report(
         bench=bench,
         generated_at=datetime.now().isoformat(timespec="seconds"),
         episodes=len(results),
+        state=state or BenchState(planned=None, ran=len(results), left=0,
+                                  rerun=sum(not r.is_final for r in results)),
         prices=prices,
         max_rounds=max_rounds,
         overall=grouped(results, lambda r: (r.agent, r.filter), ("agent", "filter"),
@@ -293,11 +300,13 @@ def replays_notes(report: Report) -> list[str]:
 
 
 def preamble(report: Report) -> list[str]:
+    """The notes under the bench's state (``state_lines``): what the numbers mean."""
     p = report.prices
     rounds = (f"{report.max_rounds:g}" if report.max_rounds
               else "each group's largest step budget (max_steps)")
     return [
-        f"{report.episodes} episodes. Generated {report.generated_at}.",
+        f"{report.episodes} episodes, each once (its last attempt). Generated "
+        f"{report.generated_at}.",
         "Success rate with its standard error (±SE) as in LineRetriever's Table 1, over "
         "the episodes that ended with an agent outcome; episodes that ended on an "
         "infrastructure fault (model endpoint, browser, runtime) are counted beside it "
@@ -321,3 +330,10 @@ def preamble(report: Report) -> list[str]:
         "host, reason and count).",
     ]
 
+
+def opening(report: Report) -> list[StateLine]:
+    """The bench's state, first in every rendering of the report."""
+    return state_lines(report.state, report.episodes)
+
+
+NO_RESULTS = "No episode has a results line yet: there is nothing to tabulate."

@@ -18,12 +18,14 @@ import itertools
 import math
 
 from linewise.apps.bench.report_data import (
+    NO_RESULTS,
     REPLAYS_HEADER,
     Report,
     group_columns,
     group_header,
     has_other_endings,
     has_replays,
+    opening,
     preamble,
     replays_notes,
     replays_rows,
@@ -42,6 +44,10 @@ th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
 .plots { display: flex; flex-wrap: wrap; gap: 1rem; }
 .plots figure { margin: 0; border: 1px solid #ddd; padding: 0.5rem; }
 .muted { color: #666; font-size: 0.9rem; }
+.state { border: 1px solid #9c9; background: #f2fbf2; padding: 0.5rem 0.8rem; }
+.state.incomplete { border-color: #d9a; background: #fdf1f3; }
+.state p { margin: 0.25rem 0; } .state p:first-child { font-weight: bold; }
+.state code { background: #fff; padding: 0 0.2rem; user-select: all; }
 """
 
 
@@ -166,6 +172,18 @@ def _task_table(report: Report, results: list[EpisodeResult], pages: dict[str, s
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _state(report: Report) -> str:
+    """The bench's state, first on the page: complete, or what is left, why it
+    stopped and the command that carries on (its own element, easy to copy)."""
+    lines = "".join(
+        f"<p>{html.escape(line.text)}"
+        + (f' <code class="resume">{html.escape(line.command)}</code>' if line.command else "")
+        + f"{html.escape(line.after)}</p>"
+        for line in opening(report))
+    kind = "complete" if report.state.complete else "incomplete"
+    return f'<div id="state" class="state {kind}">{lines}</div>'
+
+
 def render_html(report: Report, results: list[EpisodeResult],
                 episode_pages: dict[str, str] | None = None) -> str:
     """``episode_pages``: each episode folder's viewer page, relative to the report; the
@@ -186,8 +204,11 @@ def render_html(report: Report, results: list[EpisodeResult],
 <style>{CSS}</style></head>
 <body>
 <h1>Bench report: {html.escape(report.bench)}</h1>
+{_state(report)}
 {intro}
 """
+    if not report.episodes:
+        return f'{head}<p id="no-results">{html.escape(NO_RESULTS)}</p>\n</body></html>\n'
     plots = [
         success_vs_reduction(report, colors),
         token_distributions(agent_results, colors),

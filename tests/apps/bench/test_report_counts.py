@@ -112,6 +112,8 @@ async def test_the_viewer_counts_each_episode_once_as_the_report_does(
     report = json.loads((bench / "report.json").read_text())
     [group] = report["overall"]
     assert (report["episodes"], group["infrastructure"]) == (3, 1)
+    assert report["state"]["earlier_attempts"] == 2
+    assert "2 earlier attempts were set aside" in (bench / "report.md").read_text()
 
     page = session.page
     await page.set_viewport_size({"width": 1500, "height": 700})
