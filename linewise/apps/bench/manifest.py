@@ -104,20 +104,22 @@ def read_manifest(out_dir: Path) -> BenchManifest | None:
         return None
 
 
-def resume_command(argv: list[str], out_dir: Path) -> ResumeCommand:
-    """The command that continues a bench run as ``argv``: the same command with
-    ``--resume`` and ``--out DIR`` (a bench without ``--out`` wrote into a new
-    timestamped folder, which a rerun would not find again). A command that is not
-    ``bench`` (``improve``) is given as it was run."""
+def resume_command(argv: list[str], out_dir: Path, cwd: str | None = None) -> ResumeCommand:
+    """The command that continues a bench run as ``argv`` (from ``cwd``, by default
+    this process's folder): the same command with ``--resume`` and ``--out DIR`` (a
+    bench without ``--out`` wrote into a new timestamped folder, which a rerun would
+    not find again). A command that is not ``bench`` (``improve``) is given as it was
+    run."""
+    cwd = os.getcwd() if cwd is None else cwd
     words = list(argv[1:])
     if "bench" not in words:
-        return ResumeCommand(argv=["linewise", *words], cwd=os.getcwd())
+        return ResumeCommand(argv=["linewise", *words], cwd=cwd)
     words = words[words.index("bench"):]
     if not any(w == "--out" or w.startswith("--out=") for w in words):
         words += ["--out", str(out_dir)]
     if not {"--resume", "--retry-errors"} & set(words):
         words.append("--resume")
-    return ResumeCommand(argv=["linewise", *words], cwd=os.getcwd())
+    return ResumeCommand(argv=["linewise", *words], cwd=cwd)
 
 
 def check_manifest(out_dir: Path, settings: LinewiseSettings, resume: bool,

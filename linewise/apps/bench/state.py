@@ -14,7 +14,12 @@ from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, Field
 
-from linewise.apps.bench.manifest import BenchManifest, StopReason, read_manifest
+from linewise.apps.bench.manifest import (
+    BenchManifest,
+    StopReason,
+    read_manifest,
+    resume_command,
+)
 from linewise.apps.bench.plan import INCOMPLETE_DIR, INFRA_DIR
 from linewise.apps.bench.results import EpisodeResult
 
@@ -82,8 +87,13 @@ def bench_state(out_dir: Path, results: list[EpisodeResult]) -> BenchState:
         earlier_attempts=attempts,
     )
     _add_stop(state, manifest)
-    if (state.left or state.rerun) and manifest.resume is not None:
-        state.resume, state.resume_cwd = manifest.resume.text(), manifest.resume.cwd
+    resume = manifest.resume
+    if resume is None and manifest.invocations and manifest.invocations[0].argv:
+        # A bench.json from before the command was recorded: its first invocation (the
+        # whole plan) with --resume, from a folder it does not say.
+        resume = resume_command(manifest.invocations[0].argv, out_dir, cwd="")
+    if (state.left or state.rerun) and resume is not None:
+        state.resume, state.resume_cwd = resume.text(), resume.cwd
     return state
 
 
@@ -136,8 +146,12 @@ def state_lines(state: BenchState, episodes: int) -> list[StateLine]:
         if state.stop_detail:
             why += f" ({state.stop_detail})"
         when = f" at {state.stopped_at}" if state.stopped_at else ""
-        lines.append(StateLine(f"Last run ended{when}: {why}." if state.stop == "finished"
-                               else f"Stopped{when}: {why}."))
+        if state.stop == "unknown":
+            lines.append(StateLine(f"Why the last run ended: {why}."))
+        elif state.stop == "finished":
+            lines.append(StateLine(f"Last run ended{when}: {why}."))
+        else:
+            lines.append(StateLine(f"Stopped{when}: {why}."))
     if state.resume is not None:
         where = f" (from {state.resume_cwd})" if state.resume_cwd else ""
         lines.append(StateLine("Resume with:", state.resume, where))

@@ -199,3 +199,35 @@ def test_a_folder_rerun_with_another_task_file_is_refused(tmp_path: Path) -> Non
         mixed.stderr[-2000:]
     assert (out / "results.jsonl").read_text() == before
     assert again.returncode == 0 and "already done 1" in again.stdout, again.stderr[-2000:]
+
+
+def test_a_bench_from_before_plans_were_recorded_still_gets_its_state(tmp_path: Path) -> None:
+    """A bench.json without plan, resume command or ends (linewise before them): the
+    plan's size, what is left and a resume command come from what it has."""
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(CLICK_TEST)
+    out = tmp_path / "bench"
+    with ScriptedChatServer(miniwob_solver) as llm:
+        made = subprocess.run(_bench(tasks, out, llm.base_url, "--seeds", "2"), env=_env(),
+                              capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr[-3000:]
+    # what such a folder holds after a kill: one line of two, bench.json of the old form
+    results = out / "results.jsonl"
+    results.write_text(results.read_text().splitlines(keepends=True)[0])
+    manifest = json.loads((out / "bench.json").read_text())
+    for key in ("planned", "resume"):
+        del manifest[key]
+    for invocation in manifest["invocations"]:
+        del invocation["ended"]
+    (out / "bench.json").write_text(json.dumps(manifest))
+    report = subprocess.run([*LINEWISE, "report", str(out)], env=_env(),
+                            capture_output=True, text=True, timeout=120)
+    assert report.returncode == 0, report.stderr[-3000:]
+    state = json.loads((out / "report.json").read_text())["state"]
+    assert (state["planned"], state["ran"], state["left"], state["stop"]) == (2, 1, 1, "unknown")
+    assert state["resume"] == (f"linewise bench {tasks} --filter none --concurrency 1 --out "
+                               f"{out} --base-url {llm.base_url} --model scripted "
+                               "--no-screenshots --log-json --seeds 2 --resume")
+    assert _opening((out / "report.md").read_text())[1] == (
+        "Why the last run ended: not recorded (a bench from before linewise recorded why "
+        "runs stopped).")
