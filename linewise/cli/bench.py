@@ -15,8 +15,9 @@ from datetime import datetime
 from pathlib import Path
 
 from linewise.agent.filters.cost_gate import Prices
-from linewise.apps.bench.driver import MANIFEST_FILE, run_bench
+from linewise.apps.bench.driver import run_bench
 from linewise.apps.bench.local import BenchOptions
+from linewise.apps.bench.manifest import MANIFEST_FILE
 from linewise.apps.bench.plan import expand
 from linewise.apps.bench.progress import make_progress
 from linewise.apps.bench.report import write_report
@@ -24,8 +25,8 @@ from linewise.apps.bench.report_data import (
     errors_text,
     infra_text,
     overall,
+    rate_text,
     replay_line,
-    success_text,
 )
 from linewise.cli.display import require_display
 from linewise.cli.exit_codes import exit_code_for
@@ -190,7 +191,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     summary = overall(results, prices_from(args, settings))
     print(f"{len(results)}/{len(specs)} episodes in {out_dir} (ran {outcome.ran}, "
           f"recovered {outcome.recovered}, already done {outcome.skipped}); "
-          f"success {success_text(summary)} % of {summary.judged} agent outcomes; "
+          f"success {rate_text(summary)} % of {summary.judged} agent outcomes; "
           f"infrastructure endings {infra_text(summary)}"
           + (f"; assisted by a person (not counted) {summary.assisted}"
              if summary.assisted else ""))

@@ -236,9 +236,12 @@ class _Episode:
         self.agent = config.make_agent(action_model, agent_can_end=env.agent_can_end,
                                        single_page=env.single_page)
         self.filter = config.make_filter()
+        goal, start_url = planned_start(env, config.task_spec)
         self.summary = EpisodeSummary(
             episode_id=uuid.uuid4().hex[:12],
             task_id=task_id,
+            goal=goal,
+            start_url=start_url,
             action_model=action_model.model,
             retriever_model=config.retriever_model,
             filter=self.filter.name,
@@ -660,6 +663,15 @@ class _Episode:
         self.summary.attack = await self.env.judge_attack(self.summary.answer)
         if success is not None and self.env.agent_can_end:
             self.summary.reward = 1.0 if success else 0.0
+
+
+def planned_start(env: Environment, task_spec: dict[str, Any] | None) -> tuple[str, str]:
+    """The goal and start URL the task names before its page is open (``reset`` puts
+    the page's own in their place): an episode that cannot start still says what it
+    was for. A MiniWoB++ page sets its goal itself: none before it opens."""
+    spec = task_spec or {}
+    start_url = getattr(getattr(env, "task", None), "start_url", None) or spec.get("url")
+    return str(spec.get("goal") or ""), str(start_url or "")
 
 
 def filter_misses(action: ParsedAction | None, tree_lines: Sequence[str],

@@ -17,10 +17,9 @@ the file:
 from __future__ import annotations
 
 import asyncio
-import json
+import contextlib
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
@@ -29,6 +28,13 @@ import structlog
 from linewise.agent.experience.load import check_memory_leak
 from linewise.agent.experience.store import task_key
 from linewise.apps.bench.local import BenchOptions, run_local
+from linewise.apps.bench.manifest import (
+    RunEnd,
+    StopReason,
+    check_manifest,
+    record_end,
+    write_manifest,
+)
 from linewise.apps.bench.metrics import episode_cost
 from linewise.apps.bench.plan import (
     INFRA_DIR,
@@ -45,17 +51,14 @@ from linewise.apps.bench.results import (
     result_from_summary,
     take_out,
 )
-from linewise.errors import ConfigError, TraceWriteError
+from linewise.errors import EndpointRefused, TraceWriteError
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.budget import Budget, RunSpend, prices_of
-from linewise.runtime.redaction import redact_argv, redact_data
-from linewise.runtime.run import environment_manifest, prepare_run, write_private
+from linewise.runtime.run import prepare_run
 from linewise.runtime.trace import read_steps, read_summary
 from linewise.settings import LinewiseSettings
 
 log = structlog.get_logger(__name__)
-
-MANIFEST_FILE = "bench.json"
 
 Backend = Literal["local", "ray"]
 
@@ -78,54 +81,6 @@ class BenchOutcome:
     memory_overlap: list[str] = field(default_factory=list)
     """Episodes the memory (``--memory``) was built from that this bench ran anyway
     (``allow_memory_overlap``): its success rate is not a clean test."""
-
-
-def check_manifest(out_dir: Path, settings: LinewiseSettings, resume: bool) -> None:
-    """Refuse to mix two agents' results in one folder; ``--resume`` needs a bench."""
-    path = out_dir / MANIFEST_FILE
-    if not path.exists():
-        if resume:
-            raise ConfigError(f"--resume: {out_dir} holds no bench ({MANIFEST_FILE} missing)")
-        return
-    previous = json.loads(path.read_text(encoding="utf-8"))
-    model = previous.get("action_model")
-    if model and settings.action.model and model != settings.action.model:
-        raise ConfigError(
-            f"{out_dir} holds results of action model {model!r}, not "
-            f"{settings.action.model!r}: use another --out"
-        )
-
-
-def write_manifest(
-    out_dir: Path,
-    settings: LinewiseSettings,
-    specs: list[EpisodeSpec],
-    *,
-    backend: str,
-    options: BenchOptions,
-    argv: list[str],
-    memory_overlap: list[str] | None = None,
-) -> None:
-    """``bench.json``: the plan and every invocation that worked on this folder."""
-    path = out_dir / MANIFEST_FILE
-    previous = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    invocation = {
-        "argv": redact_argv(argv),
-        "started_at": datetime.now().isoformat(timespec="seconds"),
-        "backend": backend,
-        "concurrency": options.concurrency,
-        "episode_timeout_s": options.episode_timeout_s,
-    }
-    manifest = {
-        "action_model": settings.action.model or previous.get("action_model"),
-        "retriever_model": settings.retriever.model,
-        "filters": sorted({s.filter for s in specs}),
-        "episodes": len(specs),
-        **({"memory_overlap": memory_overlap} if memory_overlap else {}),
-        **environment_manifest(settings),
-        "invocations": [*previous.get("invocations", []), invocation],
-    }
-    write_private(path, json.dumps(redact_data(manifest), indent=2))
 
 
 def take_back_endings(
@@ -203,21 +158,31 @@ async def run_bench(
             out_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise TraceWriteError.of(out_dir, exc) from exc
-        check_manifest(out_dir, settings, resume)
+        check_manifest(out_dir, settings, resume, specs)
         write_manifest(out_dir, settings, specs, backend=backend, options=options,
                        argv=argv if argv is not None else sys.argv, memory_overlap=overlap)
         path = out_dir / RESULTS_FILE
         stopped: str | None = None
-        with ResultsWriter(path) as writer:
-            try:  # moving earlier endings and folders aside: file work in out_dir alone
-                retried = take_back_endings(out_dir, specs, retry_errors=retry_errors)
-                pending, skipped, recovered, moved = reconcile(out_dir, specs, writer, backend)
-            except OSError as exc:
-                raise TraceWriteError.of(getattr(exc, "filename", None) or out_dir,
-                                         exc) from exc
-            stopped, budget = await _run_pending(
-                pending, settings, browser_config, out_dir, options, backend, writer,
-                progress, stop, running, finished, len(specs))
+        try:
+            with ResultsWriter(path) as writer:
+                try:  # moving earlier endings and folders aside: file work in out_dir alone
+                    retried = take_back_endings(out_dir, specs, retry_errors=retry_errors)
+                    pending, skipped, recovered, moved = reconcile(out_dir, specs, writer,
+                                                                   backend)
+                except OSError as exc:
+                    raise TraceWriteError.of(getattr(exc, "filename", None) or out_dir,
+                                             exc) from exc
+                stopped, budget = await _run_pending(
+                    pending, settings, browser_config, out_dir, options, backend, writer,
+                    progress, stop, running, finished, len(specs))
+        except BaseException as exc:
+            # Whatever ends the run, bench.json says so: the report reads why.
+            reason, detail = _stop_of(exc)
+            with contextlib.suppress(TraceWriteError, OSError, ValueError):
+                record_end(out_dir, RunEnd(
+                    reason=reason, detail=detail, ran=len(finished),
+                    left=sum(1 for s in pending if str(s.key) not in finished)))
+            raise
     except TraceWriteError as exc:
         raise exc.stopped_run(
             out_dir, cut_short=sorted(running), finished=len(finished),
@@ -228,11 +193,34 @@ async def run_bench(
     if budget_stop is not None:
         log.warning("bench stopped by its run budget", reason=budget_stop,
                     not_started=not_started)
+    end = RunEnd(reason="finished", ran=len(finished), left=not_started)
+    if stopped is not None:
+        end.reason, end.detail = "outage", stopped
+    elif budget_stop is not None:
+        end.reason, end.detail = "budget", budget_stop
+    elif not_started and stop is not None and stop.is_set():
+        end.reason = "interrupted"
+        end.detail = "asked to stop (Ctrl+C or SIGTERM) after the running steps"
+    try:
+        record_end(out_dir, end)
+    except (TraceWriteError, OSError, ValueError) as exc:  # every result is recorded already
+        log.warning("bench.json: the run's end not recorded", error=str(exc)[:300])
     return BenchOutcome(
         results=read_results(path), ran=len(pending) - not_started, recovered=recovered,
         skipped=skipped, set_aside=moved, budget_stop=budget_stop, not_started=not_started,
         retried=retried, stopped=stopped, memory_overlap=overlap,
     )
+
+
+def _stop_of(exc: BaseException) -> tuple[StopReason, str]:
+    """Why a run that raised ``exc`` stopped, for bench.json."""
+    if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
+        return "interrupted", "stopped at once (a second Ctrl+C, or SIGTERM's grace ran out)"
+    if isinstance(exc, EndpointRefused):
+        return "refused", str(exc)
+    if isinstance(exc, TraceWriteError):
+        return "disk", str(exc)
+    return "crashed", f"{type(exc).__name__}: {exc}"
 
 
 async def _run_pending(

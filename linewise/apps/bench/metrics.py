@@ -6,10 +6,15 @@
   nothing about the agent, so it is counted beside the rate (``infrastructure``), never
   in it. Episodes whose success is unknown (a web task without a success check) are
   left out of the rate too; agent failures (wrong answer, step limit, answers that never
-  parsed) count as failures. Steps and F-AE are over agent outcomes as well. An
-  episode a person assisted at the step-through prompt (outcome ``assisted``) is the
-  person's work as much as the agent's: counted beside the rate (``assisted``), never
-  in it.
+  parsed) count as failures. An episode a person assisted at the step-through prompt
+  (outcome ``assisted``) is the person's work as much as the agent's: counted beside
+  the rate (``assisted``), never in it; so are the endings of a budget and of a stop.
+- One denominator for every mean of a group: its agent outcomes (``agent_episodes``,
+  the report's ``n``). Steps, F-AE, reduction, tokens per step and per episode, cost
+  and wall time per episode are over them alone: an endpoint fault's 0 tokens, a
+  deadline's 600 s or a person's steps would pull the agent's means towards what the
+  agent did not do. The other endings are counted, each in its own column, and their
+  spending is in ``cost_total``.
 - Replays (``linewise replay``, ``--replay-cache``): an episode that followed a
   recorded program is ``replayed`` (no model call) or ``healed`` (the model chose some
   steps); neither is the agent's result, so each has its own episodes, successes and
@@ -200,8 +205,9 @@ class GroupMetrics(BaseModel):
     label: dict[str, str]
     episodes: int
     judged: int = Field(description="Agent outcomes whose success is known.")
-    agent_episodes: int = Field(default=0, description="Agent outcomes (what steps and "
-                                "F-AE are over).")
+    agent_episodes: int = Field(default=0, description="Agent outcomes: the n every "
+                                "mean of the group is over (steps, F-AE, reduction, "
+                                "tokens, cost and wall time per episode).")
     infrastructure: int = Field(
         default=0, description="Episodes that ended on an infrastructure fault (not judged)."
     )
@@ -210,6 +216,8 @@ class GroupMetrics(BaseModel):
         default=0, description="Episodes a person assisted at the step-through prompt "
         "(not judged: a person's work is not the agent's)."
     )
+    budget: int = Field(default=0, description="Episodes a budget ended (not judged).")
+    stopped: int = Field(default=0, description="Episodes the user stopped (not judged).")
     successes: int
     success_rate: float | None
     success_se: float | None
@@ -220,7 +228,8 @@ class GroupMetrics(BaseModel):
     action_tokens_per_episode: float
     retriever_tokens_per_episode: float
     cost_per_episode: float
-    cost_total: float
+    cost_total: float = Field(description="Dollars every episode of the group spent, "
+                              "whatever its ending (the means count agent outcomes only).")
     wall_s: float
     errors: dict[str, int]
     step_errors: dict[str, int] = Field(
@@ -257,16 +266,15 @@ def summarize(results: list[EpisodeResult], label: dict[str, str], prices: Price
     rate, se = success_rate(judged)
     replays = replay_metrics(results, task_baselines(results) if baselines is None
                              else baselines)
-    cost_total = sum(episode_cost(prices, r) for r in results)  # replays' healing too
-    # The agent's means leave replays out: they asked the model little or nothing, and
-    # a replayed step's view is only the elements it acts on.
+    cost_total = sum(episode_cost(prices, r) for r in results)  # every ending's spending
+    # The agent's means are over its outcomes alone (the module's docstring says why).
     results = [r for r in results if r.outcome not in REPLAY_OUTCOMES]
-    n = len(results)
-    reductions = [r.reduction for r in results if r.reduction is not None]
-    total_steps = sum(r.n_steps for r in results)
-    action = sum(r.action_tokens for r in results)
-    retriever = sum(r.retriever_tokens for r in results)
-    costs = [episode_cost(prices, r) for r in results]
+    n = len(agent)
+    reductions = [r.reduction for r in agent if r.reduction is not None]
+    total_steps = sum(r.n_steps for r in agent)
+    action = sum(r.action_tokens for r in agent)
+    retriever = sum(r.retriever_tokens for r in agent)
+    costs = [episode_cost(prices, r) for r in agent]
     steps = statistics.fmean(r.n_steps for r in agent) if agent else 0.0
     rounds_cap = max_rounds or max((r.max_steps for r in results), default=0) or 1
     errors = Counter(r.error_kind for r in results if r.error_kind is not None)
@@ -278,6 +286,8 @@ def summarize(results: list[EpisodeResult], label: dict[str, str], prices: Price
         infrastructure=sum(infra.values()),
         infra_kinds=dict(sorted(infra.items())),
         assisted=sum(r.outcome == "assisted" for r in results),
+        budget=sum(r.outcome == "budget" for r in results),
+        stopped=sum(r.outcome == "stopped" for r in results),
         successes=sum(judged),
         success_rate=rate,
         success_se=se,
@@ -289,7 +299,7 @@ def summarize(results: list[EpisodeResult], label: dict[str, str], prices: Price
         retriever_tokens_per_episode=retriever / n if n else 0.0,
         cost_per_episode=statistics.fmean(costs) if costs else 0.0,
         cost_total=cost_total,
-        wall_s=statistics.fmean(r.wall_s for r in results) if results else 0.0,
+        wall_s=statistics.fmean(r.wall_s for r in agent) if agent else 0.0,
         errors={kind: errors[kind] for kind in ERROR_KINDS if errors[kind]},
         step_errors={kind: count for kind, count in (
             ("action", sum(r.action_errors for r in results)),

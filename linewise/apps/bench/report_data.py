@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from linewise.agent.filters.cost_gate import Prices
 from linewise.apps.bench.metrics import GroupMetrics, ReplayMetrics, grouped, summarize
 from linewise.apps.bench.results import RESULTS_FILE, EpisodeResult, read_results
+from linewise.apps.bench.state import BenchState, StateLine, state_lines
 from linewise.errors import ConfigError
 
 
@@ -22,6 +23,9 @@ class Report(BaseModel):
     bench: str
     generated_at: str
     episodes: int
+    """Results lines: each episode once, as its last attempt ended."""
+    state: BenchState
+    """What the report covers of the plan, why the bench stopped, how to resume."""
     prices: Prices
     max_rounds: float | None
     overall: list[GroupMetrics]
@@ -35,11 +39,14 @@ class Report(BaseModel):
 
 
 def build_report(results: list[EpisodeResult], bench: str, prices: Prices,
-                 max_rounds: float | None = None) -> Report:
+                 max_rounds: float | None = None, state: BenchState | None = None) -> Report:
+    """``state``: the bench's (``state.bench_state``); without one the plan is unknown."""
     return Report(
         bench=bench,
         generated_at=datetime.now().isoformat(timespec="seconds"),
         episodes=len(results),
+        state=state or BenchState(planned=None, ran=len(results), left=0,
+                                  rerun=sum(not r.is_final for r in results)),
         prices=prices,
         max_rounds=max_rounds,
         overall=grouped(results, lambda r: (r.agent, r.filter), ("agent", "filter"),
@@ -72,12 +79,19 @@ def pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}"
 
 
-def success_text(g: GroupMetrics) -> str:
+def rate_text(g: GroupMetrics) -> str:
+    """The success rate ± its standard error, in %."""
     if g.success_rate is None:
         return "-"
     if g.success_se is None:  # a single judged episode: a rate, but no error to give
         return f"{100 * g.success_rate:.1f}"
     return f"{100 * g.success_rate:.1f} ± {100 * g.success_se:.1f}"
+
+
+def success_text(g: GroupMetrics) -> str:
+    """The rate with the number of episodes it is over: 100.0 ± 0.0 of 2 is not of 200."""
+    rate = rate_text(g)
+    return rate if g.success_rate is None else f"{rate} (n={g.judged})"
 
 
 def infra_text(g: GroupMetrics) -> str:
@@ -102,6 +116,11 @@ def steps_text(g: GroupMetrics) -> str:
     return f"{g.steps:.1f}" if g.agent_episodes else "-"
 
 
+def other_text(g: GroupMetrics) -> str:
+    """Endings of a budget and of a stop: counted, never judged."""
+    return f"{g.budget} / {g.stopped}"
+
+
 def tokens(value: float) -> str:
     return f"{value:,.0f}"
 
@@ -122,15 +141,24 @@ def replay_columns(g: GroupMetrics) -> list[str]:
             str(m.healed), str(m.healed_successes), pct(m.healed_rate)]
 
 
-def group_columns(g: GroupMetrics, replays: bool = False) -> list[str]:
+def has_other_endings(report: Report) -> bool:
+    """Whether a budget or a stop ended any episode: only then do the tables have a
+    column for them."""
+    return any(g.budget or g.stopped for g in report.overall)
+
+
+def group_columns(g: GroupMetrics, replays: bool = False, others: bool = False) -> list[str]:
     """The metric cells shared by the agent/filter and benchmark tables (with the
-    replays' columns after ``assisted`` when ``replays``)."""
+    replays' columns after ``assisted`` when ``replays``, and the budget and stopped
+    endings' before them when ``others``)."""
     return [
-        str(g.episodes), success_text(g), infra_text(g), str(g.assisted),
+        str(g.episodes), str(g.agent_episodes), success_text(g), infra_text(g),
+        str(g.assisted), *([other_text(g)] if others else []),
         *(replay_columns(g) if replays else []),
         "-" if g.f_ae is None else f"{g.f_ae:.3f}",
-        steps_text(g), pct(g.reduction),
-        *_unless_only_replays(g, [
+        steps_text(g),
+        *_means(g, [
+            pct(g.reduction),
             tokens(g.action_tokens_per_step), tokens(g.retriever_tokens_per_step),
             tokens(g.action_tokens_per_episode), tokens(g.retriever_tokens_per_episode),
             f"${g.cost_per_episode:.4f}", f"{g.wall_s:.1f}"]),
@@ -138,49 +166,56 @@ def group_columns(g: GroupMetrics, replays: bool = False) -> list[str]:
     ]
 
 
-def _only_replays(g: GroupMetrics) -> bool:
-    return g.replay is not None and g.replay.episodes == g.episodes
+def _means(g: GroupMetrics, cells: list[str]) -> list[str]:
+    """The agent's means, or none for a group without agent outcomes (only replays,
+    infrastructure endings or assisted episodes): a 0 would read as a cost, a time or a
+    reduction the agent had."""
+    return cells if g.agent_episodes else ["-"] * len(cells)
 
 
-def _unless_only_replays(g: GroupMetrics, cells: list[str]) -> list[str]:
-    """The agent's means, or none for a group of replays only (they have no such
-    episodes: a 0 would read as a cost the agent did not have)."""
-    return ["-"] * len(cells) if _only_replays(g) else cells
-
+AGENT_N = "agent outcomes (n)"
+"""The column every mean of a row is over (``GroupMetrics.agent_episodes``)."""
 
 GROUP_HEADER = [
-    "episodes", "success % ± SE", "infra endings", "assisted", "F-AE", "steps", "reduction %",
-    "action tok/step", "retriever tok/step", "action tok/episode", "retriever tok/episode",
-    "cost/episode", "wall s/episode", "loops escaped / kept", "errors",
+    "episodes", AGENT_N, "success % ± SE", "infra endings", "assisted", "F-AE", "steps",
+    "reduction %", "action tok/step", "retriever tok/step", "action tok/episode",
+    "retriever tok/episode", "cost/episode", "wall s/episode", "loops escaped / kept",
+    "errors",
 ]
-TASK_HEADER = ["task", "filter", "agent", "episodes", "success % ± SE", "infra endings",
-               "assisted", "steps",
-               "reduction %", "tokens/episode", "errors"]
+TASK_HEADER = ["task", "filter", "agent", "episodes", AGENT_N, "success % ± SE",
+               "infra endings", "assisted", "steps", "reduction %", "tokens/episode",
+               "errors"]
+OTHER_HEADER = "budget / stopped"
+
+DENOMINATOR_NOTE = (
+    "One denominator per row: steps, F-AE, reduction, tokens, cost and wall time are "
+    "means over the row's agent outcomes (n); the success rate is over those the task "
+    "could judge (its n beside it). Infrastructure endings, assisted episodes, replays "
+    "and budget or stopped endings are counted in their own columns and in no mean.")
 
 
+def _with_extra(header: list[str], replays: bool, others: bool) -> list[str]:
+    at = header.index("assisted") + 1
+    return [*header[:at], *([OTHER_HEADER] if others else []),
+            *(REPLAY_HEADER if replays else []), *header[at:]]
 
 
-def group_header(replays: bool = False) -> list[str]:
-    if not replays:
-        return GROUP_HEADER
-    at = GROUP_HEADER.index("assisted") + 1
-    return [*GROUP_HEADER[:at], *REPLAY_HEADER, *GROUP_HEADER[at:]]
+def group_header(replays: bool = False, others: bool = False) -> list[str]:
+    return _with_extra(GROUP_HEADER, replays, others)
 
 
-def task_header(replays: bool = False) -> list[str]:
-    if not replays:
-        return TASK_HEADER
-    at = TASK_HEADER.index("assisted") + 1
-    return [*TASK_HEADER[:at], *REPLAY_HEADER, *TASK_HEADER[at:]]
+def task_header(replays: bool = False, others: bool = False) -> list[str]:
+    return _with_extra(TASK_HEADER, replays, others)
 
 
-def task_columns(g: GroupMetrics, replays: bool = False) -> list[str]:
+def task_columns(g: GroupMetrics, replays: bool = False, others: bool = False) -> list[str]:
     return [
         g.label["task"], g.label["filter"], g.label["agent"], str(g.episodes),
-        success_text(g), infra_text(g), str(g.assisted),
-        *(replay_columns(g) if replays else []), steps_text(g), pct(g.reduction),
-        *_unless_only_replays(g, [
-            tokens(g.action_tokens_per_episode + g.retriever_tokens_per_episode)]),
+        str(g.agent_episodes), success_text(g), infra_text(g), str(g.assisted),
+        *([other_text(g)] if others else []),
+        *(replay_columns(g) if replays else []), steps_text(g),
+        *_means(g, [pct(g.reduction),
+                    tokens(g.action_tokens_per_episode + g.retriever_tokens_per_episode)]),
         errors_text(g),
     ]
 
@@ -265,11 +300,13 @@ def replays_notes(report: Report) -> list[str]:
 
 
 def preamble(report: Report) -> list[str]:
+    """The notes under the bench's state (``state_lines``): what the numbers mean."""
     p = report.prices
     rounds = (f"{report.max_rounds:g}" if report.max_rounds
               else "each group's largest step budget (max_steps)")
     return [
-        f"{report.episodes} episodes. Generated {report.generated_at}.",
+        f"{report.episodes} episodes, each once (its last attempt). Generated "
+        f"{report.generated_at}.",
         "Success rate with its standard error (±SE) as in LineRetriever's Table 1, over "
         "the episodes that ended with an agent outcome; episodes that ended on an "
         "infrastructure fault (model endpoint, browser, runtime) are counted beside it "
@@ -281,6 +318,7 @@ def preamble(report: Report) -> list[str]:
         "reduction is 1 − shown/full observation tokens per step, averaged per episode "
         "then over episodes; F-AE is WebClipper's accuracy–efficiency score with "
         f"Max_Rounds = {rounds}.",
+        DENOMINATOR_NOTE,
         f"Cost at ${p.action_input:g}/${p.action_output:g} per 1M action input/output "
         f"tokens and ${p.retriever_input:g}/${p.retriever_output:g} per 1M retriever "
         "input/output tokens.",
@@ -291,3 +329,11 @@ def preamble(report: Report) -> list[str]:
         f"{report.refused_connections} other request(s) refused (`refused_connections`: "
         "host, reason and count).",
     ]
+
+
+def opening(report: Report) -> list[StateLine]:
+    """The bench's state, first in every rendering of the report."""
+    return state_lines(report.state, report.episodes)
+
+
+NO_RESULTS = "No episode has a results line yet: there is nothing to tabulate."

@@ -5,6 +5,10 @@ Plots (inline SVG, no scripts, no external files):
 - success rate (± SE) against mean observation reduction, one point per agent/filter;
 - token distributions per episode, action model and retriever, per filter;
 - step reduction against the original tree's size, binned (LineRetriever's Figure 3).
+
+The plots are of the agent's outcomes, the episodes the tables' means are over: an
+infrastructure ending's 0 tokens would stretch a box to 0, a replay's view is not the
+agent's. Each box says how many episodes it holds.
 """
 
 from __future__ import annotations
@@ -13,13 +17,15 @@ import html
 import itertools
 import math
 
-from linewise.apps.bench.metrics import REPLAY_OUTCOMES
 from linewise.apps.bench.report_data import (
+    NO_RESULTS,
     REPLAYS_HEADER,
     Report,
     group_columns,
     group_header,
+    has_other_endings,
     has_replays,
+    opening,
     preamble,
     replays_notes,
     replays_rows,
@@ -38,6 +44,10 @@ th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
 .plots { display: flex; flex-wrap: wrap; gap: 1rem; }
 .plots figure { margin: 0; border: 1px solid #ddd; padding: 0.5rem; }
 .muted { color: #666; font-size: 0.9rem; }
+.state { border: 1px solid #9c9; background: #f2fbf2; padding: 0.5rem 0.8rem; }
+.state.incomplete { border-color: #d9a; background: #fdf1f3; }
+.state p { margin: 0.25rem 0; } .state p:first-child { font-weight: bold; }
+.state code { background: #fff; padding: 0 0.2rem; user-select: all; }
 """
 
 
@@ -76,6 +86,7 @@ def success_vs_reduction(report: Report, colors: dict[str, str]) -> str:
 
 
 def token_distributions(results: list[EpisodeResult], colors: dict[str, str]) -> str:
+    """Per filter, the tokens of each agent outcome (``results``), its n under each box."""
     categories = []
     for title, attr in (("action model", "action_tokens"), ("retriever", "retriever_tokens")):
         boxes = [
@@ -83,8 +94,8 @@ def token_distributions(results: list[EpisodeResult], colors: dict[str, str]) ->
             for name, color in colors.items()
         ]
         categories.append((title, boxes))
-    return box_plot("token-distributions", categories, title="Tokens per episode",
-                    x_label="model", y_label="tokens per episode")
+    return box_plot("token-distributions", categories, title="Tokens per agent outcome",
+                    x_label="model", y_label="tokens per episode", counts=True)
 
 
 def size_bins(sizes: list[int]) -> list[tuple[int, int]]:
@@ -148,35 +159,63 @@ def _episode_links(g_label: dict[str, str], results: list[EpisodeResult],
 
 
 def _task_table(report: Report, results: list[EpisodeResult], pages: dict[str, str],
-                replays: bool = False) -> str:
+                replays: bool = False, others: bool = False) -> str:
     """The per-task table, each row linking to its episodes in the trace viewer."""
     head = "".join(f"<th>{html.escape(h)}</th>"
-                   for h in [*task_header(replays), "episodes"])
+                   for h in [*task_header(replays, others), "episodes"])
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(cell)}</td>"
-                         for cell in task_columns(g, replays))
+                         for cell in task_columns(g, replays, others))
         + f'<td class="episodes">{_episode_links(g.label, results, pages)}</td></tr>'
         for g in report.by_task
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _state(report: Report) -> str:
+    """The bench's state, first on the page: complete, or what is left, why it
+    stopped and the command that carries on (its own element, easy to copy)."""
+    lines = "".join(
+        f"<p>{html.escape(line.text)}"
+        + (f' <code class="resume">{html.escape(line.command)}</code>' if line.command else "")
+        + f"{html.escape(line.after)}</p>"
+        for line in opening(report))
+    kind = "complete" if report.state.complete else "incomplete"
+    return f'<div id="state" class="state {kind}">{lines}</div>'
+
+
 def render_html(report: Report, results: list[EpisodeResult],
                 episode_pages: dict[str, str] | None = None) -> str:
     """``episode_pages``: each episode folder's viewer page, relative to the report; the
     per-task rows link to them (and the page to the viewer's index) when given. The
-    plots are of the agent's episodes: a replay's tokens and views are not its."""
+    plots are of the agent's outcomes, as the tables' means are."""
     replays = has_replays(report)
-    header = group_header(replays)
-    agent_results = [r for r in results if r.outcome not in REPLAY_OUTCOMES]
+    others = has_other_endings(report)
+    header = group_header(replays, others)
+    agent_results = [r for r in results if r.outcome == "agent"]
     colors = filter_colors(agent_results or results)
+    intro = "".join(f'<p class="muted">{html.escape(line)}</p>' for line in preamble(report))
+    if episode_pages is not None:
+        intro += ('<p class="muted">Every episode, step by step: '
+                  '<a href="view/index.html">the trace viewer</a>.</p>')
+    head = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>Bench report: {html.escape(report.bench)}</title>
+<style>{CSS}</style></head>
+<body>
+<h1>Bench report: {html.escape(report.bench)}</h1>
+{_state(report)}
+{intro}
+"""
+    if not report.episodes:
+        return f'{head}<p id="no-results">{html.escape(NO_RESULTS)}</p>\n</body></html>\n'
     plots = [
         success_vs_reduction(report, colors),
         token_distributions(agent_results, colors),
         reduction_vs_size(agent_results, colors),
     ]
     overall = _table(["agent", "filter", *header],
-                     [[g.label["agent"], g.label["filter"], *group_columns(g, replays)]
+                     [[g.label["agent"], g.label["filter"], *group_columns(g, replays, others)]
                       for g in report.overall])
     replay_section = ""
     if replays:
@@ -186,24 +225,14 @@ def render_html(report: Report, results: list[EpisodeResult],
                           f'{_table(REPLAYS_HEADER, replays_rows(report))}\n')
     by_benchmark = _table(["benchmark", "agent", "filter", *header],
                           [[g.label["benchmark"], g.label["agent"], g.label["filter"],
-                            *group_columns(g, replays)] for g in report.by_benchmark])
-    intro = "".join(f'<p class="muted">{html.escape(line)}</p>' for line in preamble(report))
+                            *group_columns(g, replays, others)] for g in report.by_benchmark])
     if episode_pages is None:
-        by_task = _table(task_header(replays),
-                         [task_columns(g, replays) for g in report.by_task])
+        by_task = _table(task_header(replays, others),
+                         [task_columns(g, replays, others) for g in report.by_task])
     else:
-        by_task = _task_table(report, results, episode_pages, replays)
-        intro += ('<p class="muted">Every episode, step by step: '
-                  '<a href="view/index.html">the trace viewer</a>.</p>')
+        by_task = _task_table(report, results, episode_pages, replays, others)
     figures = "".join(f"<figure>{svg}</figure>" for svg in plots)
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<title>Bench report: {html.escape(report.bench)}</title>
-<style>{CSS}</style></head>
-<body>
-<h1>Bench report: {html.escape(report.bench)}</h1>
-{intro}
-<h2>Agents and filters</h2>
+    return f"""{head}<h2>Agents and filters</h2>
 {overall}
 <div class="plots">{figures}</div>
 {replay_section}<h2>Per benchmark</h2>

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from linewise.apps.bench.report_data import (
+    NO_RESULTS,
     REPLAYS_HEADER,
     Report,
     group_columns,
     group_header,
+    has_other_endings,
     has_replays,
+    opening,
     preamble,
     replays_notes,
     replays_rows,
@@ -23,22 +26,38 @@ def _md_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def _state(report: Report) -> list[str]:
+    """The bench's state, its first line in bold unless the bench is complete: a
+    report of part of a bench must not read as the whole of it."""
+    lines = [line.text + (f" `{line.command}`" if line.command else "") + line.after
+             for line in opening(report)]
+    if not report.state.complete:
+        lines[0] = f"**{lines[0]}**"
+    return lines
+
+
 def render_markdown(report: Report) -> str:
     replays = has_replays(report)
-    header = group_header(replays)
-    out = [f"# Bench report: {report.bench}", "", *preamble(report), ""]
+    others = has_other_endings(report)
+    header = group_header(replays, others)
+    out = [f"# Bench report: {report.bench}", ""]
+    out += [line for part in _state(report) for line in (part, "")]
+    out += [*preamble(report), ""]
+    if not report.episodes:
+        return "\n".join([*out, NO_RESULTS, ""])
     out += ["## Agents and filters", "",
             _md_table(["agent", "filter", *header],
-                      [[g.label["agent"], g.label["filter"], *group_columns(g, replays)]
-                       for g in report.overall]), ""]
+                      [[g.label["agent"], g.label["filter"],
+                        *group_columns(g, replays, others)] for g in report.overall]), ""]
     if replays:
         out += ["## Replays", "", *replays_notes(report), "",
                 _md_table(REPLAYS_HEADER, replays_rows(report)), ""]
     out += ["## Per benchmark", "",
             _md_table(["benchmark", "agent", "filter", *header],
                       [[g.label["benchmark"], g.label["agent"], g.label["filter"],
-                        *group_columns(g, replays)] for g in report.by_benchmark]), ""]
-    out += ["## Per task", "", _md_table(task_header(replays),
-                                         [task_columns(g, replays)
+                        *group_columns(g, replays, others)] for g in report.by_benchmark]),
+            ""]
+    out += ["## Per task", "", _md_table(task_header(replays, others),
+                                         [task_columns(g, replays, others)
                                           for g in report.by_task]), ""]
     return "\n".join(out)

@@ -191,8 +191,11 @@ def _quartiles(values: list[float]) -> tuple[float, float, float, float, float]:
 
 
 def box_plot(name: str, categories: list[tuple[str, list[Box]]], *, title: str,
-             x_label: str, y_label: str, y_range: tuple[float, float] | None = None) -> str:
-    """Side-by-side boxes (min, quartiles, max) per category, one colour per series."""
+             x_label: str, y_label: str, y_range: tuple[float, float] | None = None,
+             counts: bool = False) -> str:
+    """Side-by-side boxes (min, quartiles, max) per category, one colour per series;
+    ``counts``: each box's number of values under it (``n=12``), between the category
+    and the axis title, so that a box of 2 does not read like a box of 200."""
     values = [v for _, boxes in categories for b in boxes for v in b.values]
     expected = y_range if y_range is not None else (0.0, max(values, default=1.0))
     # A value outside the expected range (a filter that grew the page: a negative
@@ -228,5 +231,11 @@ def box_plot(name: str, categories: list[tuple[str, list[Box]]], *, title: str,
                 f'y1="{frame.y(median):.1f}" y2="{frame.y(median):.1f}" stroke="#222" '
                 'stroke-width="2"/>'
             )
+            if counts:
+                frame.parts.append(
+                    f'<text class="count" x="{mid:.1f}" y="{TOP + frame.plot_h + 29}" '
+                    f'text-anchor="middle" font-size="10" fill="{box.color}">'
+                    f"n={len(box.values)}</text>"
+                )
     frame.legend(list(series.items()))
     return frame.svg()

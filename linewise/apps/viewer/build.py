@@ -24,12 +24,24 @@ from typing import Any
 import structlog
 from pydantic import BaseModel
 
-from linewise.apps.viewer.data import episode_outline, index_row, step_detail, summary_of
+from linewise.apps.viewer.data import (
+    AttemptRef,
+    IndexRow,
+    NotRunRow,
+    attempt_ref,
+    episode_outline,
+    index_row,
+    step_detail,
+    summary_of,
+)
 from linewise.apps.viewer.discover import (
     EpisodeFolder,
     FolderKind,
+    ResultRow,
+    attempt_of,
     find_episodes,
     folder_kind,
+    planned_episodes,
     planned_tasks,
     read_result_rows,
 )
@@ -42,7 +54,7 @@ from linewise.apps.viewer.paths import (
     episode_page,
     step_script,
 )
-from linewise.runtime.trace import read_steps_checked
+from linewise.runtime.trace import read_steps_checked, safe_name
 
 log = structlog.get_logger(__name__)
 
@@ -125,18 +137,51 @@ def stored_problems(out: ViewOutput, data: str) -> list[str]:
 
 
 def index_payload(root: Path, kind: FolderKind, episodes: list[EpisodeFolder]) -> dict[str, Any]:
+    """The index: one row per episode, as its last attempt ended, with its earlier
+    attempts (``discover.attempt_of``); then the episodes planned that have no folder of
+    their own (``not_run``): a bench's from ``bench.json``, a run's from ``run.json``."""
     results = read_result_rows(root)
     out = ViewOutput(root)
-    rows = []
+    rows: list[IndexRow] = []
+    attempts: dict[str, list[AttemptRef]] = {}
     for folder in episodes:
         summary, problems = summary_of(folder)
+        final = attempt_of(folder.rel)
+        if final is not None:
+            attempts.setdefault(final, []).append(attempt_ref(folder, summary))
+            continue
         found = stored_problems(out, data_dir(folder.rel))
-        row = index_row(folder, summary, results.get(folder.rel),
-                        len(set(problems) | set(found)))
-        rows.append(row.model_dump(mode="json"))
-    ran = {row["task_id"] for row in rows}
-    not_run = [task for task in planned_tasks(root) if task not in ran]
-    return {"title": root.resolve().name, "kind": kind, "episodes": rows, "not_run": not_run}
+        rows.append(index_row(folder, summary, results.get(folder.rel),
+                              len(set(problems) | set(found))))
+    for earlier in attempts.values():
+        earlier.sort(key=lambda a: a.started_at)
+    for row in rows:
+        row.attempts = attempts.pop(row.rel, [])
+    return {"title": root.resolve().name, "kind": kind,
+            "episodes": [row.model_dump(mode="json") for row in rows],
+            "not_run": [row.model_dump(mode="json")
+                        for row in not_run(root, rows, attempts, results)]}
+
+
+def not_run(root: Path, rows: list[IndexRow], attempts: dict[str, list[AttemptRef]],
+            results: dict[str, ResultRow]) -> list[NotRunRow]:
+    """The planned episodes without a folder of their own, with the attempts a bench
+    set aside for them (``attempts``: by the folder the episode will have) and the
+    error of a results line that has no folder."""
+    planned = planned_episodes(root)
+    if planned:
+        shown = {row.rel for row in rows}
+        left = [NotRunRow(task_id=task_id, filter=name, seed=seed,
+                          attempts=attempts.pop(rel, []),
+                          error=line.error if (line := results.get(rel)) is not None else None)
+                for task_id, seed, name in planned
+                if (rel := f"{safe_name(name)}/{safe_name(task_id)}") not in shown]
+    else:
+        ran = {row.task_id for row in rows}
+        left = [NotRunRow(task_id=task) for task in planned_tasks(root) if task not in ran]
+    # Attempts of no episode listed (a bench.json from before plans were recorded).
+    return left + [NotRunRow(task_id=rel.partition("/")[2], filter=rel.partition("/")[0],
+                             attempts=earlier) for rel, earlier in sorted(attempts.items())]
 
 
 def write_viewer(root: Path) -> Path:

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from linewise.agent.action_parser import parse_action
-from linewise.apps.viewer.discover import EpisodeFolder, ResultRow
+from linewise.apps.viewer.discover import EpisodeFolder, ResultRow, attempt_of
 from linewise.apps.viewer.paths import episode_key, episode_page, from_view
 from linewise.axtree import bids_in
 from linewise.errors import ActionParseError, DamagedTraceError
@@ -65,6 +65,9 @@ class EpisodeOutline(BaseModel):
     problems: list[str] = Field(
         default_factory=list, description="What of the trace could not be read (skipped)."
     )
+    attempt_of: str | None = Field(
+        default=None, description="For an earlier attempt a bench set aside before it "
+        "ran the episode again: the episode's page, relative to view/.")
 
 
 class LineSets(BaseModel):
@@ -136,8 +139,42 @@ class StepDetail(BaseModel):
     targets: list[TargetView] = Field(default_factory=list)
 
 
+class AttemptRef(BaseModel):
+    """An earlier attempt of an episode, set aside when the bench ran it again."""
+
+    rel: str
+    page: str = Field(description="The attempt's page, relative to view/.")
+    status: str
+    outcome: Outcome
+    termination: str
+    infra_kind: str | None
+    error: str | None
+    started_at: datetime
+
+
+def attempt_ref(folder: EpisodeFolder, summary: EpisodeSummary) -> AttemptRef:
+    return AttemptRef(rel=folder.rel, page=episode_page(folder.rel), status=summary.status,
+                      outcome=summary.outcome, termination=summary.termination,
+                      infra_kind=summary.infra_kind, error=summary.error,
+                      started_at=summary.started_at)
+
+
+class NotRunRow(BaseModel):
+    """An episode a run or bench set out to run that has no folder of its own: never
+    started, or set aside to run again (its attempts)."""
+
+    task_id: str
+    filter: str = ""
+    seed: int | None = None
+    attempts: list[AttemptRef] = Field(default_factory=list)
+    error: str | None = Field(
+        default=None, description="The error of a results line whose episode left no "
+        "folder (it failed before its trace began).")
+
+
 class IndexRow(BaseModel):
-    """One episode in the run or bench index."""
+    """One episode in the run or bench index (its last attempt, for a bench that ran it
+    more than once: ``attempts`` are the earlier ones)."""
 
     key: str
     rel: str
@@ -164,6 +201,8 @@ class IndexRow(BaseModel):
     parse_errors: int = Field(default=0, description="Steps with no usable action.")
     started_at: datetime
     problems: int = Field(default=0, description="Damaged parts of the trace.")
+    attempts: list[AttemptRef] = Field(
+        default_factory=list, description="Earlier attempts, oldest first.")
 
 
 def target_bid(action: str | None) -> str | None:
@@ -199,9 +238,11 @@ def step_outline(rel: str, record: StepRecord) -> StepOutline:
 
 def episode_outline(folder: EpisodeFolder, summary: EpisodeSummary,
                     steps: list[StepRecord], problems: list[str]) -> EpisodeOutline:
+    final = attempt_of(folder.rel)
     return EpisodeOutline(
         key=episode_key(folder.rel), rel=folder.rel, summary=summary,
         steps=[step_outline(folder.rel, s) for s in steps], problems=problems,
+        attempt_of=episode_page(final) if final is not None else None,
     )
 
 

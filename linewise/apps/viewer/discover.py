@@ -1,8 +1,17 @@
-"""What a folder given to ``linewise view`` is, and the episode folders inside it."""
+"""What a folder given to ``linewise view`` is, and the episode folders inside it.
+
+A bench runs an episode again after an infrastructure fault, or after its run was
+killed, and sets the earlier attempt's folder aside first:
+``<bench>/_infra/<filter>/<task>.<stamp>/`` or ``<bench>/_incomplete/…``
+(``apps/bench/plan.set_aside_unfinished``). Such a folder is an attempt of the episode
+at ``<filter>/<task>/``, not an episode of its own (``attempt_of``): the index lists
+each episode once, as the report counts it, with its earlier attempts.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -18,8 +27,13 @@ FolderKind = Literal["episode", "run", "bench"]
 RESULTS_FILE = "results.jsonl"
 BENCH_MANIFEST = "bench.json"
 RUN_MANIFEST = "run.json"
-SET_ASIDE_DIR = "_incomplete"
-"""Where a bench moves episodes it runs again: not part of the bench's results."""
+ATTEMPT_DIRS = ("_infra", "_incomplete")
+"""Where a bench sets aside the earlier attempts of episodes it runs again (the names of
+``apps/bench/plan.INFRA_DIR`` and ``INCOMPLETE_DIR``, which the viewer may not import:
+the bench imports the viewer)."""
+
+_STAMP = re.compile(r"\.\d{8}-\d{6}(?:-\d+)?$")
+"""The time ``set_aside_unfinished`` adds to an attempt's folder name."""
 
 MAX_DEPTH = 3
 """Episode folders sit at most this deep: ``<filter>/<task>/`` in a bench folder."""
@@ -39,6 +53,7 @@ class ResultRow(BaseModel):
 
     episode_dir: str = ""
     error_kind: str | None = None
+    error: str | None = None
     seed: int | None = None
 
 
@@ -69,7 +84,7 @@ def find_episodes(root: Path) -> list[EpisodeFolder]:
 
     def walk(folder: Path, depth: int) -> None:
         for child in sorted(folder.iterdir()):
-            if not child.is_dir() or child.name in (VIEW_DIR, SET_ASIDE_DIR):
+            if not child.is_dir() or child.name == VIEW_DIR:
                 continue
             if is_episode(child):
                 found.append(EpisodeFolder(child.relative_to(root).as_posix(), child))
@@ -78,6 +93,31 @@ def find_episodes(root: Path) -> list[EpisodeFolder]:
 
     walk(root, 1)
     return found
+
+
+def attempt_of(rel: str) -> str | None:
+    """For an attempt set aside by a bench (``_infra/<filter>/<task>.<stamp>``), the
+    episode it was an attempt of (``<filter>/<task>``); None for any other folder."""
+    parts = rel.split("/")
+    if len(parts) != 3 or parts[0] not in ATTEMPT_DIRS:
+        return None
+    name = _STAMP.sub("", parts[2])
+    return f"{parts[1]}/{name}" if name != parts[2] else None
+
+
+def planned_episodes(root: Path) -> list[tuple[str, int, str]]:
+    """The episodes a bench set out to run (``bench.json``'s ``planned``: task id,
+    seed, filter), in order; empty when unknown."""
+    try:
+        planned = json.loads((root / BENCH_MANIFEST).read_bytes()).get("planned", [])
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return []
+    if not isinstance(planned, list):
+        return []
+    return [(task, seed, name) for entry in planned
+            if isinstance(entry, list) and len(entry) == 3
+            for task, seed, name in [entry]
+            if isinstance(task, str) and isinstance(seed, int) and isinstance(name, str)]
 
 
 def read_result_rows(root: Path) -> dict[str, ResultRow]:

@@ -125,7 +125,7 @@ def test_bench_killed_then_resumed_runs_every_episode_exactly_once(tmp_path: Pat
     assert {g["label"]["filter"]: g["episodes"] for g in report["overall"]} == {
         "none": 6, "truncate": 6}
     assert sum(g["episodes"] for g in report["by_task"]) == len(expected)
-    assert "| scripted | none | 6 | 100.0 ± 0.0 |" in (out / "report.md").read_text()
+    assert "| scripted | none | 6 | 6 | 100.0 ± 0.0 (n=6) |" in (out / "report.md").read_text()
 
 
 def _settings(base_url: str) -> LinewiseSettings:

@@ -176,7 +176,7 @@ def test_retry_errors_reruns_the_infrastructure_endings_of_a_finished_bench(
         assert first.returncode == 4, first.stderr[-3000:]
         assert "infrastructure endings 2 (model 2)" in first.stdout, first.stdout
         report = (out / "report.md").read_text()
-        assert "| scripted | auto | 4 | 100.0 ± 0.0 | 2 (model 2) |" in report
+        assert "| scripted | auto | 4 | 2 | 100.0 ± 0.0 (n=2) | 2 (model 2) |" in report
         failing.clear()
         second = _bench(tmp_path, server.base_url, "--retry-errors")
     assert second.returncode == 0, second.stderr[-3000:]

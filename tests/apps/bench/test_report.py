@@ -91,16 +91,19 @@ def test_report_numbers(tmp_path: Path) -> None:
     assert none.errors == {"timeout": 1}
     assert (none.repeats_escaped, none.repeats_kept) == (2, 1)
     assert (lines.repeats_escaped, lines.repeats_kept) == (1, 0)
-    assert none.action_tokens_per_episode == pytest.approx((1100 + 3100 + 2000) / 4)
-    assert none.action_tokens_per_step == pytest.approx(6200 / 19)
+    # every mean is over the 3 agent outcomes, the timed-out episode in none of them
+    assert none.agent_episodes == 3
+    assert none.action_tokens_per_episode == pytest.approx((1100 + 3100 + 2000) / 3)
+    assert none.action_tokens_per_step == pytest.approx(6200 / 9)
+    assert none.wall_s == pytest.approx((2.0 + 4.0 + 3.0) / 3)
     assert none.reduction == 0.0
     # unknown success (a web task without a check) is left out of the rate, not a failure;
     # so is the episode whose model endpoint failed (infrastructure)
     assert lines.episodes == 4 and lines.judged == 2 and lines.successes == 2
     assert lines.infrastructure == 1 and lines.infra_kinds == {"model": 1}
     assert lines.success_rate == 1.0 and lines.success_se == 0.0
-    assert lines.reduction == pytest.approx((0.675 + 0.75 + 0.75 + 0.8) / 4)
-    assert lines.retriever_tokens_per_episode == pytest.approx((1260 + 6080) / 4)
+    assert lines.reduction == pytest.approx((0.675 + 0.75 + 0.8) / 3)
+    assert lines.retriever_tokens_per_episode == pytest.approx((1260 + 6080) / 3)
     assert lines.errors == {"model": 1}
     cost = (400 * 2.0 + 40 * 8.0 + 1200 * 0.4 + 60 * 1.6) / 1e6 + (
         800 * 2.0 + 6000 * 0.4 + 80 * 1.6) / 1e6
@@ -113,10 +116,11 @@ def test_report_numbers(tmp_path: Path) -> None:
     assert tasks[("miniwob.a", "none")].success_rate == 0.5
 
     markdown = (bench / "report.md").read_text()
-    assert "| gpt-x | none | 4 | 66.7 ± 27.2 | 1 (timeout 1) | 0 | 0.683 | 3.0 | 0.0 |" in markdown
+    assert ("| gpt-x | none | 4 | 3 | 66.7 ± 27.2 (n=3) | 1 (timeout 1) | 0 | 0.683 | 3.0 "
+            "| 0.0 |") in markdown
     assert "timeout 1" in markdown and "model 1" in markdown
     assert "| 2 / 1 | timeout 1 |" in markdown
-    assert "| miniwob.b | lines+structure | gpt-x | 1 | 100.0 | 0 | 0 | 2.0 |" in markdown
+    assert "| miniwob.b | lines+structure | gpt-x | 1 | 1 | 100.0 (n=1) | 0 | 0 | 2.0 |" in markdown
     # a fixed Max_Rounds (the paper's 100) changes F-AE only
     fixed, _ = write_report(bench, Prices(), 100)
     assert fixed.overall[1].f_ae == pytest.approx(2 * 2 / 3 * 0.97 / (2 / 3 + 0.97))
@@ -188,13 +192,14 @@ def test_assisted_episodes_and_step_errors_are_reported_beside_the_rate(
     header, _, row = markdown.split("## Agents and filters")[1].strip().splitlines()[:3]
     cells = dict(zip([c.strip() for c in header.split("|")], [c.strip() for c in row.split("|")],
                      strict=True))
-    assert cells["assisted"] == "1" and cells["success % ± SE"] == "50.0 ± 35.4"
+    assert cells["assisted"] == "1" and cells["success % ± SE"] == "50.0 ± 35.4 (n=2)"
     assert cells["errors"] == "3 action error steps"
     per_task = markdown.split("## Per task")[1]
-    assert "| miniwob.a | none | gpt-x | 3 | 50.0 ± 35.4 | 0 | 1 | 2.5 |" in per_task
+    assert "| miniwob.a | none | gpt-x | 3 | 2 | 50.0 ± 35.4 (n=2) | 0 | 1 | 2.5 |" in per_task
     only_assisted = [_result("miniwob.c", "none", True, 4, outcome="assisted")]
     report = build_report(only_assisted, "b", Prices())
-    assert task_columns(report.by_task[0])[4:8] == ["-", "0", "1", "-"]  # no rate, no steps
+    # no rate, no steps, no means: nothing the agent did alone
+    assert task_columns(report.by_task[0])[4:11] == ["0", "-", "0", "1", "-", "-", "-"]
 
 
 async def test_every_mark_lies_inside_its_chart(tmp_path: Path, session: BrowserSession) -> None:

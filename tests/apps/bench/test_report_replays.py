@@ -92,7 +92,7 @@ def test_a_cached_replay_in_a_bench_is_counted_apart_with_what_it_saved(
 
     markdown = (out / "report.md").read_text()
     rows = {row["filter"]: row for row in _table(markdown, "Agents and filters")}
-    assert rows["none"]["success % ± SE"] == "100.0" and rows["none"]["replayed"] == "0"
+    assert rows["none"]["success % ± SE"] == "100.0 (n=1)" and rows["none"]["replayed"] == "0"
     # the replay is no success of the agent's: its filter has no agent rate at all
     assert rows["truncate"]["success % ± SE"] == "-" and rows["truncate"]["steps"] == "-"
     assert [rows["truncate"][k] for k in ("replayed", "replayed ok", "replayed %",
@@ -107,7 +107,7 @@ def test_a_cached_replay_in_a_bench_is_counted_apart_with_what_it_saved(
     assert saved["saved measured against"] == "recorded run 1, task mean 0"
     tasks = {row["filter"]: row for row in _table(markdown, "Per task")}
     assert [tasks["none"][k] for k in ("success % ± SE", "replayed", "tokens/episode")] == [
-        "100.0", "0", f"{agent.action_tokens:,}"]
+        "100.0 (n=1)", "0", f"{agent.action_tokens:,}"]
     assert [tasks["truncate"][k] for k in ("success % ± SE", "replayed", "replayed ok",
                                            "tokens/episode")] == ["-", "1", "1", "-"]
 
@@ -121,7 +121,7 @@ async def test_the_html_report_shows_the_replay_section(
     await page.goto((out / "report.html").as_uri())
     headers = await page.eval_on_selector_all(
         "table", "ts => ts.map(t => [...t.rows[0].cells].map(c => c.textContent))")
-    assert headers[0][6:12] == ["replayed", "replayed ok", "replayed %", "healed",
+    assert headers[0][7:13] == ["replayed", "replayed ok", "replayed %", "healed",
                                 "healed ok", "healed %"]
     assert await page.is_visible("h2#replays")
     section = await page.locator("h2#replays + p").text_content() or ""
@@ -184,7 +184,7 @@ def test_replays_are_measured_against_their_recording_or_the_tasks_mean(
     [row] = _table(markdown, "Agents and filters")
     assert (row["episodes"], row["success % ± SE"], row["replayed"], row["replayed ok"],
             row["replayed %"], row["healed"], row["healed ok"], row["healed %"]) == (
-        "5", "100.0", "3", "2", "66.7", "1", "1", "100.0")
+        "5", "100.0 (n=1)", "3", "2", "66.7", "1", "1", "100.0")
     assert row["errors"] == "-"
     [saved] = _table(markdown, "Replays")
     assert saved["calls saved"] == "11 of 12 (91.7 %)"

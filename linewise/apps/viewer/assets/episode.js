@@ -87,15 +87,17 @@ function receiveOutline(outline) {
   } else if (n > before && state.index >= before - 1) {
     show(n - 1); // following a live episode: stay on its newest step
   }
-  if (served && outline.summary.status === "running") {
+  // An attempt set aside is no longer written to, whatever its status says.
+  if (served && outline.summary.status === "running" && !outline.attempt_of) {
     setTimeout(() => loadScript(dataUrl("outline.js")).catch(() => {}), POLL_MS);
   }
 }
 
 // What the episode's ending says about the agent: only an agent outcome is its own
 // success or failure; a person's help, a stop or a fault is named for what it is.
-function outcomeText(s) {
-  if (s.status === "running") return ["running…", "running"];
+function outcomeText(s, setAside) {
+  // A set-aside attempt still "running" is one whose run was killed mid-episode.
+  if (s.status === "running") return setAside ? ["cut short: its run was killed", "bad"] : ["running…", "running"];
   if (s.outcome === "assisted") {
     return [`assisted by a person (${s.assisted_steps} step${s.assisted_steps === 1 ? "" : "s"}) · task ${s.success ? "done" : "not done"} · not the agent's result`, "assisted"];
   }
@@ -151,12 +153,24 @@ function renderHeader() {
   const o = LW.outline;
   const s = o.summary;
   $("task").textContent = `${s.task_id} · ${s.filter}`;
-  $("goal").replaceChildren(el("b", {}, "goal "), s.goal || "(none recorded)");
+  $("attempt").hidden = !o.attempt_of;
+  $("attempt").replaceChildren(...(o.attempt_of ? [
+    el("b", {}, "earlier attempt "), "set aside when the bench ran this episode again: ",
+    el("a", { href: LW.base + o.attempt_of }, "its last attempt"), " is the one counted."] : []));
+  $("goal").replaceChildren(el("b", {}, "goal "), s.goal || missingGoal(s),
+    s.start_url ? el("span", { class: "muted-inline" }, " · start ", el("code", {}, s.start_url)) : null);
+  // An episode that ended on an error says which, above everything else: one that
+  // failed to start has nothing else to show.
+  const failed = s.error && s.status !== "running";
+  $("error").hidden = !failed;
+  $("error").replaceChildren(...(failed ? [
+    el("b", {}, o.steps.length ? "ended on an error " : "failed before its first step "),
+    el("span", { class: "error" }, s.error)] : []));
   $("answer").hidden = s.answer === null || s.answer === undefined;
   $("answer").replaceChildren(el("b", {}, "answer "), s.answer ?? "");
   $("replay").hidden = !s.replay;
   $("replay").replaceChildren(...(s.replay ? [replayText(s)] : []));
-  const [text, cls] = outcomeText(s);
+  const [text, cls] = outcomeText(s, !!o.attempt_of);
   const badge = $("outcome");
   badge.textContent = s.status === "running" ? text : `${text} · reward ${s.reward}`;
   badge.className = "badge " + cls;
@@ -164,6 +178,12 @@ function renderHeader() {
   problems.hidden = !o.problems.length;
   problems.replaceChildren(el("b", {}, "damaged trace: "), o.problems.join(" · "),
     " (the rest of the episode is shown)");
+}
+
+// The goal of a task that never reached its page: a MiniWoB++ page sets its own.
+function missingGoal(s) {
+  if (s.task && s.task.miniwob) return `(set by the MiniWoB++ page ${s.task.miniwob}, which never gave it)`;
+  return "(none recorded)";
 }
 
 function renderTimeline() {
@@ -185,7 +205,15 @@ function renderTimeline() {
 
 async function show(index) {
   const steps = LW.outline.steps;
-  if (!steps.length) { $("step-label").textContent = "no steps yet"; return; }
+  if (!steps.length) {
+    const ended = LW.outline.summary.status !== "running";
+    $("step-label").textContent = ended ? "no step recorded" : "no steps yet";
+    // Nothing to draw: no screenshot frame (a broken image), no empty panels or tree.
+    document.querySelector("main.episode").hidden = ended;
+    document.body.dataset.shown = "none";
+    return;
+  }
+  document.querySelector("main.episode").hidden = false;
   index = Math.max(0, Math.min(index, steps.length - 1));
   state.index = index;
   const token = ++state.stepToken;
@@ -219,6 +247,8 @@ function renderShot(step) {
   const box = $("target-box");
   box.hidden = true;
   $("shot-note").textContent = "";
+  $("shot-hint").hidden = !step.screenshot;
+  img.hidden = !step.screenshot; // an img without a source draws as a broken image
   if (!step.screenshot) {
     img.removeAttribute("src");
     $("shot-note").textContent = "no screenshot recorded for this step";

@@ -51,6 +51,27 @@ function errorsText(row) {
   return [row.error_kind, ...steps].filter(Boolean).join(", ");
 }
 
+// An earlier attempt in a word (its ending), its error in the tooltip.
+function attemptLabel(a) {
+  if (a.status === "running") return "cut short";
+  if (a.outcome === "infrastructure") return `infra (${a.infra_kind || a.termination})`;
+  return a.outcome === "agent" ? a.termination : a.outcome;
+}
+
+// How many times the bench ran the episode, with a link to each earlier attempt (the
+// row itself is the last one, the one the report counts).
+function attemptsCell(attempts, last) {
+  const td = cell(last ? String(attempts.length + 1) : "", "attempts");
+  attempts.forEach((a, i) => {
+    const link = document.createElement("a");
+    link.href = a.page;
+    link.textContent = `#${i + 1} ${attemptLabel(a)}`;
+    link.title = a.error || a.termination;
+    td.append(" ", link);
+  });
+  return td;
+}
+
 // The episode's answer (its last message to the user), whole in the tooltip.
 function answerCell(row) {
   const td = cell(row.answer ?? "", "answer");
@@ -98,19 +119,24 @@ function render() {
       first, cell(row.filter), cell(row.seed ?? "", "num"),
       cell(row.problems ? `${row.status} · damaged trace` : row.status, row.problems ? "problem" : null),
       cell(outcomeLabel(row), "outcome"), answerCell(row), cell(row.steps, "num"), cell(row.tokens.toLocaleString(), "num"),
-      cell(row.wall_s.toFixed(1), "num"), cell(errorsText(row)),
+      cell(row.wall_s.toFixed(1), "num"), cell(errorsText(row)), attemptsCell(row.attempts || [], true),
     );
     if (row.error) tr.title = row.error;
     body.append(tr);
   }
   // Tasks the run set out to run that never started (it was stopped, or a budget ran out).
   const notRun = $("status").value && $("status").value !== "not-run" ? [] : LW.index.not_run || [];
-  for (const task of notRun) {
-    if ($("query").value && !task.toLowerCase().includes($("query").value.toLowerCase())) continue;
+  for (const entry of notRun) {
+    if ($("query").value && !entry.task_id.toLowerCase().includes($("query").value.toLowerCase())) continue;
+    if ($("filter-name").value && entry.filter && entry.filter !== $("filter-name").value) continue;
     const tr = document.createElement("tr");
     tr.className = "not-run";
-    tr.append(cell(task), cell(""), cell(""), cell("never started"), cell("not run", "outcome"),
-              cell(""), cell(""), cell(""), cell(""), cell(""));
+    // A results line with no folder: the episode failed before its trace began.
+    const aside = entry.error ? "ended without a trace"
+      : entry.attempts.length ? "set aside, runs again with --resume" : "never started";
+    tr.append(cell(entry.task_id), cell(entry.filter), cell(entry.seed ?? "", "num"), cell(aside),
+              cell(entry.error ? "infra" : "not run", "outcome"), cell(""), cell(""), cell(""),
+              cell(""), cell(entry.error || ""), attemptsCell(entry.attempts, false));
     body.append(tr);
   }
   const all = LW.index.episodes;
@@ -129,8 +155,11 @@ function render() {
     aside.unshift(`${replays.length} replay${replays.length === 1 ? "" : "s"}: ${kinds.join(", ")}`);
   }
   if ((LW.index.not_run || []).length) aside.push(`${LW.index.not_run.length} not run`);
+  // Each episode counts once, as its last attempt ended (as the report counts it).
+  const earlier = [...all, ...(LW.index.not_run || [])].reduce((n, r) => n + (r.attempts || []).length, 0);
   $("counts").textContent = `${LW.index.kind} · ${all.length} episodes · ${solved} of ${judged} judged succeeded on the agent's own` +
-    (aside.length ? ` (not counted: ${aside.join(", ")})` : "") + ` · showing ${rows.length}`;
+    (aside.length ? ` (not counted: ${aside.join(", ")})` : "") +
+    (earlier ? ` · ${earlier} earlier attempt${earlier === 1 ? "" : "s"} set aside` : "") + ` · showing ${rows.length}`;
   for (const th of document.querySelectorAll("th[data-sort]")) {
     th.classList.toggle("asc", th.dataset.sort === sorting.key && sorting.dir === 1);
     th.classList.toggle("desc", th.dataset.sort === sorting.key && sorting.dir === -1);
@@ -139,6 +168,7 @@ function render() {
 
 function receiveIndex(index) {
   const first = LW.index === null;
+  for (const row of index.episodes) row.attempt_count = (row.attempts || []).length + 1;
   LW.index = index;
   if (first) {
     const select = $("filter-name");
