@@ -17,6 +17,7 @@ from linewise.apps.bench.local import BenchOptions
 from linewise.apps.improve.loop import ImproveLoop, ImproveOptions, SeedRange
 from linewise.apps.improve.report import REPORT_FILE, TABLE_FILE, improve_table
 from linewise.apps.pruning.pipeline import PruneOptions
+from linewise.cli.commands import summary
 from linewise.cli.flags import (
     add_agent_flags,
     add_browser_flags,
@@ -35,8 +36,7 @@ from linewise.runtime.tasks.loader import load_task_file, select_tasks
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     improve = sub.add_parser(
-        "improve", help="rounds of: bench on training seeds, prune, add the successes to "
-        "an experience memory, bench on test seeds with it",
+        "improve", help=summary("improve"),
         description="The self-improvement loop without training weights: each round "
         "benches the training seeds with the memory so far, prunes that bench, rebuilds "
         "the memory from every training bench, and benches the (disjoint) test seeds with "

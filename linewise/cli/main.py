@@ -17,67 +17,90 @@
     linewise improve TASKS.yaml --train-seeds A-B --test-seeds C-D --rounds N --out DIR
     linewise setup [--xvfb]
     linewise model path|fetch
+    linewise --version
 
 Each subcommand lives in its own module (cli/run.py, cli/bench.py, …) with an
-``add_parser(s)`` that sets its handler; the flag groups they share are in cli/flags.py.
-Exit codes: cli/exit_codes.py.
+``add_parser(s)`` that sets its handler; the flag groups they share are in cli/flags.py,
+and the table of commands (name, summary, module) in cli/commands.py. Only the module
+of the command being run is imported (see ``parser_for``). Exit codes: cli/exit_codes.py.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
+from collections.abc import Sequence
 
-from linewise.cli import (
-    bench,
-    filter_eval,
-    filters,
-    improve,
-    memory,
-    prune,
-    replay,
-    run,
-    setup,
-    show_trace,
-    skills,
-    snapshot,
-    view,
-)
-from linewise.cli.exit_codes import EXIT_INTERRUPTED, EXIT_OUTPUT, EXIT_SETUP, EXIT_USAGE
-from linewise.errors import (
-    ConfigError,
-    LinewiseError,
-    ProgramError,
-    TaskFileError,
-    TraceWriteError,
-)
-from linewise.runtime.log import configure_logging
+from linewise.cli.commands import COMMANDS
+
+DESCRIPTION = "Run LLM web agents on real Chromium, with full traces."
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the installed package's version, read only when asked for."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        import linewise
+
+        print(f"linewise {linewise.__version__}")
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="linewise",
-        description="Run LLM web agents on real Chromium, with full traces.",
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-    run.add_parser(sub)
-    replay.add_parser(sub)
-    filter_eval.add_parser(sub)
-    filters.add_parser(sub)
-    snapshot.add_parser(sub)
-    setup.add_parsers(sub)
-    bench.add_parsers(sub)
-    prune.add_parsers(sub)
-    memory.add_parser(sub)
-    skills.add_parser(sub)
-    improve.add_parser(sub)
-    view.add_parser(sub)
-    show_trace.add_parser(sub)
+    """Every command in full (what the tests and the docs read)."""
+    return _parser(set(COMMANDS))
+
+
+def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser ``argv`` needs: the command it names in full, the others by name and
+    summary only, so that neither ``linewise --help`` nor an unknown command imports a
+    command module. The first word not starting with ``-`` is the command: ``linewise``
+    itself takes no option with a value."""
+    command = next((word for word in argv if not word.startswith("-")), None)
+    return _parser({command} if command in COMMANDS else set())
+
+
+def _parser(full: set[str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="linewise", description=DESCRIPTION)
+    parser.add_argument("--version", action=_VersionAction,
+                        help="print the version of linewise and exit")
+    sub = parser.add_subparsers(required=True, metavar="COMMAND")
+    modules = {COMMANDS[name].module for name in full}
+    built: set[str] = set()
+    for name, command in COMMANDS.items():
+        if command.module not in modules:
+            sub.add_parser(name, help=command.summary)
+        elif command.module not in built:  # its module adds all of its commands
+            module = importlib.import_module(f"linewise.cli.{command.module}")
+            add = getattr(module, "add_parsers", None) or module.add_parser
+            add(sub)
+            built.add(command.module)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None) -> int:
+    return _main(list(sys.argv[1:] if argv is None else argv))
+
+
+def _main(argv: list[str]) -> int:
+    args = parser_for(argv).parse_args(argv)
+    # Imported once the command is known (see parser_for).
+    from linewise.cli.exit_codes import EXIT_INTERRUPTED, EXIT_OUTPUT, EXIT_SETUP, EXIT_USAGE
+    from linewise.errors import (
+        ConfigError,
+        LinewiseError,
+        ProgramError,
+        TaskFileError,
+        TraceWriteError,
+    )
+    from linewise.runtime.log import configure_logging
+
     configure_logging(json_lines=True if getattr(args, "log_json", False) else None,
                       level=getattr(args, "log_level", "INFO"))
     try:

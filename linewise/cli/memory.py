@@ -15,13 +15,14 @@ from linewise.agent.experience.retrieve import ExperienceMemory
 from linewise.agent.experience.store import read_memory, write_memory
 from linewise.agent.filters.embedders import Embedder, make_embedder
 from linewise.apps.memory.build import build_memory
+from linewise.cli.commands import summary
 from linewise.cli.flags import add_log_level_flag, default_of, settings_from_args
 from linewise.errors import ConfigError
 from linewise.settings import LinewiseSettings
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    memory = sub.add_parser("memory", help="build or look at an experience memory (--memory)")
+    memory = sub.add_parser("memory", help=summary("memory"))
     actions = memory.add_subparsers(dest="memory_command", required=True,
                                     help="build: make a memory; show: look into one")
     build = actions.add_parser(

@@ -10,6 +10,7 @@ from pathlib import Path
 from linewise.apps.pruning.graph import load_graph
 from linewise.apps.pruning.miner import necessary_actions
 from linewise.apps.pruning.pipeline import PruneOptions, run_prune
+from linewise.cli.commands import summary
 from linewise.cli.flags import (
     add_log_flags,
     add_log_level_flag,
@@ -25,7 +26,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     """Add ``prune`` and ``mine`` to the ``linewise`` subcommands."""
     prune = sub.add_parser(
         "prune",
-        help="turn recorded traces into pruned fine-tuning data (WebClipper)",
+        help=summary("prune"),
         description="Build state graphs of successful episodes with an LLM, keep the "
         "necessary steps (minimum necessary DAG, majority vote), rewrite the thoughts that "
         "lost their predecessor, and export chat-messages JSONL.",
@@ -74,7 +75,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     prune.set_defaults(handler=cmd_prune)
 
     mine = sub.add_parser(
-        "mine", help="print the necessary action ids of a state graph (Algorithm 1)",
+        "mine", help=summary("mine"),
         description='GRAPH.json: {"nodes": [{"id": "I0", "kind": "info"}, {"id": "A1", '
         '"kind": "action"}, ...], "edges": [["I0", "A1"], ...], "source": "I0", '
         '"sink": "A7"}; extra fields are allowed.',

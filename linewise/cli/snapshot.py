@@ -7,6 +7,7 @@ import asyncio
 from pathlib import Path
 
 from linewise.apps.filter_eval import snapshot_case
+from linewise.cli.commands import summary
 from linewise.cli.flags import add_browser_flags, settings_from_args
 from linewise.runtime.browser.chromium import Browser, BrowserConfig
 from linewise.runtime.browser.extraction import observe
@@ -14,7 +15,7 @@ from linewise.runtime.trace import safe_name
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    snapshot = sub.add_parser("snapshot", help="save a page's AXTree as a filter-eval case")
+    snapshot = sub.add_parser("snapshot", help=summary("snapshot"))
     snapshot.add_argument("url", help="the page to read (http or https)")
     snapshot.add_argument("--goal", default="TODO: the goal", help="the case's goal")
     snapshot.add_argument("--id", help="case id (default: from the URL)")

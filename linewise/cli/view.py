@@ -9,13 +9,12 @@ from pathlib import Path
 
 from linewise.apps.viewer.build import write_viewer
 from linewise.apps.viewer.serve import require_loopback, serve_viewer
+from linewise.cli.commands import summary
 from linewise.cli.flags import add_log_level_flag
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    view = sub.add_parser(
-        "view", help="write (or serve) a viewer for an episode, run or bench folder"
-    )
+    view = sub.add_parser("view", help=summary("view"))
     view.add_argument("path", type=Path, help="an episode, run or bench folder")
     view.add_argument("--serve", action="store_true",
                       help="serve the viewer on localhost and follow episodes still running "

@@ -4,11 +4,16 @@ placeholder, and states the default a run really uses (read from the settings)."
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
+from importlib import metadata
 
 import pytest
 
+from linewise.cli.commands import COMMANDS
 from linewise.cli.flags import SETTINGS_FLAGS, default_of, setting_default
 from linewise.cli.main import build_parser
+from tests.support.cli import linewise
 
 
 def subcommands() -> dict[str, argparse.ArgumentParser]:
@@ -72,3 +77,56 @@ def test_log_level_takes_a_level_in_any_case_and_refuses_others(
     with pytest.raises(SystemExit):
         build_parser().parse_args([command, *positional[command], "--log-level", "loud"])
     assert "invalid choice: 'loud'" in capsys.readouterr().err
+
+
+# What a person meets before any command runs: the list of commands, the version, a
+# command given without its subcommand, output piped into `head`. Each runs the real
+# command in its own process, as typed.
+
+HEAVY = ("playwright", "browsergym", "numpy", "openai", "tiktoken", "gymnasium", "xllamacpp",
+         "onnxruntime", "pydantic", "structlog", "rich")
+"""Libraries that a run needs and ``linewise --help`` does not: each took part of the
+seconds the help once took to appear."""
+
+
+def imported_by(*code: str) -> set[str]:
+    """The modules a fresh interpreter imports to run ``code`` (``-X importtime``)."""
+    result = subprocess.run([sys.executable, "-X", "importtime", "-c", "\n".join(code)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines()
+            if line.startswith("import time:") and "|" in line}
+
+
+def test_the_list_of_commands_imports_no_command_and_no_library_a_run_needs() -> None:
+    # what the `linewise` script does: import main, call it
+    modules = imported_by("import sys", "from linewise.cli.main import main",
+                          "sys.exit(main(['--help']))")
+    assert {"linewise", "linewise.cli.main"} <= modules  # the measurement works
+    heavy = sorted(m for m in modules if m.split(".")[0] in HEAVY)
+    assert heavy == [], heavy
+    assert sorted(m for m in modules if m.startswith("linewise.")) == [
+        "linewise.cli", "linewise.cli.commands", "linewise.cli.main"]
+
+
+def test_the_list_of_commands_is_every_command_with_its_own_summary() -> None:
+    result = linewise("--help", env={"COLUMNS": "500"}, timeout=60)  # no wrapping
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    for name, parser in subcommands().items():
+        [choice] = [a for a in _commands_action()._choices_actions if a.dest == name]
+        assert choice.help == COMMANDS[name].summary, name  # the module took it from the table
+        assert f"{name} {' '.join(choice.help.split())}" in text, name
+        assert parser.prog == f"linewise {name}"
+    assert list(subcommands()) == list(COMMANDS)
+
+
+def _commands_action() -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    [action] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return action
+
+
+def test_version_prints_the_installed_version() -> None:
+    result = linewise("--version", timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"linewise {metadata.version('linewise')}\n"
