@@ -11,7 +11,9 @@
   tasks not run (``errors.TraceWriteError``);
 - 6: ``linewise replay`` only: some replay did not succeed (it diverged, or the task's
   own check failed), so a suite of recorded tasks fails when one of them broke;
-- 130: interrupted (Ctrl+C).
+- 130: interrupted (Ctrl+C);
+- 141: any command: its output was closed before it ended (``linewise filters | head``);
+  it stops quietly, with the code of a command killed by SIGPIPE (128 + 13).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ EXIT_INFRASTRUCTURE = 4
 EXIT_OUTPUT = 5
 EXIT_REPLAY_FAILED = 6
 EXIT_INTERRUPTED = 130
+EXIT_OUTPUT_CLOSED = 141
 
 
 def exit_code_for(outcomes: Iterable[Outcome], *, stopped_early: bool = False) -> int:

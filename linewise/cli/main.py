@@ -29,12 +29,28 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from linewise.cli.commands import COMMANDS
 
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
+
 DESCRIPTION = "Run LLM web agents on real Chromium, with full traces."
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, except that a help or usage written into a closed pipe fails
+    as any other output does (``main`` ends quietly), where argparse would ignore the
+    failed write and end with 0 or 1 depending on how much was buffered. Subcommands
+    get the same class."""
+
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        if message:
+            (file or sys.stderr).write(message)
 
 
 class _VersionAction(argparse.Action):
@@ -67,7 +83,7 @@ def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
 
 
 def _parser(full: set[str]) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="linewise", description=DESCRIPTION)
+    parser = _Parser(prog="linewise", description=DESCRIPTION)
     parser.add_argument("--version", action=_VersionAction,
                         help="print the version of linewise and exit")
     sub = parser.add_subparsers(required=True, metavar="COMMAND")
@@ -85,7 +101,14 @@ def _parser(full: set[str]) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return _main(list(sys.argv[1:] if argv is None else argv))
+    words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        try:
+            return _main(words)
+        finally:
+            sys.stdout.flush()  # so that a closed pipe shows here, not at exit
+    except BrokenPipeError:
+        return _output_closed()
 
 
 def _main(argv: list[str]) -> int:
@@ -117,6 +140,23 @@ def _main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         print("linewise: interrupted; traces written so far are kept", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _output_closed() -> int:
+    """The reader of the output went away (``linewise filters | head``): stop quietly, as
+    a command killed by SIGPIPE does, with its exit code.
+
+    SIGPIPE keeps Python's setting (ignored, so a write raises BrokenPipeError): its
+    default action would also kill the process for a write to a closed socket or to a
+    dead Playwright driver's pipe, mid-run, with no trace finished. stdout is pointed at
+    /dev/null so that Python's own flush at exit does not fail a second time."""
+    from linewise.cli.exit_codes import EXIT_OUTPUT_CLOSED
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (a captured stream in a test)
+        pass
+    return EXIT_OUTPUT_CLOSED
 
 
 if __name__ == "__main__":

@@ -4,13 +4,18 @@ placeholder, and states the default a run really uses (read from the settings)."
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import signal
 import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 
 from linewise.cli.commands import COMMANDS
+from linewise.cli.exit_codes import EXIT_OUTPUT_CLOSED
 from linewise.cli.flags import SETTINGS_FLAGS, default_of, setting_default
 from linewise.cli.main import build_parser
 from tests.support.cli import linewise
@@ -130,3 +135,34 @@ def test_version_prints_the_installed_version() -> None:
     result = linewise("--version", timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"linewise {metadata.version('linewise')}\n"
+
+
+def with_stdout_closed(*args: str, unbuffered: bool) -> subprocess.CompletedProcess[str]:
+    """``linewise ARGS | head`` where head has already gone: stdout is a pipe with no
+    reader from the start, so the first write fails, however little is written."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return subprocess.run([sys.executable, "-m", "linewise.cli.main", *args], stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=120, env=env)
+    finally:
+        os.close(write)
+
+
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
+@pytest.mark.parametrize("command", [["filters"], ["filters", "--all"], ["--help"],
+                                     ["run", "--help"], ["--version"], ["mine"]])
+def test_output_into_a_closed_pipe_ends_quietly(command: list[str], unbuffered: bool,
+                                                tmp_path: Path) -> None:
+    if command == ["mine"]:
+        graph = tmp_path / "graph.json"
+        graph.write_text(json.dumps({
+            "nodes": [{"id": "I0", "kind": "info"}, {"id": "A1", "kind": "action"}],
+            "edges": [["I0", "A1"]], "source": "I0", "sink": "A1"}))
+        command = ["mine", str(graph)]
+    result = with_stdout_closed(*command, unbuffered=unbuffered)
+    assert result.stderr == ""
+    assert result.returncode == EXIT_OUTPUT_CLOSED == 128 + signal.SIGPIPE
