@@ -97,7 +97,22 @@ def _parser(full: set[str]) -> argparse.ArgumentParser:
             add = getattr(module, "add_parsers", None) or module.add_parser
             add(sub)
             built.add(command.module)
+    _name_choices(parser)
     return parser
+
+
+def _name_choices(parser: argparse.ArgumentParser) -> None:
+    """A positional with choices (a command, ``model path|fetch``) is named by its
+    choices where argparse would name it by its ``dest``: a missing one reads "required:
+    {build,show}", not the internal "memory_command"."""
+    for action in parser._actions:
+        if action.option_strings or action.choices is None:
+            continue
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _name_choices(child)
+        if action.metavar is None:
+            action.metavar = "{" + ",".join(action.choices) + "}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

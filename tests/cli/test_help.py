@@ -137,6 +137,18 @@ def test_version_prints_the_installed_version() -> None:
     assert result.stdout == f"linewise {metadata.version('linewise')}\n"
 
 
+@pytest.mark.parametrize(("command", "choices"), [
+    (["memory"], "{build,show}"), (["skills"], "{build,show}"), (["model"], "{path,fetch}"),
+    ([], "COMMAND"),
+])
+def test_a_missing_subcommand_is_named_by_its_choices(command: list[str], choices: str) -> None:
+    result = linewise(*command, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1].endswith(
+        f"error: the following arguments are required: {choices}"), result.stderr
+    assert "_command" not in result.stderr and "action" not in result.stderr
+
+
 def with_stdout_closed(*args: str, unbuffered: bool) -> subprocess.CompletedProcess[str]:
     """``linewise ARGS | head`` where head has already gone: stdout is a pipe with no
     reader from the start, so the first write fails, however little is written."""
