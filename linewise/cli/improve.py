@@ -14,7 +14,7 @@ from pathlib import Path
 
 from linewise.agent.filters.embedders import make_embedder
 from linewise.apps.bench.local import BenchOptions
-from linewise.apps.improve.loop import ImproveLoop, ImproveOptions, SeedRange
+from linewise.apps.improve.loop import SET_BY_THE_LOOP, ImproveLoop, ImproveOptions, SeedRange
 from linewise.apps.improve.report import REPORT_FILE, TABLE_FILE, improve_table
 from linewise.apps.pruning.pipeline import PruneOptions
 from linewise.cli.commands import summary
@@ -76,7 +76,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                          help="lexical retrieval only (no embedder)")
     add_browser_flags(improve)
     add_model_flags(improve)
-    add_agent_flags(improve)
+    add_agent_flags(improve, set_by_command=SET_BY_THE_LOOP)
     add_episode_flags(improve, timeout_default=f"{BenchOptions.episode_timeout_s:g}")
     add_log_flags(improve, level="WARNING")
     improve.set_defaults(handler=cmd_improve)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from linewise.apps.improve.loop import SET_BY_THE_LOOP
 from linewise.cli.commands import COMMANDS
 from linewise.cli.exit_codes import EXIT_OUTPUT_CLOSED
 from linewise.cli.flags import SETTINGS_FLAGS, default_of, setting_default
@@ -28,8 +30,10 @@ def subcommands() -> dict[str, argparse.ArgumentParser]:
 
 
 def arguments() -> list[tuple[str, argparse.Action]]:
+    """Every argument a help shows (a flag refused by name is not shown)."""
     return [(name, action) for name, parser in subcommands().items()
-            for action in parser._actions if not isinstance(action, argparse._HelpAction)]
+            for action in parser._actions if not isinstance(action, argparse._HelpAction)
+            and action.help != argparse.SUPPRESS]
 
 
 @pytest.mark.parametrize(("command", "action"), arguments(),
@@ -178,3 +182,36 @@ def test_output_into_a_closed_pipe_ends_quietly(command: list[str], unbuffered: 
     result = with_stdout_closed(*command, unbuffered=unbuffered)
     assert result.stderr == ""
     assert result.returncode == EXIT_OUTPUT_CLOSED == 128 + signal.SIGPIPE
+
+
+MINIWOB_TASKS = "tasks:\n  - {miniwob: click-test, seed: 0, max_steps: 2}\n"
+
+
+def flags_in(help_text: str) -> set[str]:
+    return set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", help_text))
+
+
+def test_improve_offers_no_flag_for_what_the_loop_sets_itself(tmp_path: Path) -> None:
+    shown = flags_in(linewise("improve", "--help", timeout=60).stdout)
+    assert {"--memory-k", "--memory-budget", "--skill-start", "--skills-arm",
+            "--no-replay-cache"} <= shown
+    assert not {"--memory", "--skills", "--replay-cache"} & shown
+    assert {f"--{name.replace('_', '-')}" for name in SET_BY_THE_LOOP} == {
+        "--memory", "--skills", "--replay-cache"}
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(MINIWOB_TASKS)
+    out = tmp_path / "improve"
+    loop = ["improve", str(tasks), "--train-seeds", "0-0", "--test-seeds", "1-1", "--out",
+            str(out), "--base-url", "http://127.0.0.1:9/v1", "--model", "m"]
+    for flag, what in [("--memory", "memory"), ("--skills", "skills"),
+                       ("--replay-cache", "replay cache")]:
+        given = linewise(*loop, flag, str(tmp_path / "x"), timeout=60)
+        assert given.returncode == 2
+        assert given.stderr.splitlines()[-1] == (
+            f"linewise improve: error: {flag}: not taken here: linewise improve makes its "
+            f"own {what}"), given.stderr
+    # the same settings from the environment are refused by name, before anything runs
+    from_env = linewise(*loop, env={"LINEWISE_AGENT__SKILLS": str(tmp_path)}, timeout=60)
+    assert from_env.returncode == 2, from_env.stderr
+    assert "makes its own skills" in from_env.stderr
+    assert "LINEWISE_AGENT__SKILLS" in from_env.stderr and not out.exists()

@@ -49,6 +49,12 @@ from linewise.settings import LinewiseSettings
 
 log = structlog.get_logger(__name__)
 
+SET_BY_THE_LOOP = {"memory": "memory", "skills": "skills", "replay_cache": "replay cache"}
+"""The agent settings each bench of the loop gets from the loop (its memory of the
+rounds so far, its skills, its replay cache), by what they are: a value of the caller's
+would be overridden, so it is refused, and ``linewise improve`` offers no flag for them."""
+
+
 class SeedRange(BaseModel):
     """Seeds ``first`` to ``last``, both included."""
 
@@ -125,8 +131,10 @@ class ImproveLoop:
         if options.train_seeds.overlaps(options.test_seeds):
             raise ConfigError(f"training seeds {options.train_seeds} and test seeds "
                               f"{options.test_seeds} overlap: the test would see its answers")
-        if settings.agent.memory is not None:
-            raise ConfigError("the improve loop builds its own memory: leave --memory out")
+        for name, what in SET_BY_THE_LOOP.items():
+            if getattr(settings.agent, name) is not None:
+                raise ConfigError(f"the improve loop makes its own {what}: leave agent.{name} "
+                                  f"unset (LINEWISE_AGENT__{name.upper()})")
         self.settings = settings
         self.out_dir = out_dir
         self.options = options
@@ -195,9 +203,10 @@ class ImproveLoop:
                      *, train: bool = False, skills: Path | None = None) -> Success:
         cache = (self.out_dir / "replay-cache"
                  if train and self.options.replay_cache else None)
+        chosen = {"memory": memory, "skills": skills, "replay_cache": cache}
+        assert chosen.keys() == SET_BY_THE_LOOP.keys()
         settings = self.settings.model_copy(update={
-            "agent": self.settings.agent.model_copy(update={
-                "memory": memory, "skills": skills, "replay_cache": cache})})
+            "agent": self.settings.agent.model_copy(update=chosen)})
         outcome = await run_bench(
             specs, settings, self.browser_config, folder, self.bench_options,
             argv=["linewise", "improve", str(self.out_dir)],
