@@ -34,6 +34,15 @@ from linewise.runtime.log import configure_logging
 from linewise.runtime.tasks.loader import load_task_file, select_tasks
 
 
+def seed_range(text: str) -> SeedRange:
+    """argparse ``type`` of ``--train-seeds`` and ``--test-seeds``: a bad range is a usage
+    error naming the flag, not a traceback."""
+    try:
+        return SeedRange.parse(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     improve = sub.add_parser(
         "improve", help=summary("improve"),
@@ -42,9 +51,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "the memory from every training bench, and benches the (disjoint) test seeds with "
         "it. Reports success per round with its standard error.")
     improve.add_argument("tasks", type=Path, help="a YAML task file of miniwob/browsergym tasks")
-    improve.add_argument("--train-seeds", type=SeedRange.parse, required=True, metavar="A-B",
+    improve.add_argument("--train-seeds", type=seed_range, required=True, metavar="A-B",
                          help="the seeds the memory learns from")
-    improve.add_argument("--test-seeds", type=SeedRange.parse, required=True, metavar="C-D",
+    improve.add_argument("--test-seeds", type=seed_range, required=True, metavar="C-D",
                          help="the seeds success is measured on (disjoint from the training "
                          "seeds)")
     improve.add_argument("--rounds", type=int, default=1, metavar="N",
