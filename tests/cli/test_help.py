@@ -20,7 +20,9 @@ from linewise.cli.commands import COMMANDS
 from linewise.cli.exit_codes import EXIT_OUTPUT_CLOSED
 from linewise.cli.flags import SETTINGS_FLAGS, default_of, setting_default
 from linewise.cli.main import build_parser
+from linewise.cli.snapshot import SCHEMES as SNAPSHOT_SCHEMES
 from tests.support.cli import linewise
+from tests.support.paths import DATA
 
 
 def subcommands() -> dict[str, argparse.ArgumentParser]:
@@ -215,3 +217,27 @@ def test_improve_offers_no_flag_for_what_the_loop_sets_itself(tmp_path: Path) ->
     assert from_env.returncode == 2, from_env.stderr
     assert "makes its own skills" in from_env.stderr
     assert "LINEWISE_AGENT__SKILLS" in from_env.stderr and not out.exists()
+
+
+def test_snapshot_reads_what_its_help_says(tmp_path: Path) -> None:
+    text = " ".join(linewise("snapshot", "--help", timeout=60).stdout.split())
+    assert "URL the page to read: an http, https or file URL, or the path of a local " \
+        "file" in text
+    assert SNAPSHOT_SCHEMES == ("http", "https", "file")
+    page = tmp_path / "form.html"
+    page.write_text((DATA / "pages" / "form.html").read_text())
+    for given in (str(page), page.as_uri()):  # a path, and its file: URL
+        out = tmp_path / "case.json"
+        result = linewise("snapshot", given, "--out", str(out), timeout=120)
+        assert result.returncode == 0, result.stderr[-2000:]
+        case = json.loads(out.read_text())
+        assert case["source"] == page.as_uri()
+        assert any("button 'Submit'" in line for line in case["lines"]), case["lines"]
+    for url, scheme in (("data:text/html,<button>x</button>", "data"), ("ftp://x.test/", "ftp")):
+        refused = linewise("snapshot", url, "--out", str(tmp_path / "no.json"), timeout=60)
+        assert refused.returncode == 2
+        assert f"{scheme}: URLs are not read (give an http, https or file URL, or the " \
+            "path of a local file)" in refused.stderr
+    missing = linewise("snapshot", str(tmp_path / "nope.html"), timeout=60)
+    assert missing.returncode == 2 and "no such file, and not a URL" in missing.stderr
+    assert not (tmp_path / "no.json").exists()
