@@ -16,11 +16,14 @@ from pathlib import Path
 import pytest
 
 from linewise.apps.improve.loop import SET_BY_THE_LOOP
+from linewise.apps.viewer.paths import VIEW_DIR
 from linewise.cli.commands import COMMANDS
 from linewise.cli.exit_codes import EXIT_OUTPUT_CLOSED
 from linewise.cli.flags import SETTINGS_FLAGS, default_of, setting_default
 from linewise.cli.main import build_parser
 from linewise.cli.snapshot import SCHEMES as SNAPSHOT_SCHEMES
+from linewise.records import EpisodeSummary, StepRecord
+from linewise.runtime.trace import EpisodeTraceWriter
 from tests.support.cli import linewise
 from tests.support.paths import DATA
 
@@ -219,6 +222,19 @@ def test_improve_offers_no_flag_for_what_the_loop_sets_itself(tmp_path: Path) ->
     assert "LINEWISE_AGENT__SKILLS" in from_env.stderr and not out.exists()
 
 
+def write_one_step_episode(run: Path) -> None:
+    writer = EpisodeTraceWriter(run / "one")
+    summary = EpisodeSummary(episode_id="ep-one", task_id="one", goal="Press OK.",
+                             start_url="http://ok.test/")
+    writer.start(summary)
+    writer.write_step(StepRecord(episode_id="ep-one", task_id="one", index=0,
+                                 url="http://ok.test/", axtree="[2] button 'OK'",
+                                 observation="[2] button 'OK'", think="Press OK.",
+                                 action="click('2')", done=True, reward=1.0))
+    summary.status, summary.success, summary.n_steps = "finished", True, 1
+    writer.write_summary(summary)
+
+
 def test_snapshot_reads_what_its_help_says(tmp_path: Path) -> None:
     text = " ".join(linewise("snapshot", "--help", timeout=60).stdout.split())
     assert "URL the page to read: an http, https or file URL, or the path of a local " \
@@ -241,3 +257,15 @@ def test_snapshot_reads_what_its_help_says(tmp_path: Path) -> None:
     missing = linewise("snapshot", str(tmp_path / "nope.html"), timeout=60)
     assert missing.returncode == 2 and "no such file, and not a URL" in missing.stderr
     assert not (tmp_path / "no.json").exists()
+
+
+def test_view_says_it_writes_into_the_folder_and_does(tmp_path: Path) -> None:
+    text = " ".join(linewise("view", "--help", timeout=60).stdout.split())
+    assert f"Writes the viewer into PATH/{VIEW_DIR}/" in text
+    assert f"the viewer is written into PATH/{VIEW_DIR}/" in text
+    run = tmp_path / "run"
+    write_one_step_episode(run)
+    result = linewise("view", str(run), timeout=60)
+    assert result.returncode == 0, result.stderr
+    index = run / VIEW_DIR / "index.html"
+    assert index.is_file() and result.stdout == f"viewer: {index.resolve()}\n"
