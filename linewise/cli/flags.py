@@ -267,19 +267,31 @@ def add_navigation_flags(parser: argparse.ArgumentParser, *, acting: bool = True
                        help="turn the navigation policy off (experiments only)")
 
 
-def add_model_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--base-url", help="OpenAI-compatible endpoint of the action model")
-    parser.add_argument("--model", help="action model name")
+def add_model_flags(parser: argparse.ArgumentParser, *, model: str = "action",
+                    role: str = "", agent: bool = True) -> None:
+    """The endpoint flags. They set the action endpoint (``SETTINGS_FLAGS``); a command
+    that uses it for another ``model`` (prune's base model) names it so, and says what
+    it does (``role``). ``agent=False`` (no agent runs) leaves out the retriever, which
+    only filters use, and --context-tokens, which only the agent's prompts are fitted
+    to."""
+    parser.add_argument("--base-url", metavar="URL",
+                        help=f"OpenAI-compatible endpoint of the {model} model"
+                        + (f": {role}" if role else "")
+                        + " (default: OPENAI_BASE_URL, else the embedded model)")
+    parser.add_argument("--model", help=f"{model} model name")
     parser.add_argument("--api-key", help="API key (default: OPENAI_API_KEY)")
-    parser.add_argument("--retriever-base-url", help="endpoint of the retriever model")
-    parser.add_argument("--retriever-model", help="retriever model name")
+    if agent:
+        parser.add_argument("--retriever-base-url", metavar="URL",
+                            help="endpoint of the retriever model")
+        parser.add_argument("--retriever-model", help="retriever model name")
     parser.add_argument("--gguf", type=Path, help="serve this GGUF instead of the embedded model")
     parser.add_argument("--ctx-size", type=int, metavar="N",
                         help=f"context size of the local model server ({default_of('ctx_size')})")
-    parser.add_argument("--context-tokens", type=int, metavar="N",
-                        help="the action endpoint's context window: every prompt is fitted "
-                        "into it (default: --ctx-size for the embedded model, else "
-                        f"{DEFAULT_CONTEXT_TOKENS})")
+    if agent:
+        parser.add_argument("--context-tokens", type=int, metavar="N",
+                            help="the action endpoint's context window: every prompt is "
+                            "fitted into it (default: --ctx-size for the embedded model, "
+                            f"else {DEFAULT_CONTEXT_TOKENS})")
     parser.add_argument("--request-timeout", type=float, metavar="S",
                         help="deadline of each try of an LLM call, request to last byte, "
                         "in seconds "

@@ -15,6 +15,7 @@ from linewise.cli.flags import (
     add_log_flags,
     add_log_level_flag,
     add_model_flags,
+    refuse_flag,
     settings_from_args,
 )
 from linewise.errors import ConfigError, GraphError
@@ -55,22 +56,27 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                        default=DEFAULTS.extract_temperature,
                        help="extractor sampling temperature; above 0 so that the repeats "
                        f"of the vote are independent (default {DEFAULTS.extract_temperature})")
-    # Its own dest: "max_obs_tokens" is the truncate filter's setting (cli/flags.py).
-    prune.add_argument("--max-obs-tokens", dest="extract_obs_tokens", type=int, metavar="N",
+    prune.add_argument("--extractor-obs-tokens", type=int, metavar="N",
                        default=DEFAULTS.max_obs_tokens,
-                       help="observation tokens shown to the extractor per step "
+                       help="tokens of each step's page shown to the extractor "
                        f"(default {DEFAULTS.max_obs_tokens}; the rest is cut with a marker)")
+    # Its name until issue 38: it meant another thing than run's and bench's
+    # --max-obs-tokens (the truncate filter's budget), so it got a name of its own.
+    refuse_flag(prune, "--max-obs-tokens", "prune calls it --extractor-obs-tokens "
+                "(--max-obs-tokens of run and bench is the truncate filter's budget)")
     prune.add_argument("--build-retries", type=int, default=DEFAULTS.build_retries,
                        help="re-asks with the validation error after an invalid "
                        f"extractor answer (default {DEFAULTS.build_retries})")
     prune.add_argument("--candidates", type=int, default=DEFAULTS.candidates,
                        help="rewrite candidates per rewritten thought "
                        f"(default {DEFAULTS.candidates})")
-    prune.add_argument("--extractor-base-url",
-                       help="endpoint for graph extraction and rewriting (default: the "
-                       "--base-url endpoint, which also scores perplexity as the base model)")
+    prune.add_argument("--extractor-base-url", metavar="URL",
+                       help="endpoint of the extractor, which builds the graphs and drafts "
+                       "the rewritten thoughts (default: the --base-url endpoint)")
     prune.add_argument("--extractor-model", help="model name at --extractor-base-url")
-    add_model_flags(prune)
+    add_model_flags(prune, model="base", agent=False,
+                    role="the agent's own model, which picks among the rewritten thoughts "
+                    "by their perplexity, and the extractor unless --extractor-base-url")
     add_log_flags(prune, level="INFO")
     prune.set_defaults(handler=cmd_prune)
 
@@ -134,7 +140,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
         limit=args.limit,
         concurrency=args.concurrency,
         extract_temperature=args.extract_temperature,
-        max_obs_tokens=args.extract_obs_tokens,
+        max_obs_tokens=args.extractor_obs_tokens,
         build_retries=args.build_retries,
         candidates=args.candidates,
         extractor_base_url=args.extractor_base_url,

@@ -24,6 +24,7 @@ from linewise.cli.main import build_parser
 from linewise.cli.snapshot import SCHEMES as SNAPSHOT_SCHEMES
 from linewise.records import EpisodeSummary, StepRecord
 from linewise.runtime.trace import EpisodeTraceWriter
+from linewise.testing import ScriptedChatServer
 from tests.support.cli import linewise
 from tests.support.paths import DATA
 
@@ -220,6 +221,51 @@ def test_improve_offers_no_flag_for_what_the_loop_sets_itself(tmp_path: Path) ->
     assert from_env.returncode == 2, from_env.stderr
     assert "makes its own skills" in from_env.stderr
     assert "LINEWISE_AGENT__SKILLS" in from_env.stderr and not out.exists()
+
+
+def test_a_flag_means_one_thing_in_every_command() -> None:
+    """A flag of several commands sets the same thing in each (its dest): prune's
+    --max-obs-tokens once set the extractor's page budget where run's set the truncate
+    filter's."""
+    meaning: dict[str, set[str]] = {}
+    for _, action in arguments():
+        # bench and filter-eval take --filter repeatedly, to compare filters: the same
+        # meaning, gathered in a list (dest "filters")
+        dest = "filter" if isinstance(action, argparse._AppendAction) and \
+            action.dest == "filters" else action.dest
+        for flag in action.option_strings:
+            meaning.setdefault(flag, set()).add(dest)
+    assert {flag: dests for flag, dests in meaning.items() if len(dests) > 1} == {}
+    assert meaning["--max-obs-tokens"] == {"max_obs_tokens"}
+    assert meaning["--extractor-obs-tokens"] == {"extractor_obs_tokens"}
+
+
+def test_prune_describes_its_models_and_offers_no_agent_flag(tmp_path: Path) -> None:
+    text = " ".join(linewise("prune", "--help", timeout=60).stdout.split())
+    assert "--base-url URL OpenAI-compatible endpoint of the base model: the agent's own " \
+        "model, which picks among the rewritten thoughts by their perplexity, and the " \
+        "extractor unless --extractor-base-url" in text
+    assert "action model" not in text
+    shown = flags_in(text)
+    assert not {"--retriever-base-url", "--retriever-model", "--context-tokens",
+                "--max-obs-tokens"} & shown
+    assert {"--extractor-obs-tokens", "--extractor-base-url", "--gguf"} <= shown
+    run = tmp_path / "run"
+    write_one_step_episode(run)
+    renamed = linewise("prune", str(run), "--out", str(tmp_path / "d"), "--max-obs-tokens",
+                       "500", timeout=60)
+    assert renamed.returncode == 2
+    assert renamed.stderr.splitlines()[-1] == (
+        "linewise prune: error: --max-obs-tokens: prune calls it --extractor-obs-tokens "
+        "(--max-obs-tokens of run and bench is the truncate filter's budget)")
+    # the retriever is never opened: a retriever endpoint that is down changes nothing
+    with ScriptedChatServer(lambda messages: "unused") as llm:
+        pruned = linewise("prune", str(run), "--out", str(tmp_path / "d"), "--base-url",
+                          llm.base_url, "--model", "base", timeout=120,
+                          env={"LINEWISE_RETRIEVER__BASE_URL": "http://127.0.0.1:9/v1",
+                               "LINEWISE_RETRIEVER__MODEL": "down"})
+    assert pruned.returncode == 0, pruned.stderr[-2000:]
+    assert json.loads((tmp_path / "d" / "stats.json").read_text())["unpruned"] == 1
 
 
 def write_one_step_episode(run: Path) -> None:

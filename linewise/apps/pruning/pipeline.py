@@ -64,7 +64,7 @@ async def run_prune(
     run_dirs: list[Path], out_dir: Path, settings: LinewiseSettings, options: PruneOptions
 ) -> PruneStats:
     """Collect the trajectories under ``run_dirs``, prune them and write ``out_dir``."""
-    from linewise.runtime.run import open_models
+    from linewise.runtime.run import open_endpoints
 
     started = time.perf_counter()
     selection = collect_trajectories(run_dirs, include_failed=options.include_failed,
@@ -75,7 +75,9 @@ async def run_prune(
         if trajectories:
             base: ChatModel | None
             extractor: ChatModel | None
-            base, _ = await stack.enter_async_context(open_models(settings))
+            # The action endpoint is the base model; the retriever is never asked.
+            base, _ = await stack.enter_async_context(open_endpoints(settings,
+                                                                     retriever=False))
             extractor = base
             if options.extractor_base_url:
                 extractor = ChatClient(settings.action.model_copy(update={
