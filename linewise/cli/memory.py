@@ -15,6 +15,8 @@ from linewise.agent.experience.retrieve import ExperienceMemory
 from linewise.agent.experience.store import read_memory, write_memory
 from linewise.agent.filters.embedders import Embedder, make_embedder
 from linewise.apps.memory.build import build_memory
+from linewise.apps.pruning.export import TRAJECTORIES_FILE
+from linewise.apps.pruning.trajectory import require_episodes
 from linewise.cli.commands import summary
 from linewise.cli.flags import add_log_level_flag, default_of, settings_from_args
 from linewise.errors import ConfigError
@@ -63,9 +65,11 @@ def _embedder(settings: LinewiseSettings) -> Embedder:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    for folder in [*args.runs, *args.pruned]:
-        if not folder.is_dir():
-            raise ConfigError(f"{folder}: no such folder")
+    require_episodes(args.runs)  # before anything is written
+    for folder in args.pruned:
+        if not (folder / TRAJECTORIES_FILE).is_file():
+            raise ConfigError(f"--pruned {folder}: not a dataset of linewise prune (no "
+                              f"{TRAJECTORIES_FILE} in it)")
     settings = settings_from_args(args, resolve=False)
     embedder = None if args.no_embed else _embedder(settings)
     entries, report = asyncio.run(build_memory(args.runs, args.pruned, embedder=embedder))

@@ -10,6 +10,7 @@ from pathlib import Path
 from linewise.apps.pruning.graph import load_graph
 from linewise.apps.pruning.miner import necessary_actions
 from linewise.apps.pruning.pipeline import PruneOptions, run_prune
+from linewise.apps.pruning.trajectory import require_episodes
 from linewise.cli.commands import summary
 from linewise.cli.flags import (
     add_log_flags,
@@ -127,9 +128,6 @@ def cmd_prune(args: argparse.Namespace) -> int:
         raise ConfigError("--candidates must be at least 1")
     if args.concurrency < 1:
         raise ConfigError("--concurrency must be at least 1")
-    for run_dir in args.runs:
-        if not run_dir.is_dir():
-            raise ConfigError(f"{run_dir}: no such run folder")
     if bool(args.extractor_base_url) != bool(args.extractor_model):
         raise ConfigError("--extractor-base-url and --extractor-model go together")
     options = PruneOptions(
@@ -146,6 +144,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
         extractor_base_url=args.extractor_base_url,
         extractor_model=args.extractor_model,
     )
+    require_episodes(args.runs)  # before anything is written or started
     settings = settings_from_args(args)
     started = time.perf_counter()
     stats = asyncio.run(run_prune(args.runs, args.out, settings, options))

@@ -657,12 +657,14 @@ def test_prune_rejects_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 def test_nothing_to_prune_starts_no_model(tmp_path: Path) -> None:
-    empty = tmp_path / "empty-run"
-    empty.mkdir()
+    run = tmp_path / "run"
+    write_episode(run, "failed", "signup", GOALS["signup"], DETOUR[:2], success=False)
     # No --base-url: a model would have to be started; with nothing to prune it is not.
-    assert main(["prune", str(empty), "--out", str(tmp_path / "d")]) == 0
+    assert main(["prune", str(run), "--out", str(tmp_path / "d")]) == 0
     stats = json.loads((tmp_path / "d" / "stats.json").read_text())
     assert stats["trajectories_in"] == 0 and read_jsonl(tmp_path / "d" / "pruned.jsonl") == []
+    [skipped] = read_jsonl(tmp_path / "d" / "trajectories.jsonl")
+    assert skipped["reason"] == "episode did not succeed"
 
 
 def test_a_single_step_episode_is_kept_whole_without_asking_a_model(tmp_path: Path) -> None:
