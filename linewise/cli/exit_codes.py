@@ -1,4 +1,5 @@
-"""The exit codes of ``linewise run`` and ``linewise bench`` (documented in the README).
+"""The exit codes of ``linewise run``, ``linewise bench`` and the other commands
+(documented in the README).
 
 - 0: every episode ended with an agent outcome (success or not) or a budget;
 - 2: bad input (a task file, a flag, a setting);
@@ -11,6 +12,9 @@
   tasks not run (``errors.TraceWriteError``);
 - 6: ``linewise replay`` only: some replay did not succeed (it diverged, or the task's
   own check failed), so a suite of recorded tasks fails when one of them broke;
+- 7: ``linewise prune`` and ``linewise memory build`` only: nothing came out of episodes
+  that were there (no trajectory made it into the dataset, no memory entry could be
+  made); the summary says why;
 - 130: interrupted (Ctrl+C);
 - 141: any command: its output was closed before it ended (``linewise filters | head``);
   it stops quietly, with the code of a command killed by SIGPIPE (128 + 13).
@@ -28,6 +32,7 @@ EXIT_SETUP = 3
 EXIT_INFRASTRUCTURE = 4
 EXIT_OUTPUT = 5
 EXIT_REPLAY_FAILED = 6
+EXIT_NOTHING_BUILT = 7
 EXIT_INTERRUPTED = 130
 EXIT_OUTPUT_CLOSED = 141
 

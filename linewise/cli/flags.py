@@ -156,6 +156,9 @@ def default_of(dest: str) -> str:
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+AUTO_LEVEL_HELP = "auto: WARNING under the progress bar, else INFO"
+"""What ``--log-level auto`` means, for the commands with a progress bar (bench, prune,
+improve; apps/progress.py ``ProgressDisplay.for_terminal``)."""
 
 
 def log_level(text: str) -> str:

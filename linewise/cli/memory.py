@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from pathlib import Path
 
 from linewise.agent.experience.load import memory_for
@@ -18,6 +19,7 @@ from linewise.apps.memory.build import build_memory
 from linewise.apps.pruning.export import TRAJECTORIES_FILE
 from linewise.apps.pruning.trajectory import require_episodes
 from linewise.cli.commands import summary
+from linewise.cli.exit_codes import EXIT_NOTHING_BUILT
 from linewise.cli.flags import add_log_level_flag, default_of, settings_from_args
 from linewise.errors import ConfigError
 from linewise.settings import LinewiseSettings
@@ -65,6 +67,8 @@ def _embedder(settings: LinewiseSettings) -> Embedder:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    """Build and write the memory; exit 7, writing nothing, when no entry could be made
+    (an empty memory would be used as if it held something)."""
     require_episodes(args.runs)  # before anything is written
     for folder in args.pruned:
         if not (folder / TRAJECTORIES_FILE).is_file():
@@ -73,10 +77,17 @@ def cmd_build(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, resolve=False)
     embedder = None if args.no_embed else _embedder(settings)
     entries, report = asyncio.run(build_memory(args.runs, args.pruned, embedder=embedder))
-    write_memory(args.out, entries)
     skipped = ", ".join(f"{why} {n}" for why, n in sorted(report.skipped.items())) or "none"
     print(f"{report.entries} entries ({report.from_pruner} from the pruner) from "
           f"{report.successful} successful of {report.episodes} episodes; skipped: {skipped}")
+    if not entries:
+        why = ("none of them succeeded" if not report.successful else
+               "no successful one kept a step (an entry needs a step that ran without "
+               "error and changed the page)")
+        print(f"linewise: error: no memory entry from {report.episodes} episodes: {why}; "
+              f"{args.out} was not written", file=sys.stderr)
+        return EXIT_NOTHING_BUILT
+    write_memory(args.out, entries)
     if report.withheld:
         print(f"instruction-like text (written for an agent, or a link to another site): "
               f"{report.withheld} steps left out or shown without their thought or the "

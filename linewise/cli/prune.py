@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import time
+import sys
 from pathlib import Path
 
+from linewise.apps.progress import ProgressDisplay
+from linewise.apps.pruning.export import TRAJECTORIES_FILE, PruneStats
 from linewise.apps.pruning.graph import load_graph
 from linewise.apps.pruning.miner import necessary_actions
 from linewise.apps.pruning.pipeline import PruneOptions, run_prune
 from linewise.apps.pruning.trajectory import require_episodes
 from linewise.cli.commands import summary
+from linewise.cli.exit_codes import EXIT_NOTHING_BUILT
 from linewise.cli.flags import (
+    AUTO_LEVEL_HELP,
     add_log_flags,
     add_log_level_flag,
     add_model_flags,
@@ -78,7 +82,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     add_model_flags(prune, model="base", agent=False,
                     role="the agent's own model, which picks among the rewritten thoughts "
                     "by their perplexity, and the extractor unless --extractor-base-url")
-    add_log_flags(prune, level="INFO")
+    add_log_flags(prune, level="auto", level_help=AUTO_LEVEL_HELP,
+                  json_help="JSON log lines, no progress bar, even on a terminal")
     prune.set_defaults(handler=cmd_prune)
 
     mine = sub.add_parser(
@@ -121,7 +126,8 @@ def parse_pass_rate(text: str | None) -> tuple[float, float] | None:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    """Run the pipeline and print where the data went and the counts of stats.json."""
+    """Run the pipeline, showing each verdict as it comes; print the counts of stats.json,
+    failures first. Exit 7 when no trajectory made it into the dataset."""
     if args.repeats < 1:
         raise ConfigError("--repeats must be at least 1")
     if args.candidates < 1:
@@ -146,13 +152,49 @@ def cmd_prune(args: argparse.Namespace) -> int:
     )
     require_episodes(args.runs)  # before anything is written or started
     settings = settings_from_args(args)
-    started = time.perf_counter()
-    stats = asyncio.run(run_prune(args.runs, args.out, settings, options))
-    elapsed = time.perf_counter() - started
-    print(f"trajectories in {stats.trajectories_in}, built {stats.built}, agreed "
-          f"{stats.agreed}, pruned {stats.pruned}, unpruned {stats.unpruned}, discarded "
-          f"{stats.discarded}")
-    print(f"rounds {stats.rounds_before} -> {stats.rounds_after}, tokens "
-          f"{stats.tokens_before} -> {stats.tokens_after}, {elapsed:.1f} s")
-    print(f"Dataset in {args.out}/ (stats.json, trajectories.jsonl, graphs/)")
+    progress = ProgressDisplay.for_terminal(log_json=args.log_json, log_level=args.log_level)
+    try:
+        stats = asyncio.run(run_prune(args.runs, args.out, settings, options,
+                                      progress=progress))
+    finally:
+        progress.close()
+    for line in summary_lines(stats, args.out):
+        print(line)
+    print(f"Dataset in {args.out}/ (stats.json, trajectories.jsonl, graphs/); "
+          f"{stats.elapsed_s:.1f} s")
+    if stats.agreed == 0:
+        print(f"linewise: error: nothing to train on in {args.out}: "
+              f"{why_nothing_agreed(stats)}", file=sys.stderr)
+        return EXIT_NOTHING_BUILT
     return 0
+
+
+def summary_lines(stats: PruneStats, out: Path) -> list[str]:
+    """What became of the episodes, failures named: "built 0" alone hid two failed
+    builds."""
+    beyond = stats.episodes_found - stats.skipped - stats.trajectories_in
+    lines = [f"episodes {stats.episodes_found}: {stats.skipped} left out before pruning, "
+             f"{stats.trajectories_in} to prune"
+             + (f", {beyond} beyond --limit" if beyond > 0 else "")]
+    if stats.trajectories_in:
+        lines.append(
+            f"trajectories {stats.trajectories_in}: {stats.pruned} pruned, {stats.unpruned} "
+            f"with nothing to prune, {stats.discarded} discarded (the runs disagreed), "
+            f"{stats.build_failed} failed (no graph could be built)")
+    if stats.agreed:
+        lines.append(f"kept: rounds {stats.rounds_before} -> {stats.rounds_after}, tokens "
+                     f"{stats.tokens_before} -> {stats.tokens_after}")
+    if stats.build_failed or stats.discarded or stats.skipped:
+        lines.append(f"why, for each: {out / TRAJECTORIES_FILE} (status, reason, errors)")
+    return lines
+
+
+def why_nothing_agreed(stats: PruneStats) -> str:
+    if not stats.trajectories_in:
+        return (f"none of its {stats.episodes_found} episodes could be pruned ("
+                "unsuccessful, unfinished or left out by --pass-rate; --include-failed "
+                "takes unsuccessful ones)")
+    failed = [f"{n} {what}" for n, what in ((stats.build_failed, "failed to build"),
+                                            (stats.discarded, "discarded by the vote"))
+              if n]
+    return f"no trajectory of {stats.trajectories_in} was kept ({', '.join(failed)})"

@@ -4,14 +4,22 @@ while they work, what they say at the end, their exit codes, and what they refus
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from linewise.cli.exit_codes import EXIT_NOTHING_BUILT
 from linewise.records import EpisodeSummary, StepRecord
 from linewise.runtime.trace import EpisodeTraceWriter
+from linewise.testing import ScriptedChatServer
 from tests.support.cli import linewise
+from tests.support.terminal import linewise_in_pane, needs_terminal
 
 
 def clean_env() -> dict[str, str]:
@@ -62,6 +70,108 @@ def write_episode(run: Path, name: str, steps: int, *, success: bool = True) -> 
     return folder
 
 
+def events(stderr: str, name: str) -> list[dict[str, Any]]:
+    """The JSON log lines named ``name`` (stderr is not a terminal: JSON lines)."""
+    found = []
+    for line in stderr.splitlines():
+        if line.startswith("{"):
+            record = json.loads(line)
+            if record.get("event") == name:
+                found.append(record)
+    return found
+
+
+def unanswerable(messages: list[dict[str, Any]]) -> str:
+    """An extractor that never answers with a graph: every build fails."""
+    return "I am not sure what you want."
+
+
+# ---------------------------------------------------------------- prune
+
+
+def test_prune_shows_each_verdict_as_it_comes_and_names_the_failures(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    write_episode(run, "a-one-step", 1)  # kept whole, no model asked
+    write_episode(run, "b-two-steps", 2)  # its graph cannot be built
+    write_episode(run, "c-lost", 2, success=False)  # left out before pruning
+    out = tmp_path / "dataset"
+    # A slow model: the first verdict must show while the second is still being built.
+    with ScriptedChatServer(unanswerable, delay_s=0.3) as llm:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "linewise.cli.main", "prune", str(run), "--out", str(out),
+             "--base-url", llm.base_url, "--model", "scripted", "--concurrency", "1",
+             "--build-retries", "0", "--repeats", "1"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env())
+        assert process.stderr is not None
+        first_seen_while_running = None
+        lines = []
+        for line in process.stderr:
+            lines.append(line)
+            if first_seen_while_running is None and '"prune progress"' in line:
+                first_seen_while_running = process.poll() is None
+        stdout = process.stdout.read() if process.stdout else ""
+        code = process.wait(timeout=120)
+    stderr = "".join(lines)
+    assert code == 0, stderr[-3000:]
+    assert first_seen_while_running is True
+    progress = events(stderr, "prune progress")
+    assert [(p["done"], p["total"], p["ended"]) for p in progress] == [
+        (1, 2, "unpruned"), (2, 2, "build_failed")]
+    assert progress[-1]["counts"] == {"unpruned": 1, "build_failed": 1}
+    assert all(isinstance(p["eta_s"], int) and p["unit"] == "trajectories" for p in progress)
+    assert stdout.splitlines()[:2] == [
+        "episodes 3: 1 left out before pruning, 2 to prune",
+        "trajectories 2: 0 pruned, 1 with nothing to prune, 0 discarded (the runs "
+        "disagreed), 1 failed (no graph could be built)"]
+    assert f"why, for each: {out / 'trajectories.jsonl'}" in stdout
+    stats = json.loads((out / "stats.json").read_text())
+    assert (stats["build_failed"], stats["unpruned"]) == (1, 1)
+
+
+def test_prune_fails_when_nothing_could_be_built(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    write_episode(run, "two-steps", 2)
+    write_episode(run, "three-steps", 3)
+    out = tmp_path / "dataset"
+    with ScriptedChatServer(unanswerable) as llm:
+        result = linewise("prune", str(run), "--out", str(out), "--base-url", llm.base_url,
+                          "--model", "scripted", "--build-retries", "0", timeout=120)
+    assert result.returncode == EXIT_NOTHING_BUILT == 7
+    assert "0 pruned, 0 with nothing to prune, 0 discarded (the runs disagreed), 2 failed " \
+        "(no graph could be built)" in result.stdout
+    assert result.stderr.splitlines()[-1] == (
+        f"linewise: error: nothing to train on in {out}: no trajectory of 2 was kept "
+        "(2 failed to build)")
+    assert [p["counts"] for p in events(result.stderr, "prune progress")][-1] == {
+        "build_failed": 2}
+    # what was tried is on disk, to see why
+    verdicts = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    assert [v["status"] for v in verdicts] == ["build_failed", "build_failed"]
+
+
+@needs_terminal
+def test_prune_on_a_terminal_shows_a_bar_with_the_counts(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    write_episode(run, "a-one-step", 1)
+    write_episode(run, "b-two-steps", 2)
+    out = tmp_path / "dataset"
+    with ScriptedChatServer(unanswerable, delay_s=1.0) as llm, linewise_in_pane(
+        ["prune", str(run), "--out", str(out), "--base-url", llm.base_url, "--model",
+         "scripted", "--concurrency", "1", "--build-retries", "0", "--repeats", "1"],
+        tmp_path, None,
+    ) as pane:
+        text = pane.wait_for(r"1/2 trajectories", timeout_s=60)
+        assert re.search(r"^prune +[━╺╸]+ +1/2 trajectories +unpruned 1 +\d:\d\d:\d\d elapsed +"
+                         r"ETA \d:\d\d:\d\d$", text, re.MULTILINE), text
+        code = pane.wait_exit(timeout_s=60)
+        text = pane.text()
+    assert code == 0, text
+    assert "trajectories 2: 0 pruned, 1 with nothing to prune, 0 discarded (the runs " \
+        "disagreed), 1 failed (no graph could be built)" in " ".join(text.split())
+    # under the bar only warnings are logged (--log-level auto): the bar says the rest
+    assert "[warning" in text and "[info" not in text
+
+
 # ---------------------------------------------------------------- not a run
 
 
@@ -100,3 +210,19 @@ def test_memory_build_refuses_a_pruned_folder_that_is_not_a_dataset(tmp_path: Pa
     assert f"--pruned {run}: not a dataset of linewise prune (no trajectories.jsonl" in (
         result.stderr)
     assert not (tmp_path / "m.jsonl").exists()
+
+
+def test_memory_build_with_no_entry_fails_and_keeps_the_memory_there(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    write_episode(run, "lost", 2, success=False)
+    memory = tmp_path / "memory.jsonl"
+    memory.write_text("the memory of yesterday\n")
+    result = linewise("memory", "build", str(run), "--out", str(memory), "--no-embed",
+                      timeout=60)
+    assert result.returncode == EXIT_NOTHING_BUILT
+    assert result.stdout.startswith("0 entries (0 from the pruner) from 0 successful of 1 "
+                                    "episodes; skipped: did not succeed 1")
+    assert result.stderr.splitlines()[-1] == (
+        f"linewise: error: no memory entry from 1 episodes: none of them succeeded; {memory} "
+        "was not written")
+    assert memory.read_text() == "the memory of yesterday\n"
