@@ -16,9 +16,11 @@ from linewise.agent.filters.embedders import make_embedder
 from linewise.apps.bench.local import BenchOptions
 from linewise.apps.improve.loop import SET_BY_THE_LOOP, ImproveLoop, ImproveOptions, SeedRange
 from linewise.apps.improve.report import REPORT_FILE, TABLE_FILE, improve_table
+from linewise.apps.progress import ProgressDisplay
 from linewise.apps.pruning.pipeline import PruneOptions
 from linewise.cli.commands import summary
 from linewise.cli.flags import (
+    AUTO_LEVEL_HELP,
     add_agent_flags,
     add_browser_flags,
     add_episode_flags,
@@ -30,7 +32,6 @@ from linewise.cli.flags import (
 )
 from linewise.errors import ConfigError
 from linewise.runtime.browser.chromium import BrowserConfig
-from linewise.runtime.log import configure_logging
 from linewise.runtime.tasks.loader import load_task_file, select_tasks
 
 
@@ -87,7 +88,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add_model_flags(improve)
     add_agent_flags(improve, set_by_command=SET_BY_THE_LOOP)
     add_episode_flags(improve, timeout_default=f"{BenchOptions.episode_timeout_s:g}")
-    add_log_flags(improve, level="WARNING")
+    add_log_flags(improve, level="auto", level_help=AUTO_LEVEL_HELP,
+                  json_help="JSON log lines, no progress bar, even on a terminal")
     improve.set_defaults(handler=cmd_improve)
 
 
@@ -100,19 +102,23 @@ def cmd_improve(args: argparse.Namespace) -> int:
                              test_seeds=args.test_seeds, baseline=args.baseline,
                              prune=args.prune, skills=args.skills_arm,
                              replay_cache=args.train_replay_cache)
-    configure_logging(json_lines=True if args.log_json else None, level=args.log_level)
-    loop = ImproveLoop(
-        list(tasks), settings, args.out, options,
-        browser_config=BrowserConfig.from_settings(settings.browser),
-        bench_options=BenchOptions(
-            concurrency=args.concurrency,
-            episode_timeout_s=settings.episode_timeout_s or BenchOptions.episode_timeout_s),
-        prune_options=PruneOptions(repeats=args.prune_repeats),
-        embedder=None if args.no_embed else make_embedder(
-            settings.filter.embedding_base_url, settings.filter.embedding_model,
-            api_key=settings.action.api_key),
-    )
-    report = asyncio.run(loop.run())
+    progress = ProgressDisplay.for_terminal(log_json=args.log_json, log_level=args.log_level)
+    try:
+        loop = ImproveLoop(
+            list(tasks), settings, args.out, options,
+            browser_config=BrowserConfig.from_settings(settings.browser),
+            bench_options=BenchOptions(
+                concurrency=args.concurrency,
+                episode_timeout_s=settings.episode_timeout_s or BenchOptions.episode_timeout_s),
+            prune_options=PruneOptions(repeats=args.prune_repeats),
+            embedder=None if args.no_embed else make_embedder(
+                settings.filter.embedding_base_url, settings.filter.embedding_model,
+                api_key=settings.action.api_key),
+            progress=progress,
+        )
+        report = asyncio.run(loop.run())
+    finally:
+        progress.close()
     sys.stdout.write(improve_table(report))
     print(f"report: {args.out / REPORT_FILE}, {args.out / TABLE_FILE}")
     return 0

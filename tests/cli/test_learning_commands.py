@@ -17,7 +17,7 @@ import pytest
 from linewise.cli.exit_codes import EXIT_NOTHING_BUILT
 from linewise.records import EpisodeSummary, StepRecord
 from linewise.runtime.trace import EpisodeTraceWriter
-from linewise.testing import ScriptedChatServer
+from linewise.testing import ScriptedChatServer, miniwob_solver
 from tests.support.cli import linewise
 from tests.support.terminal import linewise_in_pane, needs_terminal
 
@@ -226,3 +226,50 @@ def test_memory_build_with_no_entry_fails_and_keeps_the_memory_there(tmp_path: P
         f"linewise: error: no memory entry from 1 episodes: none of them succeeded; {memory} "
         "was not written")
     assert memory.read_text() == "the memory of yesterday\n"
+
+
+# ---------------------------------------------------------------- improve
+
+
+def test_improve_shows_its_round_phase_and_episodes_as_it_goes(tmp_path: Path) -> None:
+    """Real Chromium on the local MiniWoB++ server: a round 0 test bench, one round of
+    train, prune, memory and test. Each episode is shown as it ends (done out of the
+    loop's whole plan, with an ETA), each phase as it starts, each round as it ends."""
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text(MINIWOB_TASKS)
+    out = tmp_path / "improve"
+    with ScriptedChatServer(miniwob_solver) as llm:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "linewise.cli.main", "improve", str(tasks), "--train-seeds",
+             "0-0", "--test-seeds", "1-1", "--rounds", "1", "--out", str(out), "--base-url",
+             llm.base_url, "--model", "scripted", "--no-screenshots", "--filter", "none",
+             "--no-embed"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env())
+        assert process.stderr is not None and process.stdout is not None
+        lines, running_at_first_episode = [], None
+        for line in process.stderr:
+            lines.append(line)
+            if running_at_first_episode is None and '"improve progress"' in line:
+                running_at_first_episode = process.poll() is None
+        stdout = process.stdout.read()
+        code = process.wait(timeout=300)
+    stderr = "".join(lines)
+    assert code == 0, stderr[-3000:]
+    assert running_at_first_episode is True  # shown as it went, not at the end
+
+    [started] = events(stderr, "improve started")
+    assert started["planned"] == 3 and started["rounds"] == 1  # round 0 test, train, test
+    episodes = events(stderr, "improve progress")
+    assert [(e["step"], e["done"], e["total"]) for e in episodes] == [
+        ("round 0 test (no memory)", 1, 3), ("round 1/1 train", 2, 3), ("round 1/1 test", 3, 3)]
+    assert all(e["ended"] == "succeeded" and e["unit"] == "episodes" for e in episodes)
+    assert all(isinstance(e["eta_s"], int) and e["eta"].count(":") == 2 for e in episodes)
+    assert episodes[-1]["counts"] == {"succeeded": 3} and episodes[-1]["eta_s"] == 0
+    phases = [e["step"] for e in events(stderr, "improve phase")]
+    assert phases == ["round 0 test (no memory)", "round 1/1 train", "round 1/1 prune",
+                      "round 1/1 memory", "round 1/1 test"]
+    assert [e["message"] for e in events(stderr, "improve round done")] == [
+        "round 0 done: test 100.0 (1/1) (success % ± SE)",
+        "round 1/1 done: train 100.0 (1/1); test 100.0 (1/1) (success % ± SE)"]
+    assert events(stderr, "prune progress")[0]["ended"] == "unpruned"
+    assert (out / "improve.md").read_text() in stdout
