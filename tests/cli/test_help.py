@@ -17,6 +17,7 @@ import pytest
 
 from linewise.apps.improve.loop import SET_BY_THE_LOOP
 from linewise.apps.viewer.paths import VIEW_DIR
+from linewise.cli import exit_codes
 from linewise.cli.commands import COMMANDS
 from linewise.cli.exit_codes import EXIT_OUTPUT_CLOSED
 from linewise.cli.flags import SETTINGS_FLAGS, default_of, setting_default
@@ -26,7 +27,7 @@ from linewise.records import EpisodeSummary, StepRecord
 from linewise.runtime.trace import EpisodeTraceWriter
 from linewise.testing import ScriptedChatServer
 from tests.support.cli import linewise
-from tests.support.paths import DATA
+from tests.support.paths import DATA, REPO
 
 
 def subcommands() -> dict[str, argparse.ArgumentParser]:
@@ -315,3 +316,10 @@ def test_view_says_it_writes_into_the_folder_and_does(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     index = run / VIEW_DIR / "index.html"
     assert index.is_file() and result.stdout == f"viewer: {index.resolve()}\n"
+
+
+def test_the_readme_lists_every_exit_code() -> None:
+    table = (REPO / "README.md").read_text(encoding="utf-8").split("**Exit codes**", 1)[1]
+    rows = re.findall(r"^\| (\d+) \|", table.split("\n\n", 2)[1], re.MULTILINE)
+    codes = {value for name, value in vars(exit_codes).items() if name.startswith("EXIT_")}
+    assert sorted(int(row) for row in rows) == sorted(codes)
