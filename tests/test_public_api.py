@@ -3,6 +3,7 @@ as written."""
 
 from __future__ import annotations
 
+import importlib
 import re
 import subprocess
 import sys
@@ -38,6 +39,21 @@ def test_the_public_names_are_pinned() -> None:
     assert sorted(linewise.__all__) == sorted(PUBLIC)
     for name in linewise.__all__:
         assert getattr(linewise, name) is not None, name
+
+
+def test_each_public_name_is_its_modules_own_and_imported_on_first_use() -> None:
+    """``import linewise`` imports none of them (every command starts with it); each is
+    found in the module ``linewise._PUBLIC`` names for it."""
+    assert sorted([*linewise._MODULE_OF, "__version__"]) == sorted(PUBLIC)
+    for name, module in linewise._MODULE_OF.items():
+        assert getattr(linewise, name) is getattr(importlib.import_module(module), name)
+    result = subprocess.run(
+        [sys.executable, "-c", "import sys, linewise; "
+         "print(sorted(m for m in sys.modules if m.startswith(('linewise.', 'playwright'))))"],
+        capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout == "[]\n", result.stderr
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        linewise.nothing  # type: ignore[attr-defined]  # noqa: B018
 
 
 def test_every_public_error_is_a_linewise_error() -> None:

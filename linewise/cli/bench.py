@@ -28,6 +28,7 @@ from linewise.apps.bench.report_data import (
     rate_text,
     replay_line,
 )
+from linewise.cli.commands import summary
 from linewise.cli.display import require_display
 from linewise.cli.exit_codes import exit_code_for
 from linewise.cli.flags import (
@@ -57,9 +58,7 @@ from linewise.settings import LinewiseSettings
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``bench`` and ``report`` to the ``linewise`` parser."""
-    bench = sub.add_parser(
-        "bench", help="run task lists × seeds × filters headless, resumably, with a report"
-    )
+    bench = sub.add_parser("bench", help=summary("bench"))
     bench.add_argument("tasks", type=Path, help="a YAML task file (browsergym: entries allowed)")
     bench.add_argument("--filter", dest="filters", action="append", type=filter_name,
                        default=[], metavar="NAME", help="observation filter to compare "
@@ -101,7 +100,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                   "else INFO", json_help="JSON log lines, no progress bar, even on a terminal")
     bench.set_defaults(handler=cmd_bench)
 
-    report = sub.add_parser("report", help="write report.md/.html/.json for a bench folder")
+    report = sub.add_parser("report", help=summary("report"))
     report.add_argument("dir", type=Path, help="a bench folder (holding results.jsonl)")
     _add_report_flags(report)
     add_log_level_flag(report, "WARNING")

@@ -1,4 +1,5 @@
-"""The exit codes of ``linewise run`` and ``linewise bench`` (documented in the README).
+"""The exit codes of ``linewise run``, ``linewise bench`` and the other commands
+(documented in the README).
 
 - 0: every episode ended with an agent outcome (success or not) or a budget;
 - 2: bad input (a task file, a flag, a setting);
@@ -11,7 +12,12 @@
   tasks not run (``errors.TraceWriteError``);
 - 6: ``linewise replay`` only: some replay did not succeed (it diverged, or the task's
   own check failed), so a suite of recorded tasks fails when one of them broke;
+- 7: ``linewise prune`` and ``linewise memory build`` only: nothing came out of episodes
+  that were there (no trajectory made it into the dataset, no memory entry could be
+  made); the summary says why;
 - 130: interrupted (Ctrl+C), or quit at the step-through prompt;
+- 141: any command: its output was closed before it ended (``linewise filters | head``);
+  it stops quietly, with the code of a command killed by SIGPIPE (128 + 13).
 - 143: stopped by SIGTERM (``timeout``, ``docker stop``, CI): like the first Ctrl+C,
   or at once after ``interrupt.TERM_GRACE_S``; the episodes are ``stopped``.
 """
@@ -28,8 +34,11 @@ EXIT_SETUP = 3
 EXIT_INFRASTRUCTURE = 4
 EXIT_OUTPUT = 5
 EXIT_REPLAY_FAILED = 6
+EXIT_NOTHING_BUILT = 7
 EXIT_INTERRUPTED = 130
 """128 + SIGINT, as shells report a command stopped by Ctrl+C."""
+EXIT_OUTPUT_CLOSED = 141
+"""128 + SIGPIPE, as shells report a command whose output was closed."""
 EXIT_TERMINATED = 143
 """128 + SIGTERM, as shells report a command stopped by SIGTERM."""
 

@@ -20,6 +20,7 @@ from linewise.apps.filter_eval import (
     summarize,
     summarize_kinds,
 )
+from linewise.cli.commands import summary
 from linewise.cli.flags import (
     add_focus_flags,
     add_log_flags,
@@ -37,9 +38,7 @@ log = structlog.get_logger(__name__)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    evaluate = sub.add_parser(
-        "filter-eval", help="score observation filters on saved cases, without an agent"
-    )
+    evaluate = sub.add_parser("filter-eval", help=summary("filter-eval"))
     evaluate.add_argument("cases", type=Path, nargs="+",
                           help="case files (.json/.jsonl) or folders of them: "
                           "tasks/filter-cases/heldout2.*.json scores one held-out set alone")

@@ -20,13 +20,12 @@ from linewise.agent.filters.focus_stages import (
     FocusPreset,
 )
 from linewise.agent.filters.registry import FilterRegistration, filter_registrations
+from linewise.cli.commands import summary
 from linewise.cli.flags import DEFAULT_FILTER
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    filters = sub.add_parser(
-        "filters", help="list the observation filters (--filter), focus presets and stages"
-    )
+    filters = sub.add_parser("filters", help=summary("filters"))
     filters.add_argument("--all", action="store_true",
                          help="also list the research variants (hidden filters)")
     filters.set_defaults(handler=cmd_filters)

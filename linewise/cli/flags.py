@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +156,9 @@ def default_of(dest: str) -> str:
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+AUTO_LEVEL_HELP = "auto: WARNING under the progress bar, else INFO"
+"""What ``--log-level auto`` means, for the commands with a progress bar (bench, prune,
+improve; apps/progress.py ``ProgressDisplay.for_terminal``)."""
 
 
 def log_level(text: str) -> str:
@@ -266,19 +270,31 @@ def add_navigation_flags(parser: argparse.ArgumentParser, *, acting: bool = True
                        help="turn the navigation policy off (experiments only)")
 
 
-def add_model_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--base-url", help="OpenAI-compatible endpoint of the action model")
-    parser.add_argument("--model", help="action model name")
+def add_model_flags(parser: argparse.ArgumentParser, *, model: str = "action",
+                    role: str = "", agent: bool = True) -> None:
+    """The endpoint flags. They set the action endpoint (``SETTINGS_FLAGS``); a command
+    that uses it for another ``model`` (prune's base model) names it so, and says what
+    it does (``role``). ``agent=False`` (no agent runs) leaves out the retriever, which
+    only filters use, and --context-tokens, which only the agent's prompts are fitted
+    to."""
+    parser.add_argument("--base-url", metavar="URL",
+                        help=f"OpenAI-compatible endpoint of the {model} model"
+                        + (f": {role}" if role else "")
+                        + " (default: OPENAI_BASE_URL, else the embedded model)")
+    parser.add_argument("--model", help=f"{model} model name")
     parser.add_argument("--api-key", help="API key (default: OPENAI_API_KEY)")
-    parser.add_argument("--retriever-base-url", help="endpoint of the retriever model")
-    parser.add_argument("--retriever-model", help="retriever model name")
+    if agent:
+        parser.add_argument("--retriever-base-url", metavar="URL",
+                            help="endpoint of the retriever model")
+        parser.add_argument("--retriever-model", help="retriever model name")
     parser.add_argument("--gguf", type=Path, help="serve this GGUF instead of the embedded model")
     parser.add_argument("--ctx-size", type=int, metavar="N",
                         help=f"context size of the local model server ({default_of('ctx_size')})")
-    parser.add_argument("--context-tokens", type=int, metavar="N",
-                        help="the action endpoint's context window: every prompt is fitted "
-                        "into it (default: --ctx-size for the embedded model, else "
-                        f"{DEFAULT_CONTEXT_TOKENS})")
+    if agent:
+        parser.add_argument("--context-tokens", type=int, metavar="N",
+                            help="the action endpoint's context window: every prompt is "
+                            "fitted into it (default: --ctx-size for the embedded model, "
+                            f"else {DEFAULT_CONTEXT_TOKENS})")
     parser.add_argument("--request-timeout", type=float, metavar="S",
                         help="deadline of each try of an LLM call, request to last byte, "
                         "in seconds "
@@ -309,7 +325,35 @@ def add_view_budget_flag(parser: argparse.ArgumentParser) -> None:
                         "it (default 2000 for the embedded model, 8000 for an endpoint)")
 
 
-def add_agent_flags(parser: argparse.ArgumentParser) -> None:
+class _Refused(argparse.Action):
+    """A flag the command refuses: left out of its help, and refused with ``reason`` when
+    given. Without it argparse would take ``--memory`` for the start of ``--memory-k``
+    and ``--skills DIR`` for ``--skills-arm`` followed by a stray DIR."""
+
+    def __init__(self, option_strings: list[str], dest: str, reason: str = "") -> None:
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                         nargs="?", help=argparse.SUPPRESS)
+        self.reason = reason
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        parser.error(f"{option_string}: {self.reason}")
+
+
+def refuse_flag(parser: argparse.ArgumentParser, flag: str, reason: str) -> None:
+    parser.add_argument(flag, action=_Refused, reason=reason)
+
+
+def add_agent_flags(parser: argparse.ArgumentParser, *,
+                    set_by_command: Mapping[str, str] | None = None) -> None:
+    """The agent's flags, except those whose setting (an ``agent`` field, also the flag's
+    dest) the command sets itself: ``set_by_command`` maps each to what the command makes
+    (``"memory"``). A flag offered and then refused, or silently overridden, misleads;
+    these are refused by name instead."""
+    set_by_command = set_by_command or {}
+    for name, what in set_by_command.items():
+        refuse_flag(parser, f"--{name.replace('_', '-')}",
+                    f"not taken here: {parser.prog} makes its own {what}")
     add_view_budget_flag(parser)
     parser.add_argument("--parse-retries", type=int, metavar="N",
                         help=f"re-asks after a malformed answer ({default_of('parse_retries')})")
@@ -326,25 +370,31 @@ def add_agent_flags(parser: argparse.ArgumentParser) -> None:
                         "whether its reasoning already states the answer, and send it if "
                         "its words are on the page, for goals that ask a question; auto: "
                         f"with the embedded model and --gguf ({default_of('answer_check')})")
-    add_memory_flags(parser)
-    parser.add_argument("--skills", type=Path, metavar="DIR",
-                        help="offer the action model run_skill with the skills of DIR "
-                        "(linewise skills build) whose first elements are on the page")
+    add_memory_flags(parser, path="memory" not in set_by_command)
+    if "skills" not in set_by_command:
+        parser.add_argument("--skills", type=Path, metavar="DIR",
+                            help="offer the action model run_skill with the skills of DIR "
+                            "(linewise skills build) whose first elements are on the page")
     parser.add_argument("--skill-start", choices=["goal", "model"],
                         help="goal: a skill whose goal template the goal fits starts at the "
                         "first step, no model asked; model: only when the model calls "
                         f"run_skill ({default_of('skill_start')})")
-    parser.add_argument("--replay-cache", type=Path, metavar="DIR",
-                        help="replay a task solved before from its program in DIR (healed by "
-                        "the model where the page changed) and keep each solved task's "
-                        "program there; such episodes count apart from the agent's")
+    if "replay_cache" not in set_by_command:
+        parser.add_argument("--replay-cache", type=Path, metavar="DIR",
+                            help="replay a task solved before from its program in DIR "
+                            "(healed by the model where the page changed) and keep each "
+                            "solved task's program there; such episodes count apart from "
+                            "the agent's")
 
 
-def add_memory_flags(parser: argparse.ArgumentParser) -> None:
+def add_memory_flags(parser: argparse.ArgumentParser, *, path: bool = True) -> None:
+    """``--memory PATH`` (unless ``path`` is False: the command makes its own memory) and
+    how many of its entries an episode is shown."""
     group = parser.add_argument_group("experience memory (linewise memory build)")
-    group.add_argument("--memory", type=Path, metavar="PATH",
-                       help="show each episode the memory's entries most like its goal and "
-                       "first page as worked examples (never its own task and seed)")
+    if path:
+        group.add_argument("--memory", type=Path, metavar="PATH",
+                           help="show each episode the memory's entries most like its goal "
+                           "and first page as worked examples (never its own task and seed)")
     group.add_argument("--memory-k", type=int, metavar="K",
                        help=f"worked examples per episode, at most ({default_of('memory_k')})")
     group.add_argument("--memory-budget", type=int, metavar="N",

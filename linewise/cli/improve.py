@@ -14,11 +14,14 @@ from pathlib import Path
 
 from linewise.agent.filters.embedders import make_embedder
 from linewise.apps.bench.local import BenchOptions
-from linewise.apps.improve.loop import ImproveLoop, ImproveOptions, SeedRange
+from linewise.apps.improve.loop import SET_BY_THE_LOOP, ImproveLoop, ImproveOptions, SeedRange
 from linewise.apps.improve.report import REPORT_FILE, TABLE_FILE, improve_table
+from linewise.apps.progress import ProgressDisplay
 from linewise.apps.pruning.pipeline import PruneOptions
+from linewise.cli.commands import summary
 from linewise.cli.display import require_display
 from linewise.cli.flags import (
+    AUTO_LEVEL_HELP,
     add_agent_flags,
     add_browser_flags,
     add_episode_flags,
@@ -30,22 +33,29 @@ from linewise.cli.flags import (
 )
 from linewise.errors import ConfigError
 from linewise.runtime.browser.chromium import BrowserConfig
-from linewise.runtime.log import configure_logging
 from linewise.runtime.tasks.loader import load_task_file, select_tasks
+
+
+def seed_range(text: str) -> SeedRange:
+    """argparse ``type`` of ``--train-seeds`` and ``--test-seeds``: a bad range is a usage
+    error naming the flag, not a traceback."""
+    try:
+        return SeedRange.parse(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     improve = sub.add_parser(
-        "improve", help="rounds of: bench on training seeds, prune, add the successes to "
-        "an experience memory, bench on test seeds with it",
+        "improve", help=summary("improve"),
         description="The self-improvement loop without training weights: each round "
         "benches the training seeds with the memory so far, prunes that bench, rebuilds "
         "the memory from every training bench, and benches the (disjoint) test seeds with "
         "it. Reports success per round with its standard error.")
     improve.add_argument("tasks", type=Path, help="a YAML task file of miniwob/browsergym tasks")
-    improve.add_argument("--train-seeds", type=SeedRange.parse, required=True, metavar="A-B",
+    improve.add_argument("--train-seeds", type=seed_range, required=True, metavar="A-B",
                          help="the seeds the memory learns from")
-    improve.add_argument("--test-seeds", type=SeedRange.parse, required=True, metavar="C-D",
+    improve.add_argument("--test-seeds", type=seed_range, required=True, metavar="C-D",
                          help="the seeds success is measured on (disjoint from the training "
                          "seeds)")
     improve.add_argument("--rounds", type=int, default=1, metavar="N",
@@ -77,9 +87,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                          help="lexical retrieval only (no embedder)")
     add_browser_flags(improve)
     add_model_flags(improve)
-    add_agent_flags(improve)
+    add_agent_flags(improve, set_by_command=SET_BY_THE_LOOP)
     add_episode_flags(improve, timeout_default=f"{BenchOptions.episode_timeout_s:g}")
-    add_log_flags(improve, level="WARNING")
+    add_log_flags(improve, level="auto", level_help=AUTO_LEVEL_HELP,
+                  json_help="JSON log lines, no progress bar, even on a terminal")
     improve.set_defaults(handler=cmd_improve)
 
 
@@ -93,19 +104,23 @@ def cmd_improve(args: argparse.Namespace) -> int:
                              test_seeds=args.test_seeds, baseline=args.baseline,
                              prune=args.prune, skills=args.skills_arm,
                              replay_cache=args.train_replay_cache)
-    configure_logging(json_lines=True if args.log_json else None, level=args.log_level)
-    loop = ImproveLoop(
-        list(tasks), settings, args.out, options,
-        browser_config=BrowserConfig.from_settings(settings.browser),
-        bench_options=BenchOptions(
-            concurrency=args.concurrency,
-            episode_timeout_s=settings.episode_timeout_s or BenchOptions.episode_timeout_s),
-        prune_options=PruneOptions(repeats=args.prune_repeats),
-        embedder=None if args.no_embed else make_embedder(
-            settings.filter.embedding_base_url, settings.filter.embedding_model,
-            api_key=settings.action.api_key),
-    )
-    report = asyncio.run(loop.run())
+    progress = ProgressDisplay.for_terminal(log_json=args.log_json, log_level=args.log_level)
+    try:
+        loop = ImproveLoop(
+            list(tasks), settings, args.out, options,
+            browser_config=BrowserConfig.from_settings(settings.browser),
+            bench_options=BenchOptions(
+                concurrency=args.concurrency,
+                episode_timeout_s=settings.episode_timeout_s or BenchOptions.episode_timeout_s),
+            prune_options=PruneOptions(repeats=args.prune_repeats),
+            embedder=None if args.no_embed else make_embedder(
+                settings.filter.embedding_base_url, settings.filter.embedding_model,
+                api_key=settings.action.api_key),
+            progress=progress,
+        )
+        report = asyncio.run(loop.run())
+    finally:
+        progress.close()
     sys.stdout.write(improve_table(report))
     print(f"report: {args.out / REPORT_FILE}, {args.out / TABLE_FILE}")
     return 0

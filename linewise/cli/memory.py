@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from pathlib import Path
 
 from linewise.agent.experience.load import memory_for
@@ -15,13 +16,17 @@ from linewise.agent.experience.retrieve import ExperienceMemory
 from linewise.agent.experience.store import read_memory, write_memory
 from linewise.agent.filters.embedders import Embedder, make_embedder
 from linewise.apps.memory.build import build_memory
+from linewise.apps.pruning.export import TRAJECTORIES_FILE
+from linewise.apps.pruning.trajectory import require_episodes
+from linewise.cli.commands import summary
+from linewise.cli.exit_codes import EXIT_NOTHING_BUILT
 from linewise.cli.flags import add_log_level_flag, default_of, settings_from_args
 from linewise.errors import ConfigError
 from linewise.settings import LinewiseSettings
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    memory = sub.add_parser("memory", help="build or look at an experience memory (--memory)")
+    memory = sub.add_parser("memory", help=summary("memory"))
     actions = memory.add_subparsers(dest="memory_command", required=True,
                                     help="build: make a memory; show: look into one")
     build = actions.add_parser(
@@ -62,16 +67,27 @@ def _embedder(settings: LinewiseSettings) -> Embedder:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    for folder in [*args.runs, *args.pruned]:
-        if not folder.is_dir():
-            raise ConfigError(f"{folder}: no such folder")
+    """Build and write the memory; exit 7, writing nothing, when no entry could be made
+    (an empty memory would be used as if it held something)."""
+    require_episodes(args.runs)  # before anything is written
+    for folder in args.pruned:
+        if not (folder / TRAJECTORIES_FILE).is_file():
+            raise ConfigError(f"--pruned {folder}: not a dataset of linewise prune (no "
+                              f"{TRAJECTORIES_FILE} in it)")
     settings = settings_from_args(args, resolve=False)
     embedder = None if args.no_embed else _embedder(settings)
     entries, report = asyncio.run(build_memory(args.runs, args.pruned, embedder=embedder))
-    write_memory(args.out, entries)
     skipped = ", ".join(f"{why} {n}" for why, n in sorted(report.skipped.items())) or "none"
     print(f"{report.entries} entries ({report.from_pruner} from the pruner) from "
           f"{report.successful} successful of {report.episodes} episodes; skipped: {skipped}")
+    if not entries:
+        why = ("none of them succeeded" if not report.successful else
+               "no successful one kept a step (an entry needs a step that ran without "
+               "error and changed the page)")
+        print(f"linewise: error: no memory entry from {report.episodes} episodes: {why}; "
+              f"{args.out} was not written", file=sys.stderr)
+        return EXIT_NOTHING_BUILT
+    write_memory(args.out, entries)
     if report.withheld:
         print(f"instruction-like text (written for an agent, or a link to another site): "
               f"{report.withheld} steps left out or shown without their thought or the "

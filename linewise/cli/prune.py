@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import time
+import sys
 from pathlib import Path
 
+from linewise.apps.progress import ProgressDisplay
+from linewise.apps.pruning.export import TRAJECTORIES_FILE, PruneStats
 from linewise.apps.pruning.graph import load_graph
 from linewise.apps.pruning.miner import necessary_actions
 from linewise.apps.pruning.pipeline import PruneOptions, run_prune
+from linewise.apps.pruning.trajectory import require_episodes
+from linewise.cli.commands import summary
+from linewise.cli.exit_codes import EXIT_NOTHING_BUILT
 from linewise.cli.flags import (
+    AUTO_LEVEL_HELP,
     add_log_flags,
     add_log_level_flag,
     add_model_flags,
+    refuse_flag,
     settings_from_args,
 )
 from linewise.errors import ConfigError, GraphError
@@ -25,7 +32,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     """Add ``prune`` and ``mine`` to the ``linewise`` subcommands."""
     prune = sub.add_parser(
         "prune",
-        help="turn recorded traces into pruned fine-tuning data (WebClipper)",
+        help=summary("prune"),
         description="Build state graphs of successful episodes with an LLM, keep the "
         "necessary steps (minimum necessary DAG, majority vote), rewrite the thoughts that "
         "lost their predecessor, and export chat-messages JSONL.",
@@ -54,27 +61,33 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                        default=DEFAULTS.extract_temperature,
                        help="extractor sampling temperature; above 0 so that the repeats "
                        f"of the vote are independent (default {DEFAULTS.extract_temperature})")
-    # Its own dest: "max_obs_tokens" is the truncate filter's setting (cli/flags.py).
-    prune.add_argument("--max-obs-tokens", dest="extract_obs_tokens", type=int, metavar="N",
+    prune.add_argument("--extractor-obs-tokens", type=int, metavar="N",
                        default=DEFAULTS.max_obs_tokens,
-                       help="observation tokens shown to the extractor per step "
+                       help="tokens of each step's page shown to the extractor "
                        f"(default {DEFAULTS.max_obs_tokens}; the rest is cut with a marker)")
+    # Its name until issue 38: it meant another thing than run's and bench's
+    # --max-obs-tokens (the truncate filter's budget), so it got a name of its own.
+    refuse_flag(prune, "--max-obs-tokens", "prune calls it --extractor-obs-tokens "
+                "(--max-obs-tokens of run and bench is the truncate filter's budget)")
     prune.add_argument("--build-retries", type=int, default=DEFAULTS.build_retries,
                        help="re-asks with the validation error after an invalid "
                        f"extractor answer (default {DEFAULTS.build_retries})")
     prune.add_argument("--candidates", type=int, default=DEFAULTS.candidates,
                        help="rewrite candidates per rewritten thought "
                        f"(default {DEFAULTS.candidates})")
-    prune.add_argument("--extractor-base-url",
-                       help="endpoint for graph extraction and rewriting (default: the "
-                       "--base-url endpoint, which also scores perplexity as the base model)")
+    prune.add_argument("--extractor-base-url", metavar="URL",
+                       help="endpoint of the extractor, which builds the graphs and drafts "
+                       "the rewritten thoughts (default: the --base-url endpoint)")
     prune.add_argument("--extractor-model", help="model name at --extractor-base-url")
-    add_model_flags(prune)
-    add_log_flags(prune, level="INFO")
+    add_model_flags(prune, model="base", agent=False,
+                    role="the agent's own model, which picks among the rewritten thoughts "
+                    "by their perplexity, and the extractor unless --extractor-base-url")
+    add_log_flags(prune, level="auto", level_help=AUTO_LEVEL_HELP,
+                  json_help="JSON log lines, no progress bar, even on a terminal")
     prune.set_defaults(handler=cmd_prune)
 
     mine = sub.add_parser(
-        "mine", help="print the necessary action ids of a state graph (Algorithm 1)",
+        "mine", help=summary("mine"),
         description='GRAPH.json: {"nodes": [{"id": "I0", "kind": "info"}, {"id": "A1", '
         '"kind": "action"}, ...], "edges": [["I0", "A1"], ...], "source": "I0", '
         '"sink": "A7"}; extra fields are allowed.',
@@ -113,16 +126,14 @@ def parse_pass_rate(text: str | None) -> tuple[float, float] | None:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    """Run the pipeline and print where the data went and the counts of stats.json."""
+    """Run the pipeline, showing each verdict as it comes; print the counts of stats.json,
+    failures first. Exit 7 when no trajectory made it into the dataset."""
     if args.repeats < 1:
         raise ConfigError("--repeats must be at least 1")
     if args.candidates < 1:
         raise ConfigError("--candidates must be at least 1")
     if args.concurrency < 1:
         raise ConfigError("--concurrency must be at least 1")
-    for run_dir in args.runs:
-        if not run_dir.is_dir():
-            raise ConfigError(f"{run_dir}: no such run folder")
     if bool(args.extractor_base_url) != bool(args.extractor_model):
         raise ConfigError("--extractor-base-url and --extractor-model go together")
     options = PruneOptions(
@@ -133,20 +144,57 @@ def cmd_prune(args: argparse.Namespace) -> int:
         limit=args.limit,
         concurrency=args.concurrency,
         extract_temperature=args.extract_temperature,
-        max_obs_tokens=args.extract_obs_tokens,
+        max_obs_tokens=args.extractor_obs_tokens,
         build_retries=args.build_retries,
         candidates=args.candidates,
         extractor_base_url=args.extractor_base_url,
         extractor_model=args.extractor_model,
     )
+    require_episodes(args.runs)  # before anything is written or started
     settings = settings_from_args(args)
-    started = time.perf_counter()
-    stats = asyncio.run(run_prune(args.runs, args.out, settings, options))
-    elapsed = time.perf_counter() - started
-    print(f"trajectories in {stats.trajectories_in}, built {stats.built}, agreed "
-          f"{stats.agreed}, pruned {stats.pruned}, unpruned {stats.unpruned}, discarded "
-          f"{stats.discarded}")
-    print(f"rounds {stats.rounds_before} -> {stats.rounds_after}, tokens "
-          f"{stats.tokens_before} -> {stats.tokens_after}, {elapsed:.1f} s")
-    print(f"Dataset in {args.out}/ (stats.json, trajectories.jsonl, graphs/)")
+    progress = ProgressDisplay.for_terminal(log_json=args.log_json, log_level=args.log_level)
+    try:
+        stats = asyncio.run(run_prune(args.runs, args.out, settings, options,
+                                      progress=progress))
+    finally:
+        progress.close()
+    for line in summary_lines(stats, args.out):
+        print(line)
+    print(f"Dataset in {args.out}/ (stats.json, trajectories.jsonl, graphs/); "
+          f"{stats.elapsed_s:.1f} s")
+    if stats.agreed == 0:
+        print(f"linewise: error: nothing to train on in {args.out}: "
+              f"{why_nothing_agreed(stats)}", file=sys.stderr)
+        return EXIT_NOTHING_BUILT
     return 0
+
+
+def summary_lines(stats: PruneStats, out: Path) -> list[str]:
+    """What became of the episodes, failures named: "built 0" alone hid two failed
+    builds."""
+    beyond = stats.episodes_found - stats.skipped - stats.trajectories_in
+    lines = [f"episodes {stats.episodes_found}: {stats.skipped} left out before pruning, "
+             f"{stats.trajectories_in} to prune"
+             + (f", {beyond} beyond --limit" if beyond > 0 else "")]
+    if stats.trajectories_in:
+        lines.append(
+            f"trajectories {stats.trajectories_in}: {stats.pruned} pruned, {stats.unpruned} "
+            f"with nothing to prune, {stats.discarded} discarded (the runs disagreed), "
+            f"{stats.build_failed} failed (no graph could be built)")
+    if stats.agreed:
+        lines.append(f"kept: rounds {stats.rounds_before} -> {stats.rounds_after}, tokens "
+                     f"{stats.tokens_before} -> {stats.tokens_after}")
+    if stats.build_failed or stats.discarded or stats.skipped:
+        lines.append(f"why, for each: {out / TRAJECTORIES_FILE} (status, reason, errors)")
+    return lines
+
+
+def why_nothing_agreed(stats: PruneStats) -> str:
+    if not stats.trajectories_in:
+        return (f"none of its {stats.episodes_found} episodes could be pruned ("
+                "unsuccessful, unfinished or left out by --pass-rate; --include-failed "
+                "takes unsuccessful ones)")
+    failed = [f"{n} {what}" for n, what in ((stats.build_failed, "failed to build"),
+                                            (stats.discarded, "discarded by the vote"))
+              if n]
+    return f"no trajectory of {stats.trajectories_in} was kept ({', '.join(failed)})"

@@ -7,6 +7,7 @@ import asyncio
 import sys
 from pathlib import Path
 
+from linewise.cli.commands import summary
 from linewise.cli.display import require_display
 from linewise.cli.exit_codes import EXIT_OK, EXIT_REPLAY_FAILED, exit_code_for
 from linewise.cli.flags import (
@@ -26,8 +27,7 @@ from linewise.runtime.run import default_out_dir
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
-        "replay", help="replay recorded episodes with no model call (healed by the model "
-        "where the page changed)",
+        "replay", help=summary("replay"),
         description="Replay the actions of solved episodes on a fresh load of their "
         "pages. PATH is an episode folder, a run or bench folder (its successful "
         "episodes), a pruned dataset (linewise prune) or a program file. Each step finds "

@@ -14,12 +14,13 @@ import sys
 from pathlib import Path
 
 from linewise.apps.retriever.dataset import DatasetManifest, DatasetOptions, build_dataset
+from linewise.cli.commands import summary
 from linewise.cli.flags import add_log_level_flag, settings_from_args
 from linewise.errors import ConfigError
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    retriever = sub.add_parser("retriever", help="build the learned line retriever's data")
+    retriever = sub.add_parser("retriever", help=summary("retriever"))
     actions = retriever.add_subparsers(dest="retriever_command", required=True,
                                        help="data: build a training set")
     data = actions.add_parser(

@@ -7,6 +7,7 @@ import asyncio
 import sys
 from pathlib import Path
 
+from linewise.cli.commands import summary
 from linewise.cli.display import require_display
 from linewise.cli.exit_codes import exit_code_for
 from linewise.cli.flags import (
@@ -36,7 +37,7 @@ ADHOC_MAX_STEPS = 15
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    run = sub.add_parser("run", help="run a task file, or one ad-hoc task with --url/--goal")
+    run = sub.add_parser("run", help=summary("run"))
     run.add_argument("tasks", nargs="?", type=Path, help="a YAML task file")
     run.add_argument("--url", help="start URL of an ad-hoc task")
     run.add_argument("--goal", help="goal of an ad-hoc task")

@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import argparse
 
+from linewise.cli.commands import summary
 from linewise.runtime.install import setup
 from linewise.runtime.models.files import ensure_embedded_model
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    set_up = sub.add_parser(
-        "setup", help="install Chromium if none is found and assemble the embedded model"
-    )
+    set_up = sub.add_parser("setup", help=summary("setup"))
     set_up.add_argument("--xvfb", action="store_true",
                         help="also install Xvfb and tmux (headed runs on a machine without "
                         "a display; the terminal tests of run --step)")
     set_up.add_argument("--no-model", action="store_true", help="skip the embedded model")
     set_up.set_defaults(handler=cmd_setup)
 
-    model = sub.add_parser("model", help="the embedded local model")
+    model = sub.add_parser("model", help=summary("model"))
     model.add_argument("action", choices=["path", "fetch"],
                        help="path: print the cached model path; fetch: assemble and verify it")
     model.set_defaults(handler=cmd_model)

@@ -6,14 +6,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from linewise.cli.commands import summary
 from linewise.runtime.debug.show_trace import show_trace
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "show-trace",
-        help="open a --playwright-trace chunk (<episode>/playwright-trace/step-NNN.zip) in "
-        "Playwright's trace viewer, on the Chromium linewise uses",
+        help=summary("show-trace"),
     )
     parser.add_argument("traces", nargs="+", type=Path, metavar="STEP.zip",
                         help="trace chunks to open")

@@ -10,11 +10,12 @@ import argparse
 from pathlib import Path
 
 from linewise.apps.skills.build import build_skills, describe_skill, show_skills
+from linewise.cli.commands import summary
 from linewise.cli.flags import add_log_level_flag
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    skills = sub.add_parser("skills", help="induce skills from solved episodes (--skills)")
+    skills = sub.add_parser("skills", help=summary("skills"))
     actions = skills.add_subparsers(dest="skills_command", required=True,
                                     help="build: induce skills; show: list a folder's skills")
     build = actions.add_parser(

@@ -5,18 +5,46 @@ from __future__ import annotations
 import argparse
 import asyncio
 from pathlib import Path
+from urllib.parse import urlsplit
+
+from playwright.async_api import Error as PlaywrightError
 
 from linewise.apps.filter_eval import snapshot_case
+from linewise.cli.commands import summary
 from linewise.cli.display import require_display
 from linewise.cli.flags import add_browser_flags, settings_from_args
+from linewise.errors import BrowserError
 from linewise.runtime.browser.chromium import Browser, BrowserConfig
 from linewise.runtime.browser.extraction import observe
 from linewise.runtime.trace import safe_name
 
+SCHEMES = ("http", "https", "file")
+"""The URLs snapshot reads; a path of a local file is read as its ``file:`` URL."""
+
+
+def page_url(text: str) -> str:
+    """argparse ``type`` of the page: a URL of ``SCHEMES``, or a local file's path."""
+    scheme = urlsplit(text).scheme.lower()
+    if scheme in SCHEMES:
+        return text
+    path = Path(text)
+    if not scheme and path.is_file():
+        return path.resolve().as_uri()
+    if not scheme:
+        raise argparse.ArgumentTypeError(f"{text!r}: no such file, and not a URL (give "
+                                         f"{_accepted()})")
+    raise argparse.ArgumentTypeError(f"{text!r}: {scheme}: URLs are not read (give "
+                                     f"{_accepted()})")
+
+
+def _accepted() -> str:
+    return f"an {', '.join(SCHEMES[:-1])} or {SCHEMES[-1]} URL, or the path of a local file"
+
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    snapshot = sub.add_parser("snapshot", help="save a page's AXTree as a filter-eval case")
-    snapshot.add_argument("url", help="the page to read (http or https)")
+    snapshot = sub.add_parser("snapshot", help=summary("snapshot"))
+    snapshot.add_argument("url", type=page_url, metavar="URL",
+                          help=f"the page to read: {_accepted()}")
     snapshot.add_argument("--goal", default="TODO: the goal", help="the case's goal")
     snapshot.add_argument("--id", help="case id (default: from the URL)")
     snapshot.add_argument("--out", type=Path, help="output file (default: <id>.json)")
@@ -28,7 +56,10 @@ async def page_lines(url: str, config: BrowserConfig) -> list[str]:
     async with Browser(config) as browser:
         session = await browser.new_session()
         try:
-            await session.page.goto(url)
+            try:
+                await session.page.goto(url)
+            except PlaywrightError as exc:  # unreachable, refused, not found
+                raise BrowserError(f"{url}: {exc.message.splitlines()[0]}") from exc
             obs = await observe(session, screenshot=False)
         finally:
             await session.close()

@@ -8,15 +8,21 @@ import time
 from pathlib import Path
 
 from linewise.apps.viewer.build import write_viewer
+from linewise.apps.viewer.paths import VIEW_DIR
 from linewise.apps.viewer.serve import require_loopback, serve_viewer
+from linewise.cli.commands import summary
 from linewise.cli.flags import add_log_level_flag
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     view = sub.add_parser(
-        "view", help="write (or serve) a viewer for an episode, run or bench folder"
-    )
-    view.add_argument("path", type=Path, help="an episode, run or bench folder")
+        "view", help=summary("view"),
+        description=f"Writes the viewer into PATH/{VIEW_DIR}/ (index.html, a page per "
+        "episode, their data and assets), beside the traces it shows; --serve writes it "
+        "too, then serves it.")
+    view.add_argument("path", type=Path, metavar="PATH",
+                      help=f"an episode, run or bench folder; the viewer is written into "
+                      f"PATH/{VIEW_DIR}/")
     view.add_argument("--serve", action="store_true",
                       help="serve the viewer on localhost and follow episodes still running "
                       "(only under the printed URL's random token, and only the viewer's "

@@ -13,6 +13,11 @@
                               asks the model only for the tasks not yet solved
     DIR/improve.json          the report (ImproveReport); improve.md its table
 
+Progress (``ProgressDisplay``): one tally of the episodes of every bench of the loop,
+done out of planned, labelled with the round and phase (``round 1/2 train``), with an
+ETA at the pace so far; the pruner's tally of trajectories while it prunes; and a note
+as each phase starts and each round ends, with its success rates.
+
 Training and test seeds must be disjoint, and every test bench refuses a memory that
 holds one of its episodes (``apps/memory/load.check_memory_leak``); a training bench
 runs with entries of its own seeds from earlier rounds (an episode never sees its own
@@ -30,7 +35,9 @@ from linewise.agent.experience.store import write_memory
 from linewise.agent.filters.embedders import Embedder
 from linewise.apps.bench.driver import run_bench
 from linewise.apps.bench.local import BenchOptions
+from linewise.apps.bench.outage import OutageNotice
 from linewise.apps.bench.plan import EpisodeSpec, default_id, expand
+from linewise.apps.bench.results import EpisodeResult
 from linewise.apps.improve.report import (
     REPORT_FILE,
     TABLE_FILE,
@@ -38,8 +45,10 @@ from linewise.apps.improve.report import (
     RoundResult,
     Success,
     improve_table,
+    success_cell,
 )
 from linewise.apps.memory.build import build_memory
+from linewise.apps.progress import QUIET, ProgressDisplay, Tally
 from linewise.apps.pruning.pipeline import PruneOptions, run_prune
 from linewise.apps.skills.build import build_skills
 from linewise.errors import ConfigError, ProgramError
@@ -48,6 +57,12 @@ from linewise.runtime.tasks.schema import AnyTask, BrowserGymTask, MiniWoBTask
 from linewise.settings import LinewiseSettings
 
 log = structlog.get_logger(__name__)
+
+SET_BY_THE_LOOP = {"memory": "memory", "skills": "skills", "replay_cache": "replay cache"}
+"""The agent settings each bench of the loop gets from the loop (its memory of the
+rounds so far, its skills, its replay cache), by what they are: a value of the caller's
+would be overridden, so it is refused, and ``linewise improve`` offers no flag for them."""
+
 
 class SeedRange(BaseModel):
     """Seeds ``first`` to ``last``, both included."""
@@ -121,12 +136,15 @@ class ImproveLoop:
         bench_options: BenchOptions,
         prune_options: PruneOptions | None = None,
         embedder: Embedder | None = None,
+        progress: ProgressDisplay = QUIET,
     ) -> None:
         if options.train_seeds.overlaps(options.test_seeds):
             raise ConfigError(f"training seeds {options.train_seeds} and test seeds "
                               f"{options.test_seeds} overlap: the test would see its answers")
-        if settings.agent.memory is not None:
-            raise ConfigError("the improve loop builds its own memory: leave --memory out")
+        for name, what in SET_BY_THE_LOOP.items():
+            if getattr(settings.agent, name) is not None:
+                raise ConfigError(f"the improve loop makes its own {what}: leave agent.{name} "
+                                  f"unset (LINEWISE_AGENT__{name.upper()})")
         self.settings = settings
         self.out_dir = out_dir
         self.options = options
@@ -134,6 +152,8 @@ class ImproveLoop:
         self.bench_options = bench_options
         self.prune_options = prune_options or PruneOptions()
         self.embedder = embedder
+        self.progress = progress
+        self.tally: Tally | None = None
         name = settings.filter.name
         self.train_specs = seeded_specs(tasks, options.train_seeds, name)
         self.test_specs = seeded_specs(tasks, options.test_seeds, name)
@@ -142,66 +162,104 @@ class ImproveLoop:
             train_seeds=str(options.train_seeds),
             test_seeds=str(options.test_seeds), filter=name, prune=options.prune)
 
+    def planned_episodes(self) -> int:
+        """Every episode of every bench the loop will run (a test bench with skills only
+        when skills are induced: see ``_skills_arm``)."""
+        train, test = len(self.train_specs), len(self.test_specs)
+        per_round = train + test + (test if self.options.skills else 0)
+        return (test if self.options.baseline else 0) + self.options.rounds * per_round
+
     async def run(self) -> ImproveReport:
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.tally = self.progress.tally("improve", "episodes", self.planned_episodes())
+        self.progress.note(
+            "improve started", f"improve: {self.options.rounds} round(s), "
+            f"{self.tally.total} episodes planned, in {self.out_dir}",
+            rounds=self.options.rounds, planned=self.tally.total, out=str(self.out_dir))
+        try:
+            return await self._rounds()
+        finally:
+            self.tally.close()
+
+    async def _rounds(self) -> ImproveReport:
         if self.options.baseline:
-            test = await self._bench(self.test_specs, self._round_dir(0) / "test", None)
+            test = await self._bench(self.test_specs, self._round_dir(0) / "test", None,
+                                     step="round 0 test (no memory)")
             self._record(RoundResult(round=0, test=test))
         memory: Path | None = None
         train_dirs: list[Path] = []
         pruned_dirs: list[Path] = []
         for number in range(1, self.options.rounds + 1):
             folder = self._round_dir(number)
-            train = await self._bench(self.train_specs, folder / "train", memory, train=True)
+            step = f"round {number}/{self.options.rounds}"
+            train = await self._bench(self.train_specs, folder / "train", memory, train=True,
+                                      step=f"{step} train")
             train_dirs.append(folder / "train")
             if self.options.prune:
+                self._phase(f"{step} prune", f"pruning {folder / 'train'}")
                 await run_prune([folder / "train"], folder / "pruned", self.settings,
-                                self.prune_options)
+                                self.prune_options, progress=self.progress)
                 pruned_dirs.append(folder / "pruned")
             entries, built = await build_memory(train_dirs, pruned_dirs, embedder=self.embedder)
             memory = folder / "memory.jsonl"
             write_memory(memory, entries)
             if built.embedding_note and built.embedding_note not in self.report.notes:
                 self.report.notes.append(built.embedding_note)
-            log.info("memory built", round=number, entries=built.entries,
-                     from_pruner=built.from_pruner)
-            test = await self._bench(self.test_specs, folder / "test", memory)
+            self._phase(f"{step} memory", f"{built.entries} entries ({built.from_pruner} "
+                        f"from the pruner) in {memory}", entries=built.entries,
+                        from_pruner=built.from_pruner)
+            test = await self._bench(self.test_specs, folder / "test", memory,
+                                     step=f"{step} test")
             skills, with_skills = None, None
             if self.options.skills:
                 skills, with_skills = await self._skills_arm(folder, train_dirs, pruned_dirs,
-                                                             memory)
+                                                             memory, step)
             self._record(RoundResult(round=number, memory_entries=built.entries,
                                      memory_from_pruner=built.from_pruner, train=train,
                                      test=test, memory=str(memory), skills=skills,
                                      test_skills=with_skills))
         return self.report
 
+    def _phase(self, step: str, doing: str, **fields: object) -> None:
+        """A phase starts: the tally says which, and a note what it does."""
+        assert self.tally is not None
+        self.tally.relabel(step)
+        self.progress.note("improve phase", f"{step}: {doing}", step=step, **fields)
+
     async def _skills_arm(self, folder: Path, train_dirs: list[Path],
-                          pruned_dirs: list[Path], memory: Path) -> tuple[int, Success | None]:
+                          pruned_dirs: list[Path], memory: Path,
+                          step: str) -> tuple[int, Success | None]:
         """Induce skills from the training benches (pruned trajectories first) and bench
         the test seeds with them; no skill, no bench."""
         try:
             skills = build_skills([*pruned_dirs, *train_dirs], folder / "skills")
         except ProgramError as exc:
             log.info("no skill induced", round=folder.name, reason=str(exc))
+            assert self.tally is not None
+            self.tally.plan(self.tally.total - len(self.test_specs))  # that bench is off
             return 0, None
         return len(skills), await self._bench(self.test_specs, folder / "test-skills", memory,
-                                              skills=folder / "skills")
+                                              skills=folder / "skills",
+                                              step=f"{step} test with skills")
 
     def _round_dir(self, number: int) -> Path:
         return self.out_dir / f"round-{number}"
 
     async def _bench(self, specs: list[EpisodeSpec], folder: Path, memory: Path | None,
-                     *, train: bool = False, skills: Path | None = None) -> Success:
+                     *, step: str, train: bool = False, skills: Path | None = None) -> Success:
         cache = (self.out_dir / "replay-cache"
                  if train and self.options.replay_cache else None)
+        chosen = {"memory": memory, "skills": skills, "replay_cache": cache}
+        assert chosen.keys() == SET_BY_THE_LOOP.keys()
         settings = self.settings.model_copy(update={
-            "agent": self.settings.agent.model_copy(update={
-                "memory": memory, "skills": skills, "replay_cache": cache})})
+            "agent": self.settings.agent.model_copy(update=chosen)})
+        self._phase(step, f"bench of {len(specs)} episodes in {folder}",
+                    episodes=len(specs), folder=str(folder))
+        assert self.tally is not None
         outcome = await run_bench(
             specs, settings, self.browser_config, folder, self.bench_options,
             argv=["linewise", "improve", str(self.out_dir)],
-            allow_memory_overlap=train,
+            allow_memory_overlap=train, progress=_BenchInLoop(self.tally, self.progress),
         )
         mine = {s.key for s in specs}
         return Success.of([r for r in outcome.results if r.key in mine])
@@ -212,5 +270,49 @@ class ImproveLoop:
         (self.out_dir / REPORT_FILE).write_text(self.report.model_dump_json(indent=2),
                                                 encoding="utf-8")
         (self.out_dir / TABLE_FILE).write_text(improve_table(self.report), encoding="utf-8")
-        log.info("round done", round=row.round, test=row.test.rate, entries=row.memory_entries)
+        name = "round 0" if row.round == 0 else f"round {row.round}/{self.options.rounds}"
+        rates = [f"{what} {success_cell(success)}" for what, success in (
+            ("train", row.train), ("test", row.test), ("test with skills", row.test_skills))
+            if success is not None]
+        self.progress.note("improve round done",
+                           f"{name} done: {'; '.join(rates)} (success % ± SE)",
+                           round=row.round, test=row.test.rate,
+                           train=None if row.train is None else row.train.rate,
+                           entries=row.memory_entries)
+
+
+def ending(result: EpisodeResult) -> str:
+    """How an episode ended, for the loop's tally: succeeded or failed (the agent's),
+    else its outcome (replayed, infrastructure…)."""
+    if result.outcome == "agent":
+        return "succeeded" if result.success else "failed"
+    return result.outcome
+
+
+class _BenchInLoop:
+    """A bench of the loop, counted on the loop's tally (the bench's ``Progress``)."""
+
+    def __init__(self, tally: Tally, display: ProgressDisplay) -> None:
+        self.tally = tally
+        self.display = display
+
+    def start(self, total: int, already_done: int) -> None:
+        for _ in range(already_done):
+            self.tally.advance("already done")
+
+    def episode_started(self, label: str) -> None:
+        pass
+
+    def episode_finished(self, result: EpisodeResult) -> None:
+        self.tally.advance(ending(result))
+
+    def episode_retried(self, result: EpisodeResult) -> None:
+        pass  # it runs again, and is counted when it ends
+
+    def endpoint_down(self, notice: OutageNotice | None) -> None:
+        self.display.note("model endpoint", notice.text() if notice is not None
+                          else "model endpoint up again")
+
+    def close(self) -> None:
+        pass
 

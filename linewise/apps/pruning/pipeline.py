@@ -21,6 +21,7 @@ from pathlib import Path
 import structlog
 
 from linewise.agent.models import ChatModel
+from linewise.apps.progress import QUIET, ProgressDisplay
 from linewise.apps.pruning.dialogue import PrunedStep
 from linewise.apps.pruning.export import (
     OutcomeLog,
@@ -61,10 +62,12 @@ class PruneOptions:
 
 
 async def run_prune(
-    run_dirs: list[Path], out_dir: Path, settings: LinewiseSettings, options: PruneOptions
+    run_dirs: list[Path], out_dir: Path, settings: LinewiseSettings, options: PruneOptions,
+    *, progress: ProgressDisplay = QUIET,
 ) -> PruneStats:
-    """Collect the trajectories under ``run_dirs``, prune them and write ``out_dir``."""
-    from linewise.runtime.run import open_models
+    """Collect the trajectories under ``run_dirs``, prune them and write ``out_dir``;
+    ``progress`` shows each trajectory's verdict as it comes."""
+    from linewise.runtime.run import open_endpoints
 
     started = time.perf_counter()
     selection = collect_trajectories(run_dirs, include_failed=options.include_failed,
@@ -75,7 +78,9 @@ async def run_prune(
         if trajectories:
             base: ChatModel | None
             extractor: ChatModel | None
-            base, _ = await stack.enter_async_context(open_models(settings))
+            # The action endpoint is the base model; the retriever is never asked.
+            base, _ = await stack.enter_async_context(open_endpoints(settings,
+                                                                     retriever=False))
             extractor = base
             if options.extractor_base_url:
                 extractor = ChatClient(settings.action.model_copy(update={
@@ -84,7 +89,7 @@ async def run_prune(
         else:  # nothing to prune: do not start a model just to write empty files
             base = extractor = None
         stats = await prune_trajectories(trajectories, out_dir, extractor, base, options,
-                                         skipped=selection.skipped)
+                                         skipped=selection.skipped, progress=progress)
     stats.episodes_found = len(selection.trajectories) + len(selection.skipped)
     stats.elapsed_s = round(time.perf_counter() - started, 2)
     (out_dir / "stats.json").write_text(stats.model_dump_json(indent=2), encoding="utf-8")
@@ -98,6 +103,7 @@ async def prune_trajectories(
     base_client: ChatModel | None,
     options: PruneOptions,
     skipped: list[tuple[str, str]] | None = None,
+    progress: ProgressDisplay = QUIET,
 ) -> PruneStats:
     """Prune ``trajectories`` with the given clients and write the dataset to ``out_dir``.
 
@@ -118,14 +124,19 @@ async def prune_trajectories(
                                    temperature=options.rewrite_temperature)
         worker = _Worker(extractor, rewriter, options, out_dir / "graphs")
         limit = asyncio.Semaphore(options.concurrency)
+        tally = progress.tally("prune", "trajectories", len(trajectories))
 
         async def bounded(trajectory: Trajectory) -> TrajectoryOutcome:
             async with limit:
                 outcome = await worker.prune(trajectory)
             outcome_log.append(outcome)
+            tally.advance(outcome.status)
             return outcome
 
-        results = await asyncio.gather(*(bounded(t) for t in trajectories))
+        try:
+            results = await asyncio.gather(*(bounded(t) for t in trajectories))
+        finally:
+            tally.close()
         outcomes = list(zip(results, trajectories, strict=True))
         for name, value in dataclasses.asdict(extractor.usage).items():
             setattr(stats, f"extractor_{name}", value)  # every counter has its stats field

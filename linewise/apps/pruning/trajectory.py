@@ -14,6 +14,7 @@ RUN_DIR may hold many runs.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +22,7 @@ import structlog
 from pydantic import BaseModel, Field
 
 from linewise.agent.policy import page_key
+from linewise.errors import ConfigError
 from linewise.records import HUMAN_OPERATORS, Operator, Tab
 from linewise.runtime.trace import read_steps_checked, read_summary, safe_name
 
@@ -91,6 +93,18 @@ def find_episode_dirs(run_dir: Path) -> list[Path]:
             continue
         pending.extend(reversed([c for c in children if c.name not in SKIPPED_FOLDERS]))
     return sorted(found)
+
+
+def require_episodes(run_dirs: Sequence[Path]) -> None:
+    """Refuse a folder that is missing or holds no episode folder, naming it
+    (``ConfigError``): pruning or remembering it wrote an empty result and exited 0, as
+    if its episodes had held nothing worth keeping."""
+    for run_dir in run_dirs:
+        if not run_dir.is_dir():
+            raise ConfigError(f"{run_dir}: no such run folder")
+        if not find_episode_dirs(run_dir):
+            raise ConfigError(f"{run_dir}: not a run, bench or episode folder (no folder "
+                              "under it holds summary.json and steps.jsonl)")
 
 
 def read_trajectory(run_dir: Path, episode_dir: Path) -> Trajectory | str:

@@ -229,7 +229,7 @@ def test_a_detour_is_pruned_rewritten_and_exported(run_dir: Path, tmp_path: Path
         "pruned": 1, "unpruned": 1, "discarded": 0, "rounds_before": 7, "rounds_after": 5}
     assert 0 < stats["tokens_after"] < stats["tokens_before"]
     assert stats["rewrites"] == 1 and stats["rewrites_by_perplexity"] == 1
-    assert "pruned 1" in capsys.readouterr().out
+    assert "trajectories 2: 1 pruned, 1 with nothing to prune" in capsys.readouterr().out
 
     # The detour (steps 0 and 1) is gone; the necessary steps 2, 3, 4 remain.
     [line] = read_jsonl(out / "pruned.jsonl")
@@ -657,12 +657,15 @@ def test_prune_rejects_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 def test_nothing_to_prune_starts_no_model(tmp_path: Path) -> None:
-    empty = tmp_path / "empty-run"
-    empty.mkdir()
+    run = tmp_path / "run"
+    write_episode(run, "failed", "signup", GOALS["signup"], DETOUR[:2], success=False)
     # No --base-url: a model would have to be started; with nothing to prune it is not.
-    assert main(["prune", str(empty), "--out", str(tmp_path / "d")]) == 0
+    # An empty dataset is no result (exit 7), but its files say why.
+    assert main(["prune", str(run), "--out", str(tmp_path / "d")]) == 7
     stats = json.loads((tmp_path / "d" / "stats.json").read_text())
     assert stats["trajectories_in"] == 0 and read_jsonl(tmp_path / "d" / "pruned.jsonl") == []
+    [skipped] = read_jsonl(tmp_path / "d" / "trajectories.jsonl")
+    assert skipped["reason"] == "episode did not succeed"
 
 
 def test_a_single_step_episode_is_kept_whole_without_asking_a_model(tmp_path: Path) -> None:
