@@ -6,7 +6,8 @@
 - ``memory``: the experience memory built from pruned traces, retrieved at run time;
 - ``improve``: the loop of bench, prune, remember, bench again;
 - ``viewer``: the trace viewer (a static HTML build and a local server);
-- ``filter_eval``: scoring observation filters on labelled cases.
+- ``filter_eval``: scoring observation filters on labelled cases;
+- ``retriever``: the learned line retriever: its data, training, export and evaluation.
 
 Nothing in ``linewise.runtime`` or ``linewise.agent`` imports from here (an import-linter
 contract keeps it so): the runtime runs one episode, the applications use it.
