@@ -1,0 +1,259 @@
+"""A trained retriever encoder, loaded from its weights folder and run with onnxruntime.
+
+A weights folder (written by ``linewise.apps.retriever.export``) holds:
+
+- ``model.onnx``: the encoder, int8 (dynamic quantisation), whose inputs are
+  ``input_ids``, ``attention_mask`` and ``token_type_ids`` (int64 ``[batch, seq]``) and
+  whose one output ``sentence_embedding`` (float32 ``[batch, dim]``) is already mean
+  pooled over the mask and L2-normalised: nothing is computed outside the graph;
+- ``tokenizer.json``: its WordPiece tokenizer;
+- ``manifest.json``: the format and its version, the base model, the data sources, the
+  command and seed that trained it, its metrics, and the sha256 and size of every file.
+
+:class:`TrainedEmbedder` refuses a folder unless the manifest reads, is of this format,
+and every file it lists is there with its size and sha256: a weights folder is data
+that a user may point at, edit or half-copy, and a damaged model would not fail, it
+would silently rank lines badly. Each refusal is a ``ModelError`` naming the file.
+Hashes are computed once per process per file state (path, size, mtime); nothing is
+written into the folder, which may be read-only package data.
+
+Inference imports only onnxruntime, tokenizers and numpy (never JAX).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import structlog
+
+from linewise.errors import ConfigError, ModelError
+from linewise.files import sha256_file
+
+log = structlog.get_logger(__name__)
+
+__all__ = [
+    "MANIFEST_FORMAT",
+    "MANIFEST_NAME",
+    "MANIFEST_VERSION",
+    "MODEL_NAME",
+    "OUTPUT_NAME",
+    "TOKENIZER_NAME",
+    "TrainedEmbedder",
+    "read_manifest",
+]
+
+MANIFEST_NAME = "manifest.json"
+MANIFEST_FORMAT = "linewise-retriever-weights"
+MANIFEST_VERSION = 1
+MODEL_NAME = "model.onnx"
+TOKENIZER_NAME = "tokenizer.json"
+OUTPUT_NAME = "sentence_embedding"
+_REQUIRED_FILES = (MODEL_NAME, TOKENIZER_NAME)
+
+_verified: dict[tuple[str, int, int], str] = {}
+_verified_lock = threading.Lock()
+
+
+def _hash(path: Path) -> str:
+    """sha256 of ``path``, remembered for this process while its size and mtime hold."""
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    with _verified_lock:
+        known = _verified.get(key)
+    if known is None:
+        known = sha256_file(path)
+        with _verified_lock:
+            _verified[key] = known
+    return known
+
+
+def read_manifest(folder: Path) -> dict[str, Any]:
+    """The manifest of a weights folder, after checking every file it lists.
+
+    Raises:
+        ModelError: the folder or its manifest is missing, the manifest is not JSON or
+            not of this format, or a file is missing, of another size or sha256.
+    """
+    manifest_path = folder / MANIFEST_NAME
+    if not folder.is_dir():
+        raise ModelError(f"The retriever weights folder {folder} does not exist")
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ModelError(
+            f"{manifest_path} is missing: {folder} is not a retriever weights folder "
+            "(one is written by linewise's retriever export)"
+        ) from exc
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"{manifest_path} cannot be read as JSON: {exc}") from exc
+    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
+        raise ModelError(f"{manifest_path} is not a {MANIFEST_FORMAT} manifest")
+    if manifest.get("version") != MANIFEST_VERSION:
+        raise ModelError(
+            f"{manifest_path} has version {manifest.get('version')!r}; this linewise reads "
+            f"version {MANIFEST_VERSION}: export the weights again"
+        )
+    files = manifest.get("files")
+    if not isinstance(files, dict):
+        raise ModelError(f"{manifest_path} lists no files")
+    for name in _REQUIRED_FILES:
+        if name not in files:
+            raise ModelError(f"{manifest_path} does not list {name}")
+    for name, entry in files.items():
+        if not isinstance(name, str) or "/" in name or "\\" in name or name.startswith("."):
+            raise ModelError(f"{manifest_path} lists a file outside the folder: {name!r}")
+        if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
+            raise ModelError(f"{manifest_path} has no sha256 for {name}")
+        path = folder / name
+        if not path.is_file():
+            raise ModelError(f"{path} is missing (listed in {manifest_path})")
+        size = path.stat().st_size
+        if entry.get("size") is not None and size != entry["size"]:
+            raise ModelError(
+                f"{path} has {size} bytes, its manifest says {entry['size']}: "
+                "the folder is damaged or was copied in part"
+            )
+        actual = _hash(path)
+        if actual != entry["sha256"]:
+            raise ModelError(
+                f"{path} has sha256 {actual}, its manifest says {entry['sha256']}: "
+                "the file is damaged or does not belong to this manifest"
+            )
+    return manifest
+
+
+class _Runtime:
+    """A loaded tokenizer and ONNX session; ``run`` is serialised (2-core machines)."""
+
+    def __init__(self, folder: Path, max_length: int, threads: int) -> None:
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise ModelError(
+                "A trained retriever needs onnxruntime and tokenizers: "
+                "pip install 'linewise[embedding]'"
+            ) from exc
+        try:
+            tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_NAME))
+        except Exception as exc:
+            raise ModelError(f"Cannot load {folder / TOKENIZER_NAME}: {exc}") from exc
+        tokenizer.enable_truncation(max_length=max_length)
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        if threads > 0:
+            options.intra_op_num_threads = threads
+        try:
+            session = ort.InferenceSession(str(folder / MODEL_NAME), sess_options=options,
+                                           providers=["CPUExecutionProvider"])
+        except Exception as exc:
+            raise ModelError(f"Cannot load {folder / MODEL_NAME}: {exc}") from exc
+        outputs = [o.name for o in session.get_outputs()]
+        if OUTPUT_NAME not in outputs:
+            raise ModelError(
+                f"{folder / MODEL_NAME} has outputs {outputs}, not {OUTPUT_NAME!r}"
+            )
+        self.tokenizer = tokenizer
+        self.session = session
+        self.input_names = {i.name for i in session.get_inputs()}
+        self._lock = threading.Lock()
+
+    def run(self, texts: list[str]) -> np.ndarray:
+        encodings = self.tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self.input_names:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        with self._lock:
+            vectors = self.session.run([OUTPUT_NAME], feeds)[0]
+        result: np.ndarray = np.asarray(vectors, dtype=np.float32)
+        return result
+
+
+class TrainedEmbedder:
+    """A trained encoder from a weights folder: an :class:`~.embedders.Embedder`.
+
+    The folder is verified and the model loaded once, on first use (:meth:`load` does
+    it eagerly). Texts are embedded ``batch_size`` at a time, sorted by length so that
+    little padding is computed, in a worker thread so the event loop keeps running.
+    Texts are truncated at ``max_length`` tokens, by default the length the model was
+    trained at (the manifest's ``max_length``).
+
+    Args:
+        folder: The weights folder.
+        threads: onnxruntime intra-op threads; 0 lets onnxruntime choose.
+    """
+
+    def __init__(
+        self,
+        folder: Path | str,
+        *,
+        batch_size: int = 32,
+        max_length: int | None = None,
+        threads: int = 0,
+    ) -> None:
+        if batch_size < 1 or threads < 0 or (max_length is not None
+                                             and not 1 <= max_length <= 512):
+            raise ConfigError(
+                "TrainedEmbedder needs batch_size >= 1, threads >= 0, 1 <= max_length <= 512"
+            )
+        self.folder = Path(folder).expanduser()
+        self.name = f"trained:{self.folder.name}"
+        self.batch_size = batch_size
+        self.threads = threads
+        self._max_length = max_length
+        self._runtime: _Runtime | None = None
+        self._manifest: dict[str, Any] | None = None
+        self._load_lock = threading.Lock()
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        """The verified manifest (loads the folder)."""
+        self.load()
+        assert self._manifest is not None
+        return self._manifest
+
+    @property
+    def dimension(self) -> int:
+        return int(self.manifest.get("dimension", 0))
+
+    def load(self) -> None:
+        """Verify the folder and load the model now (otherwise on the first embed).
+
+        Raises:
+            ModelError: see :func:`read_manifest`, or onnxruntime cannot load the model.
+        """
+        with self._load_lock:
+            if self._runtime is not None:
+                return
+            manifest = read_manifest(self.folder)
+            max_length = self._max_length or int(manifest.get("max_length") or 256)
+            self._runtime = _Runtime(self.folder, max_length, self.threads)
+            self._manifest = manifest
+            log.info("trained retriever loaded", folder=str(self.folder),
+                     base=manifest.get("base_model", {}).get("name"))
+
+    def embed_sync(self, texts: list[str]) -> np.ndarray:
+        """One unit float32 vector per text (blocking; :meth:`embed` runs it in a thread)."""
+        self.load()
+        assert self._runtime is not None
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            out[batch] = self._runtime.run([texts[i] for i in batch])
+        return out
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        """One unit float32 vector per text, computed in a worker thread."""
+        return await asyncio.to_thread(self.embed_sync, texts)
