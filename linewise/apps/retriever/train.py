@@ -12,10 +12,12 @@ cross-entropy of picking its own positive is minimised. Rules and reasons:
 - A column whose text is the row's own positive (two queries for one line, a line that
   is another example's negative) is masked out for that row: it is not a negative, and
   counting it would teach the model to push a line away from its own query.
-- Every batch has the same shape (``batch_size`` rows, ``negatives_per_example`` hard
-  negatives per row, one padded length for queries and one for documents, read off the
-  whole data set): the jitted step compiles once per run. A short last batch and a row
-  with fewer negatives are padded with masked rows and columns.
+- Batches have few shapes, since the jitted step compiles once per shape (about 8
+  CPU-seconds for MiniLM): always ``batch_size`` rows and ``negatives_per_example``
+  hard negatives per row (a short last batch and a row with fewer negatives are padded
+  with masked rows and columns), and queries and documents each padded to the first
+  of :data:`LENGTH_BUCKETS` that holds the batch's longest (capped at ``max_length``).
+  One long line thus lengthens its batch only, not the whole run.
 - AdamW as Hugging Face's (decoupled weight decay, none on biases and LayerNorm), with
   the global gradient norm clipped first, and a learning rate warmed up linearly over
   ``warmup_ratio`` of the steps then decayed linearly to zero. The step counter starts
@@ -261,8 +263,13 @@ def _limit_threads(threads: int) -> None:
             os.environ["NPROC"] = before
 
 
-def _round_up(value: int, multiple: int = 8) -> int:
-    return -(-value // multiple) * multiple
+#: The padded lengths a batch may have (then ``max_length``).
+LENGTH_BUCKETS = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+
+
+def _bucket(longest: int, max_length: int) -> int:
+    """The padded length for a batch whose longest text has ``longest`` tokens."""
+    return min(max_length, next((b for b in LENGTH_BUCKETS if b >= longest), max_length))
 
 
 def _batches(
@@ -286,8 +293,7 @@ def _arrays(
     batch: list[tuple[Example, list[str]]],
     options: TrainOptions,
     tokenizer: TextTokenizer,
-    query_length: int,
-    doc_length: int,
+    lengths: dict[str, int],
 ) -> dict[str, np.ndarray]:
     """The padded arrays of one batch (see the module's rules on masking)."""
     rows, per = options.batch_size, options.negatives_per_example
@@ -304,6 +310,8 @@ def _arrays(
     for i in range(min(rows, len(batch))):
         for j, text in enumerate(docs):
             allowed[i, j] = doc_valid[j] and (j == i or text != positives[i])
+    query_length = _bucket(max(lengths.get(text, 2) for text in queries), options.max_length)
+    doc_length = _bucket(max(lengths.get(text, 2) for text in docs), options.max_length)
     q_ids, q_mask, _ = tokenizer(queries, query_length)
     d_ids, d_mask, _ = tokenizer(docs, doc_length)
     row_valid = np.array([i < len(batch) for i in range(rows)], dtype=np.float32)
@@ -370,10 +378,11 @@ def train(
     after each step.
 
     Metrics: ``losses`` (one per step), ``steps``, ``examples``, ``seconds`` (the whole
-    call), ``train_seconds``, ``compile_seconds`` (the first step, which compiles),
-    ``steps_per_second`` and ``cpu_seconds_per_step`` (after the first step; CPU time
-    is what a step costs whatever else runs on the machine), the padded lengths, and
-    ``before``/``after`` when evaluated.
+    call), ``train_seconds``, ``compile_seconds`` (the steps of a new shape, which
+    compile), ``shapes`` (the padded [query, document] lengths met),
+    ``steps_per_second`` and ``cpu_seconds_per_step`` (over the steps of a shape
+    already compiled; CPU time is what a step costs whatever else runs on the
+    machine), and ``before``/``after`` when evaluated.
 
     Raises:
         ConfigError: bad options or examples.
@@ -388,16 +397,13 @@ def train(
     _limit_threads(options.threads)
     config, base_params, base_dir = load_base(base)
     tokenizer = TextTokenizer(base_dir / "tokenizer.json")
-    query_length = min(options.max_length,
-                       _round_up(max(tokenizer.lengths([e.query for e in data]))))
-    doc_texts = [e.positive for e in data] + [n for e in data for n in e.negatives]
-    doc_length = min(options.max_length, _round_up(max(tokenizer.lengths(doc_texts))))
+    texts = sorted({e.query for e in data} | {e.positive for e in data}
+                   | {n for e in data for n in e.negatives})
+    lengths = dict(zip(texts, tokenizer.lengths(texts), strict=True))
 
     metrics: dict[str, Any] = {
         "examples": len(data),
         "sources": sorted({e.source for e in data if e.source}),
-        "query_length": query_length,
-        "document_length": doc_length,
         "options": asdict(options),
     }
     if eval_examples is not None:
@@ -424,23 +430,29 @@ def train(
     compile_seconds = 0.0
     train_started = time.perf_counter()
     steady_wall = steady_cpu = 0.0
-    log.info("retriever training", examples=len(data), steps=total, warmup=warmup,
-             query_length=query_length, document_length=doc_length)
+    steady_steps = 0
+    shapes: list[list[int]] = []
+    log.info("retriever training", examples=len(data), steps=total, warmup=warmup)
     while step < total:
         for batch in _batches(data, options, rng):
             if step >= total:
                 break
             step += 1
-            arrays = _arrays(batch, options, tokenizer, query_length, doc_length)
+            arrays = _arrays(batch, options, tokenizer, lengths)
+            shape = [arrays["q_ids"].shape[1], arrays["d_ids"].shape[1]]
+            new_shape = shape not in shapes
+            if new_shape:
+                shapes.append(shape)
             key, step_key = jax.random.split(key)
             lr = jnp.float32(_learning_rate(step, total, warmup, options.lr))
             wall, cpu = time.perf_counter(), _cpu_seconds()
             params, state, loss, norm = _jitted_step(params, state, arrays, lr, step_key,
                                                      hyper=hyper)
             value = float(loss)
-            if step == 1:
-                compile_seconds = time.perf_counter() - wall
+            if new_shape:
+                compile_seconds += time.perf_counter() - wall
             else:
+                steady_steps += 1
                 steady_wall += time.perf_counter() - wall
                 steady_cpu += _cpu_seconds() - cpu
             if not math.isfinite(value):
@@ -453,14 +465,14 @@ def train(
                 log.info("retriever step", step=step, of=total, loss=round(value, 4),
                          grad_norm=round(float(norm), 3))
     trained = {name: np.asarray(value) for name, value in params.items()}
-    steady = max(0, step - 1)
     metrics.update({
         "steps": step,
         "losses": losses,
         "train_seconds": time.perf_counter() - train_started,
         "compile_seconds": compile_seconds,
-        "steps_per_second": steady / steady_wall if steady_wall > 0 else None,
-        "cpu_seconds_per_step": steady_cpu / steady if steady else None,
+        "shapes": shapes,
+        "steps_per_second": steady_steps / steady_wall if steady_wall > 0 else None,
+        "cpu_seconds_per_step": steady_cpu / steady_steps if steady_steps else None,
     })
     if eval_examples is not None:
         metrics["after"] = evaluate(trained, config, tokenizer, eval_examples,
