@@ -309,8 +309,9 @@ def export_trained(
     sources: Sequence[str] | None = None,
     float_onnx: Path | str | None = None,
 ) -> dict[str, Any]:
-    """:func:`export_folder` for a training result: its parameters, tokenizer, seed,
-    metrics and, unless ``sources`` is given, the sources named by its examples."""
+    """:func:`export_folder` for a training result: its parameters, tokenizer, seed and
+    metrics. ``sources`` should name what was trained on (dataset folders, runs); by
+    default it is the examples' own ``source`` fields, at most 20 of them."""
     metrics = dict(result.metrics)
     return export_folder(
         result.params,

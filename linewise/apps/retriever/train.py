@@ -99,7 +99,8 @@ class Example:
 
 
 def read_examples(source: Path | str | Iterable[Any]) -> list[Example]:
-    """Examples from a JSONL file, or from ``Example``s or dicts.
+    """Examples from a JSONL file, or from ``Example``s, dicts or pydantic models (such
+    as ``examples.Example``, whose extra fields, ``kind`` and ``family``, are ignored).
 
     Raises:
         ConfigError: the file cannot be read, a line is not JSON or not an example.
@@ -117,7 +118,8 @@ def read_examples(source: Path | str | Iterable[Any]) -> list[Example]:
             examples.append(Example.from_dict(line.value, f"{path}:{line.number}"))
         return examples
     return [
-        item if isinstance(item, Example) else Example.from_dict(item, f"example {index}")
+        item if isinstance(item, Example) else Example.from_dict(
+            item.model_dump() if hasattr(item, "model_dump") else item, f"example {index}")
         for index, item in enumerate(source)
     ]
 
@@ -358,6 +360,11 @@ def evaluate(
     }
 
 
+#: Distinct example sources named in the metrics (a page URL each, in a large set):
+#: beyond this many only their count is kept.
+_SOURCES_KEPT = 20
+
+
 def _cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -394,6 +401,7 @@ def train(
     data = read_examples(examples)
     if len(data) < 2:
         raise ConfigError("Training needs at least two examples (in-batch negatives)")
+    sources = sorted({e.source for e in data if e.source})
     _limit_threads(options.threads)
     config, base_params, base_dir = load_base(base)
     tokenizer = TextTokenizer(base_dir / "tokenizer.json")
@@ -403,7 +411,8 @@ def train(
 
     metrics: dict[str, Any] = {
         "examples": len(data),
-        "sources": sorted({e.source for e in data if e.source}),
+        "source_count": len(sources),
+        "sources": sources[:_SOURCES_KEPT],
         "options": asdict(options),
     }
     if eval_examples is not None:

@@ -31,6 +31,7 @@ from linewise.apps.retriever.encoder import (
     embed_texts,
     load_base,
 )
+from linewise.apps.retriever.examples import Example as DatasetExample
 from linewise.apps.retriever.export import export_folder, export_trained
 from linewise.apps.retriever.train import (
     Example,
@@ -281,6 +282,10 @@ def test_bad_training_examples_are_refused_with_their_line(tmp_path: Path) -> No
         read_examples(path)
     examples = read_examples([{"query": "q", "positive": "p", "negatives": ["p", "n", ""]}])
     assert examples[0].negatives == ("n",)
+    # The data pipeline's own examples (a pydantic model with a kind and a family).
+    built = DatasetExample(query="q", positive="p", negatives=["n"], kind="named",
+                           family="python-flask-doc", source="file:///a.html")
+    assert read_examples([built]) == [Example("q", "p", ("n",), "file:///a.html")]
 
 
 def test_a_base_model_file_not_as_pinned_is_refused(tmp_path: Path,
