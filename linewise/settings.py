@@ -161,6 +161,11 @@ class FilterSettings(BaseModel):
     )
     embedding_base_url: str | None = None
     embedding_model: str | None = None
+    retriever_weights: Path | None = Field(
+        default=None,
+        description="A trained retriever's weights folder (`linewise retriever train`): "
+        "it embeds the page's units and the query in place of embedding_model.",
+    )
     embedding_top_k: int = Field(default=10, ge=1)
     focus_budget_tokens: int = Field(
         default=4000, ge=500, description="focus: the retriever's whole input per step, "
@@ -183,6 +188,17 @@ class FilterSettings(BaseModel):
         """``"lexical,named"`` (an environment variable) as a tuple of names."""
         if isinstance(value, str):
             return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("retriever_weights")
+    @classmethod
+    def _weights_folder(cls, value: Path | None) -> Path | None:
+        """A weights folder is checked when the run starts, not on its first page: a
+        folder that is not one would otherwise leave every episode without the stage.
+        (Its files' hashes are checked when it loads.)"""
+        if value is not None and not (value / "manifest.json").is_file():
+            raise ValueError(f"{value} is not a retriever weights folder (no manifest.json);"
+                             " write one with `linewise retriever train`")
         return value
 
 

@@ -57,6 +57,7 @@ SETTINGS_FLAGS: dict[str, tuple[SettingsPath, ...]] = {
     "filter": (("filter", "name"),),
     "focus_preset": (("filter", "focus_preset"),),
     "focus_stages": (("filter", "focus_stages"),),
+    "retriever_weights": (("filter", "retriever_weights"),),
     "max_obs_tokens": (("filter", "max_obs_tokens"),),
     "cost_gate": (("filter", "cost_gate"),),
     "parse_retries": (("agent", "parse_retries"),),
@@ -206,6 +207,9 @@ def add_focus_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--focus-stages", type=focus_stage_list, metavar="A,B,…",
                        help="the candidate stages to run instead of the preset's, from "
                        f"{', '.join(STAGES)} (guard always runs)")
+    group.add_argument("--retriever-weights", type=Path, metavar="DIR",
+                       help="a trained retriever (linewise retriever train) embeds the "
+                       "page's units in place of the offline MiniLM")
 
 
 def domain_pattern(text: str) -> str:

@@ -1,7 +1,9 @@
-"""``linewise retriever``: the learned line retriever's data.
+"""``linewise retriever``: the learned line retriever's data, training and evaluation.
 
     linewise retriever data --pages DIR... [--traces RUN...] --out DATASET
         [--per-family N] [--written N] [--base-url URL --model NAME]
+    linewise retriever train DATASET... --out WEIGHTS [--epochs N] [--seed N]
+    linewise retriever eval CASES... [--weights WEIGHTS]...
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import sys
 from pathlib import Path
 
 from linewise.apps.retriever.dataset import DatasetManifest, DatasetOptions, build_dataset
+from linewise.apps.retriever.evaluate import StageScore
 from linewise.cli.commands import summary
 from linewise.cli.flags import add_log_level_flag, settings_from_args
 from linewise.errors import ConfigError
@@ -22,7 +25,8 @@ from linewise.errors import ConfigError
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     retriever = sub.add_parser("retriever", help=summary("retriever"))
     actions = retriever.add_subparsers(dest="retriever_command", required=True,
-                                       help="data: build a training set")
+                                       help="data: build a training set; train: fine-tune "
+                                       "the encoder on it; eval: score embedders on cases")
     data = actions.add_parser(
         "data", help="pages and solved traces -> training examples",
         description="Read documentation folders with Chromium and derive examples from "
@@ -53,6 +57,47 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     data.add_argument("--api-key", help="API key (default: OPENAI_API_KEY)")
     add_log_level_flag(data, "WARNING")
     data.set_defaults(handler=cmd_data)
+    _add_train(actions)
+    _add_eval(actions)
+
+
+def _add_train(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    train = actions.add_parser(
+        "train", help="fine-tune the encoder on datasets -> a weights folder",
+        description="Fine-tune all-MiniLM-L6-v2 as a bi-encoder on the datasets' examples "
+        "(in-batch and hard negatives), on the CPU with JAX (the `train` extra), and write "
+        "an int8 ONNX weights folder with a manifest (sources, command, seed, metrics, "
+        "sha256 of each file) for --retriever-weights.")
+    train.add_argument("datasets", nargs="+", type=Path, metavar="DATASET",
+                       help="dataset folders (linewise retriever data) or examples files")
+    train.add_argument("--out", type=Path, required=True, metavar="DIR",
+                       help="the weights folder to write")
+    train.add_argument("--epochs", type=int, default=1, metavar="N", help="(default 1)")
+    train.add_argument("--batch-size", type=int, default=32, metavar="N", help="(default 32)")
+    train.add_argument("--lr", type=float, default=2e-5, help="peak learning rate "
+                       "(default 2e-5)")
+    train.add_argument("--max-length", type=int, default=128, metavar="N",
+                       help="tokens per text (default 128)")
+    train.add_argument("--max-steps", type=int, metavar="N", help="stop after N steps")
+    train.add_argument("--seed", type=int, default=0, help="(default 0)")
+    add_log_level_flag(train, "WARNING")
+    train.set_defaults(handler=cmd_train)
+
+
+def _add_eval(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    evaluate = actions.add_parser(
+        "eval", help="recall of the unit stage on filter-eval cases, per embedder",
+        description="Rank each case's page units by each embedder for the case's query "
+        "and print recall@5/10/20 of the gold lines by goal kind: the offline MiniLM, "
+        "and each --weights folder.")
+    evaluate.add_argument("cases", nargs="+", type=Path, metavar="CASES",
+                          help="filter-eval case files or folders (tasks/filter-cases)")
+    evaluate.add_argument("--weights", type=Path, action="append", default=[],
+                          metavar="DIR", help="a trained weights folder (repeatable)")
+    evaluate.add_argument("--no-minilm", action="store_true",
+                          help="leave out the offline MiniLM baseline")
+    add_log_level_flag(evaluate, "WARNING")
+    evaluate.set_defaults(handler=cmd_eval)
 
 
 def cmd_data(args: argparse.Namespace) -> int:
@@ -73,6 +118,55 @@ def cmd_data(args: argparse.Namespace) -> int:
     if not manifest.examples:
         print("no example could be made from these sources", file=sys.stderr)
         return 1
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from linewise.apps.retriever.dataset import load_dataset
+    from linewise.apps.retriever.export import export_trained
+    from linewise.apps.retriever.train import TrainOptions, read_examples, train
+
+    examples: list[object] = []
+    for path in args.datasets:  # a dataset folder, or a JSONL file of examples
+        examples += read_examples(path) if path.is_file() else load_dataset(path)
+    if not examples:
+        raise ConfigError("the datasets hold no example")
+    options = TrainOptions(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                           max_length=args.max_length, seed=args.seed,
+                           max_steps=args.max_steps)
+    print(f"training on {len(examples)} examples from {len(args.datasets)} datasets",
+          flush=True)
+
+    def on_step(step: int, loss: float) -> None:
+        if step % 10 == 0:
+            print(f"step {step}: loss {loss:.4f}", flush=True)
+
+    result = train(examples, options, on_step=on_step)
+    export_trained(result, args.out, command=shlex.join(["linewise", *sys.argv[1:]]),
+                   sources=[str(path) for path in args.datasets])
+    metrics = result.metrics
+    print(f"{args.out}: {metrics.get('steps')} steps in {metrics.get('seconds', 0):.0f} s; "
+          f"loss {metrics['losses'][0]:.3f} -> {metrics['losses'][-1]:.3f}"
+          if metrics.get("losses") else f"{args.out}: written")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from linewise.agent.filters.embedders import Embedder, MiniLMEmbedder
+    from linewise.agent.filters.learned import TrainedEmbedder
+    from linewise.apps.filter_eval import load_cases
+    from linewise.apps.retriever.evaluate import evaluate_stage, format_stage_table
+
+    cases = load_cases(*args.cases)
+    embedders: list[Embedder] = [] if args.no_minilm else [MiniLMEmbedder()]
+    embedders += [TrainedEmbedder(folder) for folder in args.weights]
+    if not embedders:
+        raise ConfigError("nothing to evaluate: give --weights or keep the MiniLM baseline")
+
+    async def scores() -> list[StageScore]:
+        return [s for e in embedders for s in await evaluate_stage(cases, e)]
+
+    print(format_stage_table(asyncio.run(scores())))
     return 0
 
 

@@ -44,6 +44,7 @@ from linewise.agent.filters.embedding import EmbeddingFilter
 from linewise.agent.filters.focus import FocusConfig, FocusFilter
 from linewise.agent.filters.focus_outline import OutlineFirstFilter, ZoomMode
 from linewise.agent.filters.focus_stages import PRESETS, FocusPreset, check_stages, get_preset
+from linewise.agent.filters.learned import TrainedEmbedder
 from linewise.agent.filters.line_retriever import LineRetrieverConfig, LineRetrieverFilter
 from linewise.agent.filters.query_expansion import QueryExpander
 from linewise.agent.filters.truncate import NoFilter, TruncateFilter
@@ -273,9 +274,12 @@ def shared_embedder(settings: FilterSettings, api_key: str | None = None) -> Emb
 
     def provide() -> Embedder:
         if not made:
-            made.append(make_embedder(
-                settings.embedding_base_url, settings.embedding_model, api_key=api_key
-            ))
+            if settings.retriever_weights is not None:
+                made.append(TrainedEmbedder(settings.retriever_weights))
+            else:
+                made.append(make_embedder(
+                    settings.embedding_base_url, settings.embedding_model, api_key=api_key
+                ))
         return made[0]
 
     return provide
@@ -311,7 +315,8 @@ def _embedding(context: FilterContext) -> ObservationFilter:
 
 
 def _embedder_configured(settings: FilterSettings) -> bool:
-    return settings.embedding_base_url is not None or settings.embedding_model is not None
+    return (settings.embedding_base_url is not None or settings.embedding_model is not None
+            or settings.retriever_weights is not None)
 
 
 def focus_config(settings: FilterSettings, preset: FocusPreset | None = None) -> FocusConfig:

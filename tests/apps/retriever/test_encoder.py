@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 pytest.importorskip("jax")
 pytest.importorskip("onnx")
@@ -24,6 +25,7 @@ import onnxruntime as ort
 
 from linewise.agent.filters.embedders import Embedder, MiniLMEmbedder
 from linewise.agent.filters.learned import TrainedEmbedder, read_manifest
+from linewise.agent.filters.registry import shared_embedder
 from linewise.apps.retriever.base import BASE_ENV, base_model_dir, read_safetensors
 from linewise.apps.retriever.encoder import (
     EncoderConfig,
@@ -43,6 +45,10 @@ from linewise.apps.retriever.train import (
 )
 from linewise.errors import ConfigError, ModelError
 from linewise.files import package_file
+from linewise.settings import FilterSettings
+from tests.support.cli import linewise
+
+CASES = Path(__file__).parents[3] / "tasks" / "filter-cases"
 
 PAIRS = Path(__file__).parent / "data" / "pairs.jsonl"
 
@@ -67,8 +73,8 @@ TEXTS = [
     "dialog 'Cookies' > button 'Accept cookies'",
     "Find the section that explains how to configure a proxy for the package manager, "
     "then open it and read the first example.",
-    "listitem > link 'sqlite3_open_v2()'",
-    "row 'git-log | Show commit logs'",
+    "listitem > link 'json.loads()'",
+    "row 'ls | List directory contents'",
     "  spaces   around  ",
 ]
 
@@ -311,3 +317,31 @@ def test_evaluate_counts_ranks(trained: TrainResult) -> None:
                        examples)
     assert set(figures) == {"pair_accuracy", "mrr", "recall_at_1"}
     assert 0.5 <= figures["mrr"] <= 1.0 and figures["pair_accuracy"] in (0.0, 1.0)
+
+
+def test_a_weights_folder_is_the_filters_embedder_when_set(exported: Path) -> None:
+    weights = exported / "weights"
+    provide = shared_embedder(FilterSettings(retriever_weights=weights))
+    assert isinstance(provide(), TrainedEmbedder) and provide() is provide()
+    assert isinstance(shared_embedder(FilterSettings())(), MiniLMEmbedder)
+    with pytest.raises(ValidationError, match="not a retriever weights folder"):
+        FilterSettings(retriever_weights=exported)  # the folder above it: no manifest
+
+
+def test_the_cli_scores_and_filters_with_a_weights_folder(exported: Path) -> None:
+    weights = exported / "weights"
+    case = CASES / "docs.glob.json"
+    scored = linewise("retriever", "eval", str(case), "--weights", str(weights))
+    assert scored.returncode == 0, scored.stderr
+    rows = [line.split() for line in scored.stdout.splitlines()[1:]]
+    assert {row[0] for row in rows} == {"minilm:all-MiniLM-L6-v2-int8", "trained:weights"}
+    # the embedding filter ranks lines with the trained model, no other model involved
+    filtered = linewise("filter-eval", str(case), "--filter", "embedding",
+                        "--retriever-weights", str(weights))
+    assert filtered.returncode == 0, filtered.stderr
+    assert "embedding" in filtered.stdout
+    damaged = exported / "damaged"
+    shutil.copytree(weights, damaged)
+    (damaged / "tokenizer.json").write_text("{}")
+    broken = linewise("retriever", "eval", str(case), "--weights", str(damaged), "--no-minilm")
+    assert broken.returncode == 3 and "tokenizer.json" in broken.stderr
