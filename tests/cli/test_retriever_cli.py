@@ -39,6 +39,7 @@ def test_data_builds_a_dataset_and_a_rerun_resumes_it(tmp_path: Path) -> None:
         assert manifest["written"]["asked"] <= asked <= manifest["written"]["asked"] * 2
         written = [json.loads(line) for line in (out / "written.jsonl").read_text().splitlines()]
         assert all(w["kind"] == "written" and w["family"] == "mylib-doc" for w in written)
+        assert "mylib-doc: 2 of 2 pages read" in result.stdout  # progress, folder by folder
         assert "2 pages of 1 families" in result.stdout
 
         again = linewise("retriever", "data", "--pages", str(docs), "--out", str(out),

@@ -91,7 +91,7 @@ async def build_dataset(out: Path, options: DatasetOptions, *, model: ChatModel 
         snapshots = await snapshot_folders(options.folders, per_family=options.per_family,
                                            seed=options.seed,
                                            allow_evaluation=options.allow_evaluation,
-                                           config=config)
+                                           config=config, progress=say)
         partial = pages_path.with_name(PAGES_FILE + ".partial")
         partial.write_text("".join(s.model_dump_json() + "\n" for s in snapshots),
                            encoding="utf-8")

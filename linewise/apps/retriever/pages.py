@@ -10,7 +10,7 @@ page is opened (:func:`.sources.check_family`).
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import structlog
@@ -37,8 +37,11 @@ def _pages(folder: Path, per_family: int, seed: int) -> list[Path]:
 
 async def snapshot_folders(folders: Sequence[Path], *, per_family: int = 30, seed: int = 0,
                            allow_evaluation: bool = False,
-                           config: BrowserConfig | None = None) -> list[PageSnapshot]:
-    """Snapshots of up to ``per_family`` pages of each folder.
+                           config: BrowserConfig | None = None,
+                           progress: Callable[[str], None] | None = None,
+                           ) -> list[PageSnapshot]:
+    """Snapshots of up to ``per_family`` pages of each folder (``progress`` is told of
+    each folder as it is done).
 
     Raises:
         ConfigError: a folder does not exist, holds no HTML page, or is of a refused
@@ -74,4 +77,7 @@ async def snapshot_folders(folders: Sequence[Path], *, per_family: int = 30, see
                                 title=await session.page.title()))
                 finally:
                     await session.close()
+            if progress is not None:
+                kept = sum(1 for s in snapshots if s.family == folder.name)
+                progress(f"{folder.name}: {kept} of {len(pages)} pages read")
     return snapshots
