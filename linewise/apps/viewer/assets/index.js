@@ -7,7 +7,8 @@ const LW = (window.LW = {
 });
 
 const served = location.protocol.startsWith("http");
-const POLL_MS = 3000;
+const POLL_MS = 2000;
+let polling = false;
 const sorting = { key: "task_id", dir: 1 };
 const $ = (id) => document.getElementById(id);
 
@@ -179,14 +180,39 @@ function receiveIndex(index) {
     }
   }
   render();
-  if (served && index.episodes.some((r) => r.status === "running")) {
-    setTimeout(() => {
-      const script = document.createElement("script");
-      script.src = `data/index.js?t=${Date.now()}`;
-      script.onload = script.onerror = () => script.remove();
-      document.head.append(script);
-    }, POLL_MS);
+  if (served && !polling) { polling = true; setTimeout(poll, POLL_MS); }
+}
+
+function loadIndex() {
+  const script = document.createElement("script");
+  script.src = `data/index.js?t=${Date.now()}`;
+  script.onload = script.onerror = () => script.remove();
+  document.head.append(script);
+}
+
+// Served (linewise view --serve), the page follows the folder while it is written to:
+// it polls live.json (each episode's status, steps and tokens so far) and updates the
+// rows in place; an episode it does not know, or one that started or ended, makes it
+// load the whole index again (outcomes, answers, errors). It stops once nothing runs.
+async function poll() {
+  let live;
+  try {
+    live = await (await fetch(`data/live.json?t=${Date.now()}`, { cache: "no-store" })).json();
+  } catch (e) {
+    setTimeout(poll, POLL_MS); // the server is busy or restarting: try again
+    return;
   }
+  const rows = new Map(LW.index.episodes.map((r) => [r.key, r]));
+  let reload = Object.keys(live.episodes).length !== rows.size ||
+    live.not_run !== (LW.index.not_run || []).length;
+  for (const [key, now] of Object.entries(live.episodes)) {
+    const row = rows.get(key);
+    if (!row || row.status !== now.status) { reload = true; continue; }
+    row.steps = now.steps;
+    row.tokens = now.tokens;
+  }
+  if (reload) loadIndex(); else render();
+  if (live.running || reload) setTimeout(poll, POLL_MS); else polling = false;
 }
 
 for (const th of document.querySelectorAll("th[data-sort]")) {
