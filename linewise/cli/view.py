@@ -1,5 +1,6 @@
 """``linewise view PATH [--serve] [--port N]``: the trace viewer of an episode, run or
-bench folder."""
+bench folder; ``linewise view A B … --out DIR [--label NAME]…``: one index over
+several benches."""
 
 from __future__ import annotations
 
@@ -7,20 +8,32 @@ import argparse
 import time
 from pathlib import Path
 
+from linewise.apps.compare.benches import read_benches
+from linewise.apps.compare.index import view_benches
 from linewise.apps.viewer.build import write_viewer
 from linewise.apps.viewer.serve import require_loopback, serve_viewer
 from linewise.cli.flags import add_log_level_flag
+from linewise.errors import ConfigError
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     view = sub.add_parser(
-        "view", help="write (or serve) a viewer for an episode, run or bench folder"
+        "view", help="write (or serve) a viewer for an episode, run or bench folder, "
+        "or one index over several benches"
     )
-    view.add_argument("path", type=Path, help="an episode, run or bench folder")
+    view.add_argument("paths", type=Path, nargs="+", metavar="PATH",
+                      help="an episode, run or bench folder (its viewer is written "
+                      "into PATH/view/); several bench folders: one index over them in "
+                      "--out DIR/view/, each bench's own viewer in it")
+    view.add_argument("--out", type=Path, metavar="DIR",
+                      help="where the index over several benches goes (DIR/view/index.html)")
+    view.add_argument("--label", dest="labels", action="append", default=[], metavar="NAME",
+                      help="a bench's name in that index, one per PATH in order (default: "
+                      "the folder names)")
     view.add_argument("--serve", action="store_true",
                       help="serve the viewer on localhost and follow episodes still running "
                       "(only under the printed URL's random token, and only the viewer's "
-                      "pages and screenshots)")
+                      "pages and screenshots; one episode, run or bench folder)")
     view.add_argument("--host", default="127.0.0.1",
                       help="loopback address to serve on (127.0.0.1, ::1 or localhost)")
     view.add_argument("--port", type=int, default=8790,
@@ -29,14 +42,33 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     view.set_defaults(handler=cmd_view)
 
 
+def _write(args: argparse.Namespace) -> Path:
+    """The viewer the arguments ask for; returns its index page."""
+    paths: list[Path] = args.paths
+    if len(paths) == 1:
+        if args.out is not None or args.labels:
+            raise ConfigError("--out and --label are for one index over several benches; "
+                              f"`linewise view {paths[0]}` writes into {paths[0]}/view/")
+        return write_viewer(paths[0])
+    if args.out is None:
+        raise ConfigError(f"one index over {len(paths)} benches: give --out DIR, the folder "
+                          "it goes to (DIR/view/index.html; each bench's own viewer is "
+                          "written into it as `linewise view BENCH` writes it)")
+    benches = read_benches(paths, args.labels)
+    return view_benches(benches, args.out, title=" · ".join(b.label for b in benches))
+
+
 def cmd_view(args: argparse.Namespace) -> int:
     if args.serve:
         require_loopback(args.host)
-    index = write_viewer(args.path)
+        if len(args.paths) > 1:
+            raise ConfigError("--serve follows one episode, run or bench folder: serve each "
+                              "bench on its own (`linewise view BENCH --serve`)")
+    index = _write(args)
     print(f"viewer: {index.resolve()}")
     if not args.serve:
         return 0
-    server = serve_viewer(args.path, args.host, args.port)
+    server = serve_viewer(args.paths[0], args.host, args.port)
     print(f"serving {server.url} (Ctrl+C stops; the URL's token is the only way in, "
           "keep it to yourself)", flush=True)
     try:

@@ -63,7 +63,7 @@ from linewise.runtime.trace import read_steps_checked, safe_name
 
 log = structlog.get_logger(__name__)
 
-ASSETS = ("viewer.css", "episode.js", "index.js")
+ASSETS = ("viewer.css", "episode.js", "index.js", "study.js")
 PROBLEMS_FILE = "problems.json"
 """Beside an episode's data: what of its trace could not be read, for the index."""
 
