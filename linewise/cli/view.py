@@ -1,6 +1,6 @@
-"""``linewise view PATH [--serve] [--port N]``: the trace viewer of an episode, run or
-bench folder; ``linewise view A B … --out DIR [--label NAME]…``: one index over
-several benches."""
+"""``linewise view PATH [--serve] [--port N]``: the trace viewer of an episode, run,
+bench or improve folder; ``linewise view A B … --out DIR [--label NAME]…``: one index
+over several benches."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import argparse
 import time
 from pathlib import Path
 
-from linewise.apps.compare.benches import read_benches
-from linewise.apps.compare.index import view_benches
+from linewise.apps.compare.benches import is_bench, is_improve, read_benches
+from linewise.apps.compare.index import view_benches, view_improve
 from linewise.apps.viewer.build import write_viewer
 from linewise.apps.viewer.serve import require_loopback, serve_viewer
 from linewise.cli.flags import add_log_level_flag
@@ -18,11 +18,11 @@ from linewise.errors import ConfigError
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     view = sub.add_parser(
-        "view", help="write (or serve) a viewer for an episode, run or bench folder, "
-        "or one index over several benches"
+        "view", help="write (or serve) a viewer for an episode, run, bench or improve "
+        "folder, or one index over several benches"
     )
     view.add_argument("paths", type=Path, nargs="+", metavar="PATH",
-                      help="an episode, run or bench folder (its viewer is written "
+                      help="an episode, run, bench or improve folder (its viewer is written "
                       "into PATH/view/); several bench folders: one index over them in "
                       "--out DIR/view/, each bench's own viewer in it")
     view.add_argument("--out", type=Path, metavar="DIR",
@@ -49,7 +49,10 @@ def _write(args: argparse.Namespace) -> Path:
         if args.out is not None or args.labels:
             raise ConfigError("--out and --label are for one index over several benches; "
                               f"`linewise view {paths[0]}` writes into {paths[0]}/view/")
-        return write_viewer(paths[0])
+        path = paths[0]
+        if path.is_dir() and not is_bench(path) and is_improve(path):
+            return view_improve(path)
+        return write_viewer(path)
     if args.out is None:
         raise ConfigError(f"one index over {len(paths)} benches: give --out DIR, the folder "
                           "it goes to (DIR/view/index.html; each bench's own viewer is "
@@ -61,7 +64,7 @@ def _write(args: argparse.Namespace) -> Path:
 def cmd_view(args: argparse.Namespace) -> int:
     if args.serve:
         require_loopback(args.host)
-        if len(args.paths) > 1:
+        if len(args.paths) > 1 or (is_improve(args.paths[0]) and not is_bench(args.paths[0])):
             raise ConfigError("--serve follows one episode, run or bench folder: serve each "
                               "bench on its own (`linewise view BENCH --serve`)")
     index = _write(args)

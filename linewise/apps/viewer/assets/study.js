@@ -1,5 +1,6 @@
-// The head of an index over several benches (linewise view A B): the benches with their
-// state and success as their reports give them, each leading to its own index and report. The episode table below
+// The head of an index over several benches (linewise view A B, an improve folder): an
+// improve folder's rounds, then the benches with their state and success as their
+// reports give them, each leading to its own index and report. The episode table below
 // is index.js's, each row labelled with its bench.
 "use strict";
 
@@ -16,10 +17,29 @@ function studyTable(id, header, rows) {
     studyNode("tbody", {}, ...rows));
 }
 
+// An improve folder's rounds, as improve.md gives them, each bench's cell leading to it.
+function roundsTable(index, byLabel) {
+  const skills = index.rounds.some((r) => r.skills !== null || r.parts["test-skills"]);
+  const header = ["round", "memory entries (from the pruner)", "train success % ± SE", "test success % ± SE",
+                  ...(skills ? ["skills", "test with skills % ± SE"] : [])];
+  const part = (row, name) => {
+    const p = row.parts[name];
+    if (!p) return studyNode("td", {}, "–");
+    const bench = byLabel.get(p.label);
+    return studyNode("td", { class: "round-part", "data-bench": p.label },
+      studyNode("a", { href: bench.index }, p.success), p.running ? " (no end recorded yet)" : "");
+  };
+  const rows = index.rounds.map((row) => studyNode("tr", { "data-round": row.round },
+    studyNode("td", {}, row.round === 0 ? "0 (no memory)" : String(row.round)),
+    studyNode("td", {}, row.memory_entries), part(row, "train"), part(row, "test"),
+    ...(skills ? [studyNode("td", {}, row.skills ?? "–"), part(row, "test-skills")] : [])));
+  return studyTable("rounds", header, rows);
+}
+
 // The benches: each one's state (planned, ran, left, why it stopped), success and
 // errors; its name opens its own index, "episodes" shows its rows below.
 function benchesTable(index, showBench) {
-  const reports = index.benches.some((b) => b.report);
+  const reports = index.benches.some((b) => b.report); // an improve loop writes none
   const header = ["bench", "state", "planned", "ran", "left", "agent outcomes (n)", "success % ± SE",
                   "infra endings", "errors", ...(reports ? [""] : []), ""];
   const rows = index.benches.map((b) => {
@@ -40,11 +60,13 @@ function benchesTable(index, showBench) {
 
 function renderStudy(index, showBench) {
   const box = document.getElementById("study");
+  const byLabel = new Map(index.benches.map((b) => [b.label, b]));
   const parts = [];
   if (index.comparison) {
     parts.push(studyNode("p", {}, "Side by side, task by task: ",
       studyNode("a", { href: index.comparison, id: "comparison" }, "the comparison report"), "."));
   }
+  if (index.rounds) parts.push(studyNode("h2", {}, "Rounds"), roundsTable(index, byLabel));
   parts.push(studyNode("h2", {}, "Benches"), benchesTable(index, showBench),
              studyNode("h2", {}, "Episodes"));
   box.replaceChildren(...parts);
