@@ -4,6 +4,7 @@
                    [--resume] [--retry-errors] [--backend local|ray]
                    [model, endpoint and browser flags]
     linewise report DIR [--max-rounds N] [--price-… $/1M]
+    linewise report DIR DIR… --out DIR [--label NAME]…   (several benches side by side)
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from linewise.apps.bench.report_data import (
     rate_text,
     replay_line,
 )
+from linewise.apps.compare.report import write_comparison
 from linewise.cli.commands import summary
 from linewise.cli.display import require_display
 from linewise.cli.exit_codes import exit_code_for
@@ -101,7 +103,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     bench.set_defaults(handler=cmd_bench)
 
     report = sub.add_parser("report", help=summary("report"))
-    report.add_argument("dir", type=Path, help="a bench folder (holding results.jsonl)")
+    report.add_argument("dirs", type=Path, nargs="+", metavar="DIR",
+                        help="a bench folder (holding results.jsonl): its report goes into "
+                        "it; several: each gets its own, and their comparison goes to --out")
+    report.add_argument("--out", type=Path, metavar="DIR",
+                        help="where the comparison of several benches goes (report.md, "
+                        ".html, .json and view/index.html, one viewer index over them)")
+    report.add_argument("--label", dest="labels", action="append", default=[],
+                        metavar="NAME", help="a bench's name in the comparison, one per "
+                        "DIR in order (default: the folder names)")
     _add_report_flags(report)
     add_log_level_flag(report, "WARNING")
     report.set_defaults(handler=cmd_report)
@@ -136,7 +146,18 @@ def prices_from(args: argparse.Namespace, settings: LinewiseSettings | None = No
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    _, written = write_report(args.dir, prices_from(args), args.max_rounds)
+    if len(args.dirs) == 1:
+        if args.out is not None or args.labels:
+            raise ConfigError("--out and --label are for comparing several benches; "
+                              f"`linewise report {args.dirs[0]}` writes into that folder")
+        _, written = write_report(args.dirs[0], prices_from(args), args.max_rounds)
+    else:
+        if args.out is None:
+            raise ConfigError(f"comparing {len(args.dirs)} benches: give --out DIR, the "
+                              "folder the comparison goes to (each bench's own report is "
+                              "written into it as `linewise report DIR` writes it)")
+        _, written = write_comparison(args.dirs, args.labels, args.out, prices_from(args),
+                                      args.max_rounds)
     for path in written:
         print(path)
     return 0

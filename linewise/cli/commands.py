@@ -35,7 +35,8 @@ COMMANDS: dict[str, Command] = {
     "model": Command("setup", "the embedded local model"),
     "bench": Command("bench",
                      "run task lists × seeds × filters headless, resumably, with a report"),
-    "report": Command("bench", "write report.md/.html/.json for a bench folder"),
+    "report": Command("bench", "write report.md/.html/.json for a bench folder, or "
+                      "compare several"),
     "prune": Command("prune", "turn recorded traces into pruned fine-tuning data "
                      "(WebClipper)"),
     "mine": Command("prune", "print the necessary action ids of a state graph (Algorithm 1)"),
@@ -44,7 +45,8 @@ COMMANDS: dict[str, Command] = {
     "retriever": Command("retriever", "build the learned line retriever's data"),
     "improve": Command("improve", "rounds of: bench on training seeds, prune, add the "
                        "successes to an experience memory, bench on test seeds with it"),
-    "view": Command("view", "write (or serve) a viewer for an episode, run or bench folder"),
+    "view": Command("view", "write (or serve) a viewer for an episode, run, bench or "
+                    "improve folder, or one index over several benches"),
     "show-trace": Command("show_trace", "open a --playwright-trace chunk "
                           "(<episode>/playwright-trace/step-NNN.zip) in Playwright's trace "
                           "viewer, on the Chromium linewise uses"),

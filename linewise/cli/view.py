@@ -1,5 +1,6 @@
-"""``linewise view PATH [--serve] [--port N]``: the trace viewer of an episode, run or
-bench folder."""
+"""``linewise view PATH [--serve] [--port N]``: the trace viewer of an episode, run,
+bench or improve folder; ``linewise view A B … --out DIR [--label NAME]…``: one index
+over several benches."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ import argparse
 import time
 from pathlib import Path
 
+from linewise.apps.compare.benches import is_bench, is_improve, read_benches
+from linewise.apps.compare.index import view_benches, view_improve
 from linewise.apps.viewer.build import write_viewer
 from linewise.apps.viewer.paths import VIEW_DIR
 from linewise.apps.viewer.serve import require_loopback, serve_viewer
 from linewise.cli.commands import summary
 from linewise.cli.flags import add_log_level_flag
+from linewise.errors import ConfigError
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -19,14 +23,20 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "view", help=summary("view"),
         description=f"Writes the viewer into PATH/{VIEW_DIR}/ (index.html, a page per "
         "episode, their data and assets), beside the traces it shows; --serve writes it "
-        "too, then serves it.")
-    view.add_argument("path", type=Path, metavar="PATH",
-                      help=f"an episode, run or bench folder; the viewer is written into "
-                      f"PATH/{VIEW_DIR}/")
+        "too, then serves it. Several bench folders: one index over them in --out DIR.")
+    view.add_argument("paths", type=Path, nargs="+", metavar="PATH",
+                      help="an episode, run, bench or improve folder (its viewer is written "
+                      "into PATH/view/); several bench folders: one index over them in "
+                      "--out DIR/view/, each bench's own viewer in it")
+    view.add_argument("--out", type=Path, metavar="DIR",
+                      help="where the index over several benches goes (DIR/view/index.html)")
+    view.add_argument("--label", dest="labels", action="append", default=[], metavar="NAME",
+                      help="a bench's name in that index, one per PATH in order (default: "
+                      "the folder names)")
     view.add_argument("--serve", action="store_true",
                       help="serve the viewer on localhost and follow episodes still running "
                       "(only under the printed URL's random token, and only the viewer's "
-                      "pages and screenshots)")
+                      "pages and screenshots; one episode, run or bench folder)")
     view.add_argument("--host", default="127.0.0.1",
                       help="loopback address to serve on (127.0.0.1, ::1 or localhost)")
     view.add_argument("--port", type=int, default=8790,
@@ -35,14 +45,36 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     view.set_defaults(handler=cmd_view)
 
 
+def _write(args: argparse.Namespace) -> Path:
+    """The viewer the arguments ask for; returns its index page."""
+    paths: list[Path] = args.paths
+    if len(paths) == 1:
+        if args.out is not None or args.labels:
+            raise ConfigError("--out and --label are for one index over several benches; "
+                              f"`linewise view {paths[0]}` writes into {paths[0]}/view/")
+        path = paths[0]
+        if path.is_dir() and not is_bench(path) and is_improve(path):
+            return view_improve(path)
+        return write_viewer(path)
+    if args.out is None:
+        raise ConfigError(f"one index over {len(paths)} benches: give --out DIR, the folder "
+                          "it goes to (DIR/view/index.html; each bench's own viewer is "
+                          "written into it as `linewise view BENCH` writes it)")
+    benches = read_benches(paths, args.labels)
+    return view_benches(benches, args.out, title=" · ".join(b.label for b in benches))
+
+
 def cmd_view(args: argparse.Namespace) -> int:
     if args.serve:
         require_loopback(args.host)
-    index = write_viewer(args.path)
+        if len(args.paths) > 1 or (is_improve(args.paths[0]) and not is_bench(args.paths[0])):
+            raise ConfigError("--serve follows one episode, run or bench folder: serve each "
+                              "bench on its own (`linewise view BENCH --serve`)")
+    index = _write(args)
     print(f"viewer: {index.resolve()}")
     if not args.serve:
         return 0
-    server = serve_viewer(args.path, args.host, args.port)
+    server = serve_viewer(args.paths[0], args.host, args.port)
     print(f"serving {server.url} (Ctrl+C stops; the URL's token is the only way in, "
           "keep it to yourself)", flush=True)
     try:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,8 @@ from pydantic import BaseModel
 from linewise.apps.viewer.data import (
     AttemptRef,
     IndexRow,
+    LiveIndex,
+    LiveRow,
     NotRunRow,
     attempt_ref,
     episode_outline,
@@ -44,6 +47,7 @@ from linewise.apps.viewer.discover import (
     planned_episodes,
     planned_tasks,
     read_result_rows,
+    run_unended,
 )
 from linewise.apps.viewer.output import ViewOutput
 from linewise.apps.viewer.paths import (
@@ -54,11 +58,12 @@ from linewise.apps.viewer.paths import (
     episode_page,
     step_script,
 )
+from linewise.records import StepRecord
 from linewise.runtime.trace import read_steps_checked, safe_name
 
 log = structlog.get_logger(__name__)
 
-ASSETS = ("viewer.css", "episode.js", "index.js")
+ASSETS = ("viewer.css", "episode.js", "index.js", "study.js")
 PROBLEMS_FILE = "problems.json"
 """Beside an episode's data: what of its trace could not be read, for the index."""
 
@@ -136,10 +141,25 @@ def stored_problems(out: ViewOutput, data: str) -> list[str]:
     return [str(problem) for problem in found] if isinstance(found, list) else []
 
 
-def index_payload(root: Path, kind: FolderKind, episodes: list[EpisodeFolder]) -> dict[str, Any]:
+StepsOf = Callable[[EpisodeFolder], list[StepRecord]]
+"""The steps written so far of a running episode (``--serve`` reads on from where it
+stopped; a build reads the whole file)."""
+
+
+def _all_steps(folder: EpisodeFolder) -> list[StepRecord]:
+    try:
+        return read_steps_checked(folder.path).records
+    except OSError:
+        return []
+
+
+def index_payload(root: Path, kind: FolderKind, episodes: list[EpisodeFolder],
+                  steps_of: StepsOf = _all_steps) -> dict[str, Any]:
     """The index: one row per episode, as its last attempt ended, with its earlier
     attempts (``discover.attempt_of``); then the episodes planned that have no folder of
-    their own (``not_run``): a bench's from ``bench.json``, a run's from ``run.json``."""
+    their own (``not_run``): a bench's from ``bench.json``, a run's from ``run.json``.
+    A running episode's steps and tokens are those of its steps so far (``steps_of``):
+    its summary counts none until it ends."""
     results = read_result_rows(root)
     out = ViewOutput(root)
     rows: list[IndexRow] = []
@@ -151,8 +171,9 @@ def index_payload(root: Path, kind: FolderKind, episodes: list[EpisodeFolder]) -
             attempts.setdefault(final, []).append(attempt_ref(folder, summary))
             continue
         found = stored_problems(out, data_dir(folder.rel))
+        live = steps_of(folder) if summary.status == "running" else None
         rows.append(index_row(folder, summary, results.get(folder.rel),
-                              len(set(problems) | set(found))))
+                              len(set(problems) | set(found)), live))
     for earlier in attempts.values():
         earlier.sort(key=lambda a: a.started_at)
     for row in rows:
@@ -161,6 +182,20 @@ def index_payload(root: Path, kind: FolderKind, episodes: list[EpisodeFolder]) -
             "episodes": [row.model_dump(mode="json") for row in rows],
             "not_run": [row.model_dump(mode="json")
                         for row in not_run(root, rows, attempts, results)]}
+
+
+def live_index(root: Path, payload: dict[str, Any]) -> LiveIndex:
+    """What an index page polls under ``--serve`` (``data.LiveIndex``), from the index
+    ``payload`` it would load in full."""
+    rows = payload["episodes"]
+    running = any(row["status"] == "running" for row in rows)
+    if payload["kind"] == "bench":
+        running = running or run_unended(root)
+    else:  # a run records no end: it runs while a task it planned has not started
+        running = running or bool(payload["not_run"])
+    return LiveIndex(running=running, not_run=len(payload["not_run"]), episodes={
+        row["key"]: LiveRow(status=row["status"], steps=row["steps"], tokens=row["tokens"])
+        for row in rows})
 
 
 def not_run(root: Path, rows: list[IndexRow], attempts: dict[str, list[AttemptRef]],

@@ -340,7 +340,9 @@ def error_kind(summary: EpisodeSummary, row: ResultRow | None) -> str | None:
 
 
 def index_row(folder: EpisodeFolder, summary: EpisodeSummary, row: ResultRow | None,
-              problems: int = 0) -> IndexRow:
+              problems: int = 0, steps: list[StepRecord] | None = None) -> IndexRow:
+    """``steps``: the steps written so far, for an episode still running (its summary
+    counts no step and no token until it ends)."""
     return IndexRow(
         key=episode_key(folder.rel),
         rel=folder.rel,
@@ -355,16 +357,41 @@ def index_row(folder: EpisodeFolder, summary: EpisodeSummary, row: ResultRow | N
         agent_success=summary.agent_success,
         assisted_steps=summary.assisted_steps,
         reward=summary.reward,
-        steps=summary.n_steps,
-        tokens=summary.tokens.total,
+        steps=summary.n_steps if steps is None else len(steps),
+        tokens=summary.tokens.total if steps is None else steps_tokens(steps),
         wall_s=summary.time.wall_s,
         error_kind=error_kind(summary, row),
         error=summary.error,
         answer=summary.answer,
-        llm_calls=summary.tokens.llm_calls,
+        llm_calls=(summary.tokens.llm_calls if steps is None
+                   else sum(len(s.llm_calls) for s in steps)),
         replay=summary.replay,
         action_errors=summary.action_errors,
         parse_errors=summary.parse_errors,
         started_at=summary.started_at,
         problems=problems,
     )
+
+
+def steps_tokens(steps: list[StepRecord]) -> int:
+    """The model tokens of ``steps`` (what the summary's total will be once they end)."""
+    return sum(c.prompt_tokens + c.completion_tokens for s in steps for c in s.llm_calls)
+
+
+class LiveRow(BaseModel):
+    """What ``--serve``'s index re-reads of an episode every few seconds."""
+
+    status: str
+    steps: int
+    tokens: int
+
+
+class LiveIndex(BaseModel):
+    """``view/data/live.json``: the little an index page polls while a folder is written
+    to, instead of the whole index; a key or status it has not seen makes it load the
+    index again."""
+
+    running: bool = Field(description="Whether anything in the folder is still being "
+                          "written: an episode running, or a bench run with no end yet.")
+    episodes: dict[str, LiveRow] = Field(description="By episode key.")
+    not_run: int = Field(description="Planned episodes with no folder yet.")

@@ -120,6 +120,19 @@ def planned_episodes(root: Path) -> list[tuple[str, int, str]]:
             if isinstance(task, str) and isinstance(seed, int) and isinstance(name, str)]
 
 
+def run_unended(root: Path) -> bool:
+    """Whether the last run on a bench folder recorded no end (``bench.json``: its last
+    invocation's ``ended`` is null): it is running, or was killed outright."""
+    try:
+        invocations = json.loads((root / BENCH_MANIFEST).read_bytes()).get("invocations")
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return False
+    if not isinstance(invocations, list) or not invocations:
+        return False
+    last = invocations[-1]
+    return isinstance(last, dict) and "ended" in last and last["ended"] is None
+
+
 def read_result_rows(root: Path) -> dict[str, ResultRow]:
     """A bench's results lines by episode folder; the last line wins, a torn one is
     skipped."""

@@ -3,9 +3,11 @@
 The server hands out the same files ``write_viewer`` writes, but makes the data
 scripts (and the pages of episodes that started after the viewer was written) from the
 trace at each request, so a page that re-reads them sees new steps as ``steps.jsonl``
-grows. Each episode's steps file is read on from where the last request stopped; a
-last line still being written is left for the next request, and a damaged line is
-skipped with a warning the page shows.
+grows; an index page polls ``view/data/live.json`` (each episode's status, steps and
+tokens so far) and loads the whole index again only when an episode starts or ends.
+Each episode's steps file is read on from where the last request stopped; a last line
+still being written is left for the next request, and a damaged line is skipped with a
+warning the page shows.
 
 A trace holds prompts, pages and settings (``run.json`` is private to its owner on
 disk), and every local user and every page open in a local browser can reach a
@@ -30,7 +32,12 @@ from urllib.parse import unquote, urlsplit
 
 import structlog
 
-from linewise.apps.viewer.build import data_script, episode_page_html, index_payload
+from linewise.apps.viewer.build import (
+    data_script,
+    episode_page_html,
+    index_payload,
+    live_index,
+)
 from linewise.apps.viewer.data import episode_outline, step_detail, summary_of
 from linewise.apps.viewer.discover import EpisodeFolder, find_episodes, folder_kind
 from linewise.apps.viewer.nofollow import read_below
@@ -45,6 +52,9 @@ log = structlog.get_logger(__name__)
 _DATA = re.compile(rf"^/{VIEW_DIR}/data/(?P<key>[^/]+)/(?P<file>outline\.js|step-(?P<i>\d+)\.js)$")
 _PAGE = re.compile(rf"^/{VIEW_DIR}/episodes/(?P<key>[^/]+)\.html$")
 _INDEX = f"/{VIEW_DIR}/data/index.js"
+_LIVE = f"/{VIEW_DIR}/data/live.json"
+"""What an index page polls while the folder is written to (``build.live_index``): a
+few numbers per episode, where the whole index would be read again every time."""
 SCREENSHOTS_DIR = "screenshots"
 SERVED_SUFFIXES = frozenset({".html", ".js", ".css", ".png"})
 """What the viewer's pages load; any other file is not served, whatever its folder."""
@@ -134,8 +144,11 @@ class LiveTraces:
     def answer(self, path: str) -> tuple[str, str] | None:
         """(content type, body) for the files made from the trace; None for the rest."""
         with self.lock:
-            if path == _INDEX:
-                payload = index_payload(self.root, self.kind, self.rescan())
+            if path in (_INDEX, _LIVE):
+                payload = index_payload(self.root, self.kind, self.rescan(),
+                                        lambda folder: self.follower(folder).records)
+                if path == _LIVE:
+                    return "application/json", live_index(self.root, payload).model_dump_json()
                 return "text/javascript", data_script("index", "", payload)
             if match := _PAGE.match(path):
                 page = self.episode(match["key"])

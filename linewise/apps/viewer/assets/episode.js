@@ -82,10 +82,15 @@ function receiveOutline(outline) {
   renderTimeline();
   const n = outline.steps.length;
   if (first) {
-    const wanted = Number((location.hash.match(/step=(\d+)/) || [])[1] || 0);
+    // A running episode opens on its newest step (and follows it, below), unless the
+    // address names a step.
+    const asked = (location.hash.match(/step=(\d+)/) || [])[1];
+    const wanted = asked !== undefined ? Number(asked) : outline.summary.status === "running" ? n - 1 : 0;
     show(Math.min(Math.max(0, wanted), Math.max(0, n - 1)));
   } else if (n > before && state.index >= before - 1) {
     show(n - 1); // following a live episode: stay on its newest step
+  } else if (n !== before && n) {
+    $("step-label").textContent = stepLabel(state.index, n); // looking back: only the count
   }
   // An attempt set aside is no longer written to, whatever its status says.
   if (served && outline.summary.status === "running" && !outline.attempt_of) {
@@ -174,10 +179,24 @@ function renderHeader() {
   const badge = $("outcome");
   badge.textContent = s.status === "running" ? text : `${text} · reward ${s.reward}`;
   badge.className = "badge " + cls;
+  $("counts").textContent = countsText(o);
   const problems = $("problems");
   problems.hidden = !o.problems.length;
   problems.replaceChildren(el("b", {}, "damaged trace: "), o.problems.join(" · "),
     " (the rest of the episode is shown)");
+}
+
+// Steps and tokens: a running episode's summary counts none until it ends, so while
+// it runs they are its steps' so far (the outline is re-read as steps are written).
+function countsText(o) {
+  const s = o.summary;
+  const running = s.status === "running";
+  const t = s.tokens;
+  const steps = running ? o.steps.length : s.n_steps;
+  const tokens = running ? o.steps.reduce((n, step) => n + step.tokens, 0)
+    : t.action_prompt + t.action_completion + t.retriever_prompt + t.retriever_completion;
+  return `${steps} step${steps === 1 ? "" : "s"} · ${tokens.toLocaleString()} tokens` +
+    (running ? " so far" : "");
 }
 
 // The goal of a task that never reached its page: a MiniWoB++ page sets its own.
@@ -203,6 +222,8 @@ function renderTimeline() {
   }
 }
 
+function stepLabel(index, count) { return `step ${index} (${index + 1} of ${count})`; }
+
 async function show(index) {
   const steps = LW.outline.steps;
   if (!steps.length) {
@@ -219,7 +240,7 @@ async function show(index) {
   const token = ++state.stepToken;
   // Steps are numbered from 0, as the terminal and the step-NNN files number them.
   history.replaceState(null, "", `#step=${index}`);
-  $("step-label").textContent = `step ${index} (${index + 1} of ${steps.length})`;
+  $("step-label").textContent = stepLabel(index, steps.length);
   document.body.dataset.step = String(index);
   for (const b of $("timeline").children) b.classList.toggle("current", Number(b.dataset.index) === index);
   renderShot(steps[index]);

@@ -7,7 +7,8 @@ const LW = (window.LW = {
 });
 
 const served = location.protocol.startsWith("http");
-const POLL_MS = 3000;
+const POLL_MS = 2000;
+let polling = false;
 const sorting = { key: "task_id", dir: 1 };
 const $ = (id) => document.getElementById(id);
 
@@ -79,11 +80,16 @@ function answerCell(row) {
   return td;
 }
 
+// An index over several benches (linewise view A B, an improve folder) labels each row
+// with its bench, in a first column the index of one folder does not have.
+const several = () => !!LW.index.benches;
+
 function matches(row) {
   const q = $("query").value.toLowerCase();
-  const text = `${row.task_id} ${row.filter} ${row.error || ""} ${row.error_kind || ""} ${row.answer || ""} ${row.rel}`.toLowerCase();
+  const text = `${row.bench || ""} ${row.task_id} ${row.filter} ${row.error || ""} ${row.error_kind || ""} ${row.answer || ""} ${row.rel}`.toLowerCase();
   if (q && !text.includes(q)) return false;
   if ($("filter-name").value && row.filter !== $("filter-name").value) return false;
+  if ($("bench-name").value && row.bench !== $("bench-name").value) return false;
   const wanted = $("status").value;
   if (wanted === "success") return row.agent_success === true;
   if (wanted === "failure") return row.agent_success !== true && row.status !== "running";
@@ -115,6 +121,7 @@ function render() {
     link.textContent = row.task_id;
     const first = document.createElement("td");
     first.append(link);
+    if (several()) tr.append(cell(row.bench, "bench"));
     tr.append(
       first, cell(row.filter), cell(row.seed ?? "", "num"),
       cell(row.problems ? `${row.status} · damaged trace` : row.status, row.problems ? "problem" : null),
@@ -129,8 +136,10 @@ function render() {
   for (const entry of notRun) {
     if ($("query").value && !entry.task_id.toLowerCase().includes($("query").value.toLowerCase())) continue;
     if ($("filter-name").value && entry.filter && entry.filter !== $("filter-name").value) continue;
+    if ($("bench-name").value && entry.bench !== $("bench-name").value) continue;
     const tr = document.createElement("tr");
     tr.className = "not-run";
+    if (several()) tr.append(cell(entry.bench, "bench"));
     // A results line with no folder: the episode failed before its trace began.
     const aside = entry.error ? "ended without a trace"
       : entry.attempts.length ? "set aside, runs again with --resume" : "never started";
@@ -157,7 +166,8 @@ function render() {
   if ((LW.index.not_run || []).length) aside.push(`${LW.index.not_run.length} not run`);
   // Each episode counts once, as its last attempt ended (as the report counts it).
   const earlier = [...all, ...(LW.index.not_run || [])].reduce((n, r) => n + (r.attempts || []).length, 0);
-  $("counts").textContent = `${LW.index.kind} · ${all.length} episodes · ${solved} of ${judged} judged succeeded on the agent's own` +
+  const kind = several() ? `${LW.index.benches.length} benches` : LW.index.kind;
+  $("counts").textContent = `${kind} · ${all.length} episodes · ${solved} of ${judged} judged succeeded on the agent's own` +
     (aside.length ? ` (not counted: ${aside.join(", ")})` : "") +
     (earlier ? ` · ${earlier} earlier attempt${earlier === 1 ? "" : "s"} set aside` : "") + ` · showing ${rows.length}`;
   for (const th of document.querySelectorAll("th[data-sort]")) {
@@ -171,22 +181,54 @@ function receiveIndex(index) {
   for (const row of index.episodes) row.attempt_count = (row.attempts || []).length + 1;
   LW.index = index;
   if (first) {
-    const select = $("filter-name");
-    for (const name of [...new Set(index.episodes.map((r) => r.filter))].sort()) {
-      const option = document.createElement("option");
-      option.value = option.textContent = name;
-      select.append(option);
+    const options = (select, names) => {
+      for (const name of names) {
+        const option = document.createElement("option");
+        option.value = option.textContent = name;
+        select.append(option);
+      }
+    };
+    options($("filter-name"), [...new Set(index.episodes.map((r) => r.filter))].sort());
+    if (index.benches) {
+      options($("bench-name"), index.benches.map((b) => b.label));
+      $("bench-name").hidden = $("bench-head").hidden = false;
+      renderStudy(index, (label) => { $("bench-name").value = label; render(); });
     }
   }
   render();
-  if (served && index.episodes.some((r) => r.status === "running")) {
-    setTimeout(() => {
-      const script = document.createElement("script");
-      script.src = `data/index.js?t=${Date.now()}`;
-      script.onload = script.onerror = () => script.remove();
-      document.head.append(script);
-    }, POLL_MS);
+  if (served && !polling) { polling = true; setTimeout(poll, POLL_MS); }
+}
+
+function loadIndex() {
+  const script = document.createElement("script");
+  script.src = `data/index.js?t=${Date.now()}`;
+  script.onload = script.onerror = () => script.remove();
+  document.head.append(script);
+}
+
+// Served (linewise view --serve), the page follows the folder while it is written to:
+// it polls live.json (each episode's status, steps and tokens so far) and updates the
+// rows in place; an episode it does not know, or one that started or ended, makes it
+// load the whole index again (outcomes, answers, errors). It stops once nothing runs.
+async function poll() {
+  let live;
+  try {
+    live = await (await fetch(`data/live.json?t=${Date.now()}`, { cache: "no-store" })).json();
+  } catch (e) {
+    setTimeout(poll, POLL_MS); // the server is busy or restarting: try again
+    return;
   }
+  const rows = new Map(LW.index.episodes.map((r) => [r.key, r]));
+  let reload = Object.keys(live.episodes).length !== rows.size ||
+    live.not_run !== (LW.index.not_run || []).length;
+  for (const [key, now] of Object.entries(live.episodes)) {
+    const row = rows.get(key);
+    if (!row || row.status !== now.status) { reload = true; continue; }
+    row.steps = now.steps;
+    row.tokens = now.tokens;
+  }
+  if (reload) loadIndex(); else render();
+  if (live.running || reload) setTimeout(poll, POLL_MS); else polling = false;
 }
 
 for (const th of document.querySelectorAll("th[data-sort]")) {
@@ -196,4 +238,4 @@ for (const th of document.querySelectorAll("th[data-sort]")) {
     render();
   };
 }
-for (const id of ["query", "filter-name", "status"]) $(id).addEventListener("input", () => LW.index && render());
+for (const id of ["query", "filter-name", "bench-name", "status"]) $(id).addEventListener("input", () => LW.index && render());
