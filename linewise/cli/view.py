@@ -25,8 +25,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "episode, their data and assets), beside the traces it shows; --serve writes it "
         "too, then serves it. Several bench folders: one index over them in --out DIR.")
     view.add_argument("paths", type=Path, nargs="+", metavar="PATH",
-                      help="an episode, run, bench or improve folder (its viewer is written "
-                      "into PATH/view/); several bench folders: one index over them in "
+                      help="an episode, run, bench or improve folder (the viewer is written "
+                      f"into PATH/{VIEW_DIR}/); several bench folders: one index over them in "
                       "--out DIR/view/, each bench's own viewer in it")
     view.add_argument("--out", type=Path, metavar="DIR",
                       help="where the index over several benches goes (DIR/view/index.html)")
