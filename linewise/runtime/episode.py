@@ -185,6 +185,9 @@ class StepContext:
     """The page before and after a person's work by hand (``operator`` manual)."""
     replay: ReplayPlan | None = None
     """What a replay does at this step (a recorded action, or healing), when replaying."""
+    hook_replaced: bool = False
+    """Set by the loop once the ``before_act`` hooks ran: a hook's code changed the
+    action no person decided (``StepRecord.hook_replaced``)."""
 
     def replace_action(self, action: ParsedAction | str | None) -> None:
         """Run ``action`` instead of the model's (from ``before_act``): an action as the
@@ -459,6 +462,11 @@ class _Episode:
                 replaced: object = step.action
                 if isinstance(replaced, str):  # set as text, not through replace_action
                     step.replace_action(replaced)
+            # Code that changed the action is marked as a person's decision is: what
+            # runs is no longer the model's choice (a person's own decision, recorded in
+            # ``operator``, is theirs and not code's).
+            step.hook_replaced = (step.operator in (None, "approved")
+                                  and step.action != step.decision.action)
             if step.action is not None and step.action.name == "run_skill":
                 skill = (self.skills.begin(step.action, obs,
                                            by_model=bool(step.decision.calls))
@@ -641,8 +649,10 @@ class _Episode:
             operator=step.operator,
             model_action=(
                 (str(decision.action) if decision.action else decision.action_text)
-                if step.operator is not None and step.operator != "approved" else None
+                if (step.operator is not None and step.operator != "approved")
+                or step.hook_replaced else None
             ),
+            hook_replaced=step.hook_replaced,
             manual=step.manual,
             skipped_frames=obs.skipped_frames,
             dialogs=obs.dialogs,

@@ -101,6 +101,9 @@ function outcomeText(s, setAside) {
   if (s.outcome === "assisted") {
     return [`assisted by a person (${s.assisted_steps} step${s.assisted_steps === 1 ? "" : "s"}) · task ${s.success ? "done" : "not done"} · not the agent's result`, "assisted"];
   }
+  if (s.outcome === "hooked") {
+    return [`actions replaced by code (a hook, ${s.hook_steps} step${s.hook_steps === 1 ? "" : "s"}) · ${s.success === null ? "no success check" : `task ${s.success ? "done" : "not done"}`} · not the agent's result`, "hooked"];
+  }
   if (s.outcome === "replayed" || s.outcome === "healed") {
     const how = s.outcome === "replayed" ? "replayed a recorded program, no model call"
       : `healed replay (${s.replay.healed_steps} step${s.replay.healed_steps === 1 ? "" : "s"} chosen by the model` +
@@ -192,9 +195,10 @@ function renderTimeline() {
   for (const step of LW.outline.steps) {
     const human = step.operator && step.operator !== "approved";
     const cls = [step.error ? "err" : "", step.done ? "done" : "", step.misses ? "miss" : "",
-                 human ? "human" : "", step.replay || "",
+                 human ? "human" : "", step.hook_replaced ? "hooked" : "", step.replay || "",
                  step.index === state.index ? "current" : ""].join(" ");
     const who = (human ? ` (a person: ${step.operator})` : "") +
+      (step.hook_replaced ? " (a hook's code replaced the model's action)" : "") +
       (step.replay ? ` (${step.replay === "replayed" ? "replayed, no model call" : "healed by the model"})` : "");
     const button = el("button", { class: cls, title: `step ${step.index}: ${step.action || "no action"}${who}`,
                                   "data-index": step.index }, step.index);
@@ -353,6 +357,7 @@ function renderDecision(d) {
       ["action", d.action ? el("code", { class: "action" }, d.action) : null],
       [d.targets.length === 1 ? "element" : "elements", targetsList(d)],
       ["person", d.operator ? OPERATOR_TEXT[d.operator] || d.operator : null, d.operator && d.operator !== "approved" ? "human" : null],
+      ["code", d.hook_replaced ? `a hook replaced the model's action (${d.action ? "ran the action above" : "ran nothing"})` : null, "hooked"],
       ["model proposed", d.model_action ? el("code", { class: "action" }, d.model_action) : null],
       ["by hand", renderManual(d)],
       ["model wrote", d.action_raw && d.action_raw !== d.action ? d.action_raw : null],
