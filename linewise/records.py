@@ -43,8 +43,10 @@ class LLMCall(BaseModel):
 
 
 class TargetBox(BaseModel):
-    """Where the acted-on element was, in CSS pixels of the viewport, just before the
-    action ran: the same coordinates as the step's screenshot."""
+    """Where the acted-on element was, in CSS pixels, just before the action ran: the
+    same coordinates as the step's screenshot (of the viewport, or of the part of it
+    the screenshot was cut to: ``StepRecord.screenshot_clip``). Also that part itself,
+    in the viewport's coordinates."""
 
     x: float
     y: float
@@ -398,6 +400,9 @@ class StepRecord(BaseModel):
     reward: float = 0.0
     done: bool = False
     screenshot: str | None = Field(default=None, description="Path relative to the episode folder.")
+    screenshot_clip: TargetBox | None = Field(
+        default=None, description="The part of the viewport the screenshot shows, when it "
+        "was cut to the page's content (MiniWoB++ tasks); None: the whole viewport.")
     timings: StepTimings = Field(default_factory=StepTimings)
     hook_notes: dict[str, Any] = Field(
         default_factory=dict, description="What the step's hooks recorded (StepHooks)."

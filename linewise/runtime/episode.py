@@ -60,6 +60,7 @@ from linewise.records import (
     StepRecord,
     StepStage,
     StepTimings,
+    TargetBox,
     Termination,
 )
 from linewise.runtime.browser.chromium import Browser
@@ -637,13 +638,15 @@ class _Episode:
             reasks_stopped=decision.reasks_stopped,
             action_error=step.outcome.error if step.outcome else None,
             absent_bids=absent,
-            target_box=step.outcome.target_box if step.outcome else None,
+            target_box=_on_screenshot(step.outcome.target_box if step.outcome else None,
+                                      obs.screenshot_clip if screenshot else None),
             targets=[found for bid in (step.action.bids if step.action else [])
                      if (found := locate(obs.lines, bid)) is not None],
             replay=step.replay.record if step.replay is not None else None,
             reward=reward,
             done=done,
             screenshot=screenshot,
+            screenshot_clip=obs.screenshot_clip if screenshot else None,
             timings=timings,
             hook_notes=step.notes,
             operator=step.operator,
@@ -706,6 +709,14 @@ def _lines_of(lines: Sequence[str], bids: Iterable[str]) -> list[int]:
     """The 1-based numbers of the lines that carry these bids."""
     wanted = set(bids)
     return [number for number, line in enumerate(lines, 1) if bid_of(line) in wanted]
+
+
+def _on_screenshot(box: TargetBox | None, clip: TargetBox | None) -> TargetBox | None:
+    """The target's box in the coordinates of the step's screenshot, which may show
+    only part of the viewport (``clip``), so the viewer boxes it where it is drawn."""
+    if box is None or clip is None:
+        return box
+    return box.model_copy(update={"x": box.x - clip.x, "y": box.y - clip.y})
 
 
 def _what_ran(step: StepContext) -> Decision:

@@ -144,7 +144,8 @@ class ChromiumEnv:
                 "observe",
                 observe(self.session, screenshot=screenshot,
                         frame_timeout_s=config.frame_timeout_ms / 1000,
-                        invisible_text=config.invisible_text),
+                        invisible_text=config.invisible_text,
+                        crop=self.task.crop_screenshots),
                 config.observe_timeout_ms / 1000,
             )
             if self.session.documents_committed == committed:
