@@ -50,6 +50,9 @@ class StepOutline(BaseModel):
     misses: int
     screenshot: str | None = Field(description="Relative to view/.")
     target_box: TargetBox | None
+    screenshot_clip: TargetBox | None = Field(
+        default=None, description="The part of the viewport the screenshot shows: the "
+        "CSS pixels its width stands for (an image may be shot at another scale).")
     operator: Operator | None = None
     hook_replaced: bool = Field(
         default=False, description="A hook's code ran another action than the model's.")
@@ -236,6 +239,7 @@ def step_outline(rel: str, record: StepRecord) -> StepOutline:
         misses=len(misses_and_absent(record)[0]),
         screenshot=from_view(rel, record.screenshot) if record.screenshot else None,
         target_box=record.target_box,
+        screenshot_clip=record.screenshot_clip,
         operator=record.operator,
         hook_replaced=record.hook_replaced,
         replay=record.replay.mode if record.replay is not None else None,

@@ -261,9 +261,14 @@ function renderShot(step) {
   const place = () => {
     const t = step.target_box;
     if (!t || !img.naturalWidth) return;
-    // Screenshots are taken at device scale 1: a CSS pixel of the box is an image pixel.
-    const scale = img.clientWidth / img.naturalWidth;
-    const inside = t.x + t.width > 0 && t.y + t.height > 0 && t.x < img.naturalWidth && t.y < img.naturalHeight;
+    // The box is in CSS pixels of the screenshot: linewise shoots at device scale 1 (a
+    // CSS pixel is an image pixel), but a cut screenshot says how many CSS pixels it
+    // shows (BrowserGym's MiniWoB++ is shot at a scale of its own).
+    const clip = step.screenshot_clip;
+    const cssWidth = clip ? clip.width : img.naturalWidth;
+    const cssHeight = clip ? clip.height : img.naturalHeight;
+    const scale = img.clientWidth / cssWidth;
+    const inside = t.x + t.width > 0 && t.y + t.height > 0 && t.x < cssWidth && t.y < cssHeight;
     if (!inside) { $("shot-note").textContent = "the target was outside the visible page"; return; }
     box.style.left = `${t.x * scale}px`;
     box.style.top = `${t.y * scale}px`;
