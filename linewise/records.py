@@ -43,8 +43,10 @@ class LLMCall(BaseModel):
 
 
 class TargetBox(BaseModel):
-    """Where the acted-on element was, in CSS pixels of the viewport, just before the
-    action ran: the same coordinates as the step's screenshot."""
+    """Where the acted-on element was, in CSS pixels, just before the action ran: the
+    same coordinates as the step's screenshot (of the viewport, or of the part of it
+    the screenshot was cut to: ``StepRecord.screenshot_clip``). Also that part itself,
+    in the viewport's coordinates."""
 
     x: float
     y: float
@@ -398,6 +400,9 @@ class StepRecord(BaseModel):
     reward: float = 0.0
     done: bool = False
     screenshot: str | None = Field(default=None, description="Path relative to the episode folder.")
+    screenshot_clip: TargetBox | None = Field(
+        default=None, description="The part of the viewport the screenshot shows, when it "
+        "was cut to the page's content (MiniWoB++ tasks); None: the whole viewport.")
     timings: StepTimings = Field(default_factory=StepTimings)
     hook_notes: dict[str, Any] = Field(
         default_factory=dict, description="What the step's hooks recorded (StepHooks)."
@@ -432,7 +437,14 @@ class StepRecord(BaseModel):
     model_action: str | None = Field(
         default=None,
         description="The model's own action when a person overrode, skipped or replaced "
-        "it by hand (``action`` is then what ran, if anything).",
+        "it by hand, or a hook's code replaced it (``action`` is then what ran, if "
+        "anything).",
+    )
+    hook_replaced: bool = Field(
+        default=False,
+        description="A hook's code ran another action than the model's, or none "
+        "(``step.replace_action``, a ``before_act`` hook) while no person decided the "
+        "step: the action is code's, not the model's (its own in ``model_action``).",
     )
     manual: ManualStep | None = Field(
         default=None, description="The page before and after a person's work by hand."
@@ -514,6 +526,9 @@ which and why)."""
 # - ``assisted``: it would be the agent's, but a person decided some of its steps at the
 #   step-through prompt (overrode, skipped or did one by hand): what it achieved is not
 #   the agent's alone, so it is counted beside the success rate, never in it.
+# - ``hooked``: the same, with code in the person's place: a hook replaced the model's
+#   action at some steps (``step.replace_action``). Code that overrides the model is
+#   counted beside the rate as a person is, so that it cannot pass for the agent's work.
 #
 # - ``replayed``: a recorded program ran with no model call (``linewise replay``, a
 #   replay cache); ``healed``: the same, with some steps chosen by the model where the
@@ -521,11 +536,12 @@ which and why)."""
 #   in its success rate; each has its own success rate beside it.
 #
 # The outcome is derived from the termination, the infrastructure kind, whether a
-# person assisted and whether the episode replayed a program by ``outcome_of``; a new
+# person assisted, whether a hook replaced actions and whether the episode replayed a
+# program by ``outcome_of``; a new
 # termination is classified by adding it to one of the sets below.
 
-Outcome = Literal["agent", "assisted", "replayed", "healed", "infrastructure", "budget",
-                  "stopped"]
+Outcome = Literal["agent", "assisted", "hooked", "replayed", "healed", "infrastructure",
+                  "budget", "stopped"]
 
 InfraKind = Literal[
     "model", "refused", "config", "browser", "server", "timeout", "task", "output", "crash",
@@ -555,18 +571,21 @@ STOPPED_TERMINATIONS: frozenset[str] = frozenset({"interrupted", "user_stopped"}
 # ``browser`` (the loop records them so).
 
 
-FINAL_OUTCOMES: frozenset[str] = frozenset({"agent", "assisted", "replayed", "healed",
-                                            "budget"})
+FINAL_OUTCOMES: frozenset[str] = frozenset({"agent", "assisted", "hooked", "replayed",
+                                            "healed", "budget"})
 """Endings that stand: running the episode again would not change what it says (a
 bench's resume runs the others again)."""
 
 
 def outcome_of(termination: str, infra_kind: InfraKind | None,
-               assisted: bool = False, replay: ReplayMode | None = None) -> Outcome:
+               assisted: bool = False, replay: ReplayMode | None = None,
+               hooked: bool = False) -> Outcome:
     """The outcome of an ending (see the table above). An ``error`` or ``timeout`` with
     no infrastructure kind is the agent's (e.g. its answers never parsed), or
-    ``assisted`` when a person decided some of its steps; ``replay`` says the episode
-    replayed a program (``healed`` when the model chose some of its steps)."""
+    ``assisted`` when a person decided some of its steps, or ``hooked`` when a hook's
+    code replaced some of its actions (a person's help is named first: it is the one
+    a person can answer for); ``replay`` says the episode replayed a program
+    (``healed`` when the model chose some of its steps)."""
     if termination in BUDGET_TERMINATIONS:
         return "budget"
     if termination in STOPPED_TERMINATIONS:
@@ -576,6 +595,8 @@ def outcome_of(termination: str, infra_kind: InfraKind | None,
         return "infrastructure"
     if assisted:
         return "assisted"
+    if hooked:
+        return "hooked"
     return replay if replay is not None else "agent"
 
 
@@ -628,6 +649,11 @@ class EpisodeSummary(BaseModel):
         description="Steps a person decided instead of the model (overrode, skipped or "
         "worked by hand): any makes the outcome 'assisted', never the agent's success.",
     )
+    hook_steps: int = Field(
+        default=0,
+        description="Steps whose action a hook's code replaced (``hook_replaced``): any "
+        "makes the outcome 'hooked', never the agent's success.",
+    )
     skill_steps: int = Field(
         default=0, description="Steps a skill the model called ran (no model call).")
     repeats_escaped: int = Field(default=0, description="Steps with repeat_escape 'escaped'.")
@@ -668,9 +694,10 @@ class EpisodeSummary(BaseModel):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def outcome(self) -> Outcome:
-        """Agent, infrastructure, budget or stopped (``outcome_of``)."""
+        """Whose ending this is: the agent's, assisted, hooked, a replay's, an
+        infrastructure fault, a budget or a stop (``outcome_of``)."""
         return outcome_of(self.termination, self.infra_kind, self.assisted_steps > 0,
-                          self.replay_mode)
+                          self.replay_mode, hooked=self.hook_steps > 0)
 
     @property
     def replay_mode(self) -> ReplayMode | None:
@@ -684,8 +711,8 @@ class EpisodeSummary(BaseModel):
     @property
     def agent_success(self) -> bool | None:
         """Whether the agent succeeded on its own: ``success`` for an agent outcome;
-        None for the rest, assisted ones included (``success`` may say the task got
-        done, but not by the agent alone, so it is no result of the agent's)."""
+        None for the rest, assisted and hooked ones included (``success`` may say the
+        task got done, but not by the agent alone, so it is no result of the agent's)."""
         return self.success if self.outcome == "agent" else None
 
     def add_step(self, record: StepRecord) -> None:
@@ -701,6 +728,7 @@ class EpisodeSummary(BaseModel):
         self.action_errors += record.action_error is not None
         self.parse_errors += record.parse_error is not None
         self.assisted_steps += record.operator in ASSISTING_OPERATORS
+        self.hook_steps += record.hook_replaced
         self.skill_steps += record.replay is not None and record.replay.skill is not None
         self.repeats_escaped += record.repeat_escape == "escaped"
         self.repeats_kept += record.repeat_escape == "kept"

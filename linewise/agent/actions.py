@@ -19,6 +19,7 @@ from typing import Literal, Protocol
 
 from playwright.async_api import ElementHandle, Page
 
+from linewise.agent.trace_zone import untraced
 from linewise.axtree import AXLine
 from linewise.errors import ActionError, ElementNotFound
 
@@ -193,14 +194,15 @@ async def _choose_option(element: ElementHandle, modifiers: Sequence[str], timeo
     the model reads "option 'Phil'" and clicks it, as a person would pick it. In a
     multiple list a click with Control, Meta or Shift toggles the option and keeps the
     others, as it does for a person."""
-    found = await element.evaluate(_OPTION_JS)
-    if not found:
-        return False
-    index = int(found["index"])
-    indices = [index]
-    if found["multiple"] and _ADDING_MODIFIERS & set(modifiers):
-        indices = sorted(set(found["selected"]) ^ {index})
-    select = (await element.evaluate_handle("(el) => el.closest('select')")).as_element()
+    with untraced(element):  # asking what the element is; the click or select is traced
+        found = await element.evaluate(_OPTION_JS)
+        if not found:
+            return False
+        index = int(found["index"])
+        indices = [index]
+        if found["multiple"] and _ADDING_MODIFIERS & set(modifiers):
+            indices = sorted(set(found["selected"]) ^ {index})
+        select = (await element.evaluate_handle("(el) => el.closest('select')")).as_element()
     if select is None:
         raise ActionError("the option's list is no longer on the page")
     await select.select_option(index=indices, timeout=timeout_ms)
@@ -268,8 +270,9 @@ async def fill_in_its_document(element: ElementHandle, value: str, timeout_ms: i
     """Playwright's ``fill``, but typed in one evaluation in the element's own document
     (``js/fill_element.js``), so no other frame or page can receive the text: it first
     waits, as Playwright's does, for the element to be visible and editable."""
-    await element.wait_for_element_state("visible", timeout=timeout_ms)
-    await element.wait_for_element_state("editable", timeout=timeout_ms)
+    with untraced(element):  # the waits are the fill's, as Playwright's own fill's are
+        await element.wait_for_element_state("visible", timeout=timeout_ms)
+        await element.wait_for_element_state("editable", timeout=timeout_ms)
     why_not = await element.evaluate(_fill_js(), value)
     if why_not is not None:
         raise ActionError(f"Error: {why_not}")
@@ -305,7 +308,8 @@ def iso_date(value: str, *, month_first: bool) -> str | None:
 async def _date_field_value(element: ElementHandle, value: str, timeout_ms: int) -> str:
     """The value to fill: ISO for a date input (Playwright refuses ``12/09/2014`` there
     as "Malformed value", and the 1.5B model typed the date as the page shows it)."""
-    kind, language = await element.evaluate(_FIELD_KIND_JS)
+    with untraced(element):
+        kind, language = await element.evaluate(_FIELD_KIND_JS)
     if kind != "date":
         return value
     iso = iso_date(value, month_first=str(language).lower() in _MONTH_FIRST_LOCALES)

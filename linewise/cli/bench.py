@@ -214,7 +214,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
           f"success {rate_text(summary)} % of {summary.judged} agent outcomes; "
           f"infrastructure endings {infra_text(summary)}"
           + (f"; assisted by a person (not counted) {summary.assisted}"
-             if summary.assisted else ""))
+             if summary.assisted else "")
+          + (f"; actions replaced by code (not counted) {summary.hooked}"
+             if summary.hooked else ""))
     if (replays := replay_line(summary)) is not None:
         print(replays)
     if outcome.memory_overlap:

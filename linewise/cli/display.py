@@ -1,6 +1,7 @@
 """A headed run without a display is refused before anything starts, with the command
 to run instead (``runtime/browser/display.py`` says why it would otherwise hang): by
-every command with ``--headed`` (run, bench, replay, improve, snapshot)."""
+every command with ``--headed`` (run, bench, replay, improve, snapshot), and by
+``show-trace``, whose viewer is a browser window."""
 
 from __future__ import annotations
 
@@ -40,9 +41,18 @@ def require_display(args: argparse.Namespace, settings: LinewiseSettings,
         return
     what = ("--headed" if getattr(args, "headless", None) is False
             else "a headed run (LINEWISE_BROWSER__HEADLESS=false)")
+    raise no_display(f"{what} needs a display to open the browser window", problem,
+                     argv, "or run it headless")
+
+
+def no_display(what: str, problem: str, argv: list[str] | None = None,
+               otherwise: str = "") -> ConfigError:
+    """The error of a command that needs a window without a display: ``what`` it
+    needs, why there is none, and the same command under Xvfb (then ``otherwise``)."""
     command = command_line(argv if argv is not None else sys.argv)
-    raise ConfigError(
-        f"{what} needs a display to open the browser window, and {problem}.\n"
+    return ConfigError(
+        f"{what}, and {problem}.\n"
         f"  Run it under a virtual display:  xvfb-run -a {command}\n"
-        "  (`linewise setup --xvfb` installs Xvfb and xvfb-run), or run it headless."
+        "  (`linewise setup --xvfb` installs Xvfb and xvfb-run)"
+        + (f", {otherwise}." if otherwise else ".")
     )

@@ -2,9 +2,10 @@
 what the agent achieved on its own.
 
 Only agent outcomes are judged: an episode a person assisted at the step-through
-prompt, one stopped there (``q``) or by Ctrl+C, one that ended on an infrastructure
-fault or on a budget says nothing about the agent, so each is named for what it is
-and left out of "N/M succeeded". Tasks that never started are listed too.
+prompt, one whose actions a hook's code replaced, one stopped there (``q``) or by
+Ctrl+C, one that ended on an infrastructure fault or on a budget says nothing about
+the agent, so each is named for what it is and left out of "N/M succeeded". Tasks that
+never started are listed too.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ HEADER = ("task", "success", "reward", "steps", "tokens", "time", "note")
 def success_cell(summary: EpisodeSummary) -> str:
     """The success column: the agent's own result, or why there is none to judge."""
     outcome = summary.outcome
-    if outcome == "assisted":
+    if outcome in ("assisted", "hooked"):
         # success None: the task has no check (an ad-hoc question), which is no failure
         done = ("no success check" if summary.success is None
                 else "task done" if summary.success else "task not done")
-        return f"assisted ({done})"
+        return f"{outcome} ({done})"
     if outcome in ("replayed", "healed"):
         return f"{outcome} ({'yes' if summary.success else 'no'})"
     if outcome == "stopped":
@@ -39,6 +40,9 @@ def success_cell(summary: EpisodeSummary) -> str:
 def note_cell(summary: EpisodeSummary) -> str:
     if summary.outcome == "assisted":
         return (f"a person decided {summary.assisted_steps} of {summary.n_steps} steps: "
+                "not counted as the agent's")
+    if summary.outcome == "hooked":
+        return (f"a hook replaced {summary.hook_steps} of {summary.n_steps} actions: "
                 "not counted as the agent's")
     if summary.replay is not None:
         replay = summary.replay
@@ -69,7 +73,7 @@ def count_line(summaries: Sequence[EpisodeSummary], not_run: int) -> str:
     judged = [s for s in summaries if s.agent_success is not None]
     solved = sum(1 for s in judged if s.agent_success)
     unchecked = [s for s in summaries
-                 if s.outcome in ("agent", "assisted") and s.success is None]
+                 if s.outcome in ("agent", "assisted", "hooked") and s.success is None]
     if not judged and len(unchecked) == len(summaries) and not not_run:
         # an ad-hoc question: nothing to judge, and "0/0 succeeded" would say a failure
         one = len(unchecked) == 1
@@ -81,10 +85,17 @@ def count_line(summaries: Sequence[EpisodeSummary], not_run: int) -> str:
                      f"{assisted[0].n_steps} steps)")
         elif assisted:
             text += f" (a person decided steps of {len(assisted)} of them)"
+        hooked = [s for s in unchecked if s.outcome == "hooked"]
+        if one and hooked:
+            text += (f" (a hook's code replaced the action of {hooked[0].hook_steps} of its "
+                     f"{hooked[0].n_steps} steps)")
+        elif hooked:
+            text += f" (a hook's code replaced actions in {len(hooked)} of them)"
         return text + "; what the agent said is below."
     text = f"{solved}/{len(judged)} succeeded: the agent's own work, judged"
     aside = [
         (sum(s.outcome == "assisted" for s in summaries), "assisted by a person"),
+        (sum(s.outcome == "hooked" for s in summaries), "with actions replaced by code"),
         (sum(s.outcome in ("replayed", "healed") for s in summaries), "replays"),
         (sum(s.outcome == "stopped" for s in summaries), "stopped"),
         (sum(s.outcome == "infrastructure" for s in summaries), "infrastructure faults"),

@@ -1,5 +1,9 @@
 """``linewise show-trace STEP.zip``: a ``--playwright-trace`` chunk in Playwright's trace
-viewer, on linewise's Chromium (``runtime/debug/show_trace.py``)."""
+viewer, on linewise's Chromium (``runtime/debug/show_trace.py``).
+
+The viewer is a browser window: without a display, Chromium cannot open it and the
+driver fails with a bare "Protocol error (Browser.getVersion)", so a missing display is
+refused first, with the command under Xvfb (``cli/display.py``, as for ``--headed``)."""
 
 from __future__ import annotations
 
@@ -7,7 +11,9 @@ import argparse
 from pathlib import Path
 
 from linewise.cli.commands import summary
-from linewise.runtime.debug.show_trace import show_trace
+from linewise.cli.display import no_display
+from linewise.runtime.browser.display import display_problem
+from linewise.runtime.debug.show_trace import require_traces, show_trace
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,4 +29,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def cmd_show_trace(args: argparse.Namespace) -> int:
+    require_traces(args.traces)  # a wrong path is the first thing to say
+    problem = display_problem()
+    if problem is not None:
+        raise no_display(
+            "show-trace opens Playwright's trace viewer in a browser window, "
+            "which needs a display", problem,
+            otherwise="or open the file at https://trace.playwright.dev (it is read in "
+            "your browser, never uploaded)")
     return show_trace(args.traces, args.chromium)

@@ -60,6 +60,7 @@ from linewise.records import (
     StepRecord,
     StepStage,
     StepTimings,
+    TargetBox,
     Termination,
 )
 from linewise.runtime.browser.chromium import Browser
@@ -185,6 +186,9 @@ class StepContext:
     """The page before and after a person's work by hand (``operator`` manual)."""
     replay: ReplayPlan | None = None
     """What a replay does at this step (a recorded action, or healing), when replaying."""
+    hook_replaced: bool = False
+    """Set by the loop once the ``before_act`` hooks ran: a hook's code changed the
+    action no person decided (``StepRecord.hook_replaced``)."""
 
     def replace_action(self, action: ParsedAction | str | None) -> None:
         """Run ``action`` instead of the model's (from ``before_act``): an action as the
@@ -459,6 +463,11 @@ class _Episode:
                 replaced: object = step.action
                 if isinstance(replaced, str):  # set as text, not through replace_action
                     step.replace_action(replaced)
+            # Code that changed the action is marked as a person's decision is: what
+            # runs is no longer the model's choice (a person's own decision, recorded in
+            # ``operator``, is theirs and not code's).
+            step.hook_replaced = (step.operator in (None, "approved")
+                                  and step.action != step.decision.action)
             if step.action is not None and step.action.name == "run_skill":
                 skill = (self.skills.begin(step.action, obs,
                                            by_model=bool(step.decision.calls))
@@ -629,20 +638,24 @@ class _Episode:
             reasks_stopped=decision.reasks_stopped,
             action_error=step.outcome.error if step.outcome else None,
             absent_bids=absent,
-            target_box=step.outcome.target_box if step.outcome else None,
+            target_box=_on_screenshot(step.outcome.target_box if step.outcome else None,
+                                      obs.screenshot_clip if screenshot else None),
             targets=[found for bid in (step.action.bids if step.action else [])
                      if (found := locate(obs.lines, bid)) is not None],
             replay=step.replay.record if step.replay is not None else None,
             reward=reward,
             done=done,
             screenshot=screenshot,
+            screenshot_clip=obs.screenshot_clip if screenshot else None,
             timings=timings,
             hook_notes=step.notes,
             operator=step.operator,
             model_action=(
                 (str(decision.action) if decision.action else decision.action_text)
-                if step.operator is not None and step.operator != "approved" else None
+                if (step.operator is not None and step.operator != "approved")
+                or step.hook_replaced else None
             ),
+            hook_replaced=step.hook_replaced,
             manual=step.manual,
             skipped_frames=obs.skipped_frames,
             dialogs=obs.dialogs,
@@ -696,6 +709,14 @@ def _lines_of(lines: Sequence[str], bids: Iterable[str]) -> list[int]:
     """The 1-based numbers of the lines that carry these bids."""
     wanted = set(bids)
     return [number for number, line in enumerate(lines, 1) if bid_of(line) in wanted]
+
+
+def _on_screenshot(box: TargetBox | None, clip: TargetBox | None) -> TargetBox | None:
+    """The target's box in the coordinates of the step's screenshot, which may show
+    only part of the viewport (``clip``), so the viewer boxes it where it is drawn."""
+    if box is None or clip is None:
+        return box
+    return box.model_copy(update={"x": box.x - clip.x, "y": box.y - clip.y})
 
 
 def _what_ran(step: StepContext) -> Decision:

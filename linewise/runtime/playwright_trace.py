@@ -3,7 +3,8 @@
 Tracing starts on the episode's browser context at its first action; each step's action
 is one chunk titled with the action, saved as ``playwright-trace/step-NNN.zip`` in the
 episode folder when the action has run. The chunk holds Playwright's own record of the
-action: DOM snapshots before and after, screenshots, network and console. Recording is
+action: DOM snapshots before and after, screenshots, network and console; of linewise's
+Chromium, only the action's own calls (``agent/trace_zone.py``). Recording is
 best effort: a failure is noted in the step's ``hook_notes``, never fails the step.
 Both browsers are traced: linewise's Chromium from the asyncio loop, BrowserGym's on its
 environment's worker thread (sync Playwright), where a chunk also holds BrowserGym's own

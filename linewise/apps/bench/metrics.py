@@ -8,7 +8,8 @@
   left out of the rate too; agent failures (wrong answer, step limit, answers that never
   parsed) count as failures. An episode a person assisted at the step-through prompt
   (outcome ``assisted``) is the person's work as much as the agent's: counted beside
-  the rate (``assisted``), never in it; so are the endings of a budget and of a stop.
+  the rate (``assisted``), never in it; so is one whose actions a hook's code replaced
+  (outcome ``hooked``), and so are the endings of a budget and of a stop.
 - One denominator for every mean of a group: its agent outcomes (``agent_episodes``,
   the report's ``n``). Steps, F-AE, reduction, tokens per step and per episode, cost
   and wall time per episode are over them alone: an endpoint fault's 0 tokens, a
@@ -218,6 +219,10 @@ class GroupMetrics(BaseModel):
     )
     budget: int = Field(default=0, description="Episodes a budget ended (not judged).")
     stopped: int = Field(default=0, description="Episodes the user stopped (not judged).")
+    hooked: int = Field(
+        default=0, description="Episodes whose actions a hook's code replaced (not "
+        "judged: code's choice is not the agent's)."
+    )
     successes: int
     success_rate: float | None
     success_se: float | None
@@ -288,6 +293,7 @@ def summarize(results: list[EpisodeResult], label: dict[str, str], prices: Price
         assisted=sum(r.outcome == "assisted" for r in results),
         budget=sum(r.outcome == "budget" for r in results),
         stopped=sum(r.outcome == "stopped" for r in results),
+        hooked=sum(r.outcome == "hooked" for r in results),
         successes=sum(judged),
         success_rate=rate,
         success_se=se,

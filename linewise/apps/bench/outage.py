@@ -84,7 +84,7 @@ class EndpointWatch:
             if (self.probe is not None and not self.down and not self.gave_up
                     and self.consecutive >= self.settings.failures_to_pause):
                 self._pause()
-        elif result.outcome in ("agent", "assisted"):
+        elif result.outcome in ("agent", "assisted", "hooked"):
             self.consecutive = 0
             self._down_since = None
 

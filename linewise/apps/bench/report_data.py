@@ -121,6 +121,12 @@ def other_text(g: GroupMetrics) -> str:
     return f"{g.budget} / {g.stopped}"
 
 
+def assisted_text(g: GroupMetrics) -> str:
+    """The episodes not the agent's alone: a person's help, then code's (a hook that
+    replaced actions), which the column names apart so that neither passes for the other."""
+    return f"{g.assisted} + {g.hooked} by code" if g.hooked else str(g.assisted)
+
+
 def tokens(value: float) -> str:
     return f"{value:,.0f}"
 
@@ -153,7 +159,7 @@ def group_columns(g: GroupMetrics, replays: bool = False, others: bool = False) 
     endings' before them when ``others``)."""
     return [
         str(g.episodes), str(g.agent_episodes), success_text(g), infra_text(g),
-        str(g.assisted), *([other_text(g)] if others else []),
+        assisted_text(g), *([other_text(g)] if others else []),
         *(replay_columns(g) if replays else []),
         "-" if g.f_ae is None else f"{g.f_ae:.3f}",
         steps_text(g),
@@ -211,7 +217,7 @@ def task_header(replays: bool = False, others: bool = False) -> list[str]:
 def task_columns(g: GroupMetrics, replays: bool = False, others: bool = False) -> list[str]:
     return [
         g.label["task"], g.label["filter"], g.label["agent"], str(g.episodes),
-        str(g.agent_episodes), success_text(g), infra_text(g), str(g.assisted),
+        str(g.agent_episodes), success_text(g), infra_text(g), assisted_text(g),
         *([other_text(g)] if others else []),
         *(replay_columns(g) if replays else []), steps_text(g),
         *_means(g, [pct(g.reduction),
@@ -312,7 +318,8 @@ def preamble(report: Report) -> list[str]:
         "infrastructure fault (model endpoint, browser, runtime) are counted beside it "
         "under 'infra endings', never in it (`linewise bench --resume` runs them again); "
         "so are episodes a person assisted at the step-through prompt (overrode, skipped "
-        "or did a step by hand: 'assisted'), whose result is not the agent's alone; "
+        "or did a step by hand: 'assisted'), whose result is not the agent's alone, and "
+        "episodes whose actions a hook's code replaced ('+ N by code' there); "
         "errors: episodes that ended on an error by kind, then steps whose action failed "
         "or whose answer held no action; "
         "reduction is 1 − shown/full observation tokens per step, averaged per episode "

@@ -98,6 +98,10 @@ class EpisodeResult(BaseModel):
     assisted_steps: int = Field(
         default=0, description="Steps a person decided (outcome 'assisted' when any)."
     )
+    hook_steps: int = Field(
+        default=0, description="Steps whose action a hook's code replaced (outcome "
+        "'hooked' when any)."
+    )
     skill_steps: int = Field(default=0, description="Steps skills ran (run_skill).")
     replay: ReplaySummary | None = Field(
         default=None, description="The episode replayed a program (outcome 'replayed' "

@@ -50,7 +50,12 @@ class StepOutline(BaseModel):
     misses: int
     screenshot: str | None = Field(description="Relative to view/.")
     target_box: TargetBox | None
+    screenshot_clip: TargetBox | None = Field(
+        default=None, description="The part of the viewport the screenshot shows: the "
+        "CSS pixels its width stands for (an image may be shot at another scale).")
     operator: Operator | None = None
+    hook_replaced: bool = Field(
+        default=False, description="A hook's code ran another action than the model's.")
     replay: ReplayMode | None = Field(
         default=None, description="How a replay's step came about: replayed or healed.")
 
@@ -130,6 +135,7 @@ class StepDetail(BaseModel):
     target_box: TargetBox | None
     operator: Operator | None = None
     model_action: str | None = None
+    hook_replaced: bool = False
     manual: ManualStep | None = None
     manual_after_screenshot: str | None = Field(
         default=None, description="The page after a person's work by hand, relative to view/."
@@ -188,6 +194,8 @@ class IndexRow(BaseModel):
     outcome: Outcome
     agent_success: bool | None
     assisted_steps: int
+    hook_steps: int = Field(default=0, description="Steps whose action a hook's code "
+                            "replaced (outcome 'hooked' when any).")
     reward: float
     steps: int
     tokens: int
@@ -231,7 +239,9 @@ def step_outline(rel: str, record: StepRecord) -> StepOutline:
         misses=len(misses_and_absent(record)[0]),
         screenshot=from_view(rel, record.screenshot) if record.screenshot else None,
         target_box=record.target_box,
+        screenshot_clip=record.screenshot_clip,
         operator=record.operator,
+        hook_replaced=record.hook_replaced,
         replay=record.replay.mode if record.replay is not None else None,
     )
 
@@ -322,6 +332,7 @@ def step_detail(rel: str, record: StepRecord) -> StepDetail:
         target_box=record.target_box,
         operator=record.operator,
         model_action=record.model_action,
+        hook_replaced=record.hook_replaced,
         manual=record.manual,
         manual_after_screenshot=(
             from_view(rel, record.manual.after.screenshot)
@@ -356,6 +367,7 @@ def index_row(folder: EpisodeFolder, summary: EpisodeSummary, row: ResultRow | N
         outcome=summary.outcome,
         agent_success=summary.agent_success,
         assisted_steps=summary.assisted_steps,
+        hook_steps=summary.hook_steps,
         reward=summary.reward,
         steps=summary.n_steps if steps is None else len(steps),
         tokens=summary.tokens.total if steps is None else steps_tokens(steps),

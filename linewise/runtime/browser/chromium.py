@@ -39,6 +39,7 @@ from playwright.async_api import (
 )
 from pydantic import Field
 
+from linewise.agent.trace_zone import untraced
 from linewise.errors import BrowserCrashed, BrowserError
 from linewise.records import DialogRecord
 from linewise.runtime.browser.binding import DocumentBinding
@@ -496,8 +497,10 @@ class BrowserSession:
 
     async def observed_element(self, bid: str) -> ElementHandle:
         """The element marked ``bid`` in the document the model last observed, if that is
-        still the active tab's (``observed.py``)."""
-        return await self.observed.element(bid, self.page)
+        still the active tab's (``observed.py``). Finding it is linewise's own work,
+        left out of Playwright traces (``agent/trace_zone.py``)."""
+        with untraced(self.context):
+            return await self.observed.element(bid, self.page)
 
     @property
     def page(self) -> Page:

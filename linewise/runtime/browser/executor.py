@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from linewise.agent.action_parser import ParsedAction
 from linewise.agent.actions import ACTIONS, ActionContext
+from linewise.agent.trace_zone import traced
 from linewise.errors import ActionError, BrowserError, ElementNotFound
 from linewise.records import TargetBox
 from linewise.runtime.browser.chromium import BrowserSession
@@ -115,9 +116,11 @@ async def _run(action: ParsedAction, ctx: ActionContext,
     """The action's error for the model, and the element it could not find, if any."""
     try:
         if run is not None:
-            await run(ctx)
+            await run(ctx)  # a secret's typing: never in a trace, its value least of all
         else:
-            await ACTIONS[action.name](ctx, **action.arguments)
+            # the action's own Playwright calls are what a step's trace chunk shows
+            with traced(_active(ctx)):
+                await ACTIONS[action.name](ctx, **action.arguments)
     except ElementNotFound as exc:
         return str(exc), exc.bid
     except ActionError as exc:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import io
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import Frame, JSHandle, Page
 
 from linewise.errors import BrowserError, BrowserStalled, ObservationError
-from linewise.records import SkippedFrame, Tab
+from linewise.records import SkippedFrame, Tab, TargetBox
 from linewise.runtime.browser.binding import DocumentBinding, paint_boxes
 from linewise.runtime.browser.cdp import CDPSender
 from linewise.runtime.browser.chromium import BrowserSession
@@ -110,8 +111,10 @@ async def observe(
     screenshot: bool = True,
     frame_timeout_s: float = 2.0,
     invisible_text: InvisibleTextMode = "keep",
+    crop: bool = False,
 ) -> Observation:
     """Mark the active tab, read its AXTree and DOM snapshot, and flatten them.
+    ``crop``: cut the screenshot to the page's visible content (``crop_to_content``).
 
     A frame whose scripts do not answer within ``frame_timeout_s`` is skipped (its
     content stays unmarked) and listed in ``Observation.skipped_frames``. Text a person
@@ -182,6 +185,9 @@ async def observe(
     hidden = apply_invisible_text(axtree, invisible or {}, invisible_text)
     lines = flatten_axtree(axtree, elements)
     png = await _screenshot(cdp, page, session.binding) if screenshot else None
+    clip = None
+    if png is not None and crop:
+        png, clip = await crop_to_content(page, png)
     tabs = [
         Tab(index=i, url=p.url, title=await _safe_title(p, frame_timeout_s), active=p is page)
         for i, p in enumerate(session.pages)
@@ -195,6 +201,7 @@ async def observe(
         lines=lines,
         elements=elements,
         screenshot_png=png,
+        screenshot_clip=clip,
         extraction_ms=(time.perf_counter() - started) * 1000,
         skipped_frames=list(frames.skipped.values()),
         invisible=hidden,
@@ -463,6 +470,50 @@ async def _screenshot(cdp: CDPSender, page: Page, binding: DocumentBinding) -> b
         with contextlib.suppress(PlaywrightError, TimeoutError):
             await asyncio.wait_for(page.evaluate(own_js("mask_secret_fields.js"), False),
                                    _SCREENSHOT_TIMEOUT_S)
+
+
+CROP_MARGIN_PX = 8
+"""CSS pixels kept around the content's box: its edges stay visible."""
+
+CROP_MIN_SAVING = 0.25
+"""A cut that keeps more than 1 - this of the image is not made: it would shift the
+screenshot's coordinates for nothing."""
+
+
+async def crop_to_content(page: Page, png: bytes) -> tuple[bytes, TargetBox | None]:
+    """``png`` (a viewport screenshot, secrets already masked) cut to the box of what
+    the page shows (``js/content_box.js``) with a margin, and that part of the viewport
+    in CSS pixels; the screenshot whole (and None) when the page shows nothing, fills
+    most of the viewport, or cannot be measured."""
+    try:
+        box = await asyncio.wait_for(page.evaluate(own_js("content_box.js")),
+                                     _SCREENSHOT_TIMEOUT_S)
+    except (PlaywrightError, TimeoutError) as exc:
+        log.info("screenshot not cropped", error=(str(exc) or "timed out").splitlines()[0])
+        return png, None
+    return crop_png(png, box) if box else (png, None)
+
+
+def crop_png(png: bytes, box: dict[str, float]) -> tuple[bytes, TargetBox | None]:
+    """``png`` cut to ``box`` (``content_box.js``'s: CSS pixels of a viewport
+    ``viewport_width`` wide) widened by ``CROP_MARGIN_PX``, and the part of the viewport
+    kept; the image whole and None when the cut would save little."""
+    from PIL import Image  # browsergym-core's dependency; only with screenshots
+
+    image = Image.open(io.BytesIO(png))
+    width, height = float(box["viewport_width"]), float(box["viewport_height"])
+    left = max(0.0, box["x"] - CROP_MARGIN_PX)
+    top = max(0.0, box["y"] - CROP_MARGIN_PX)
+    right = min(width, box["x"] + box["width"] + CROP_MARGIN_PX)
+    bottom = min(height, box["y"] + box["height"] + CROP_MARGIN_PX)
+    if (right - left) * (bottom - top) > (1 - CROP_MIN_SAVING) * width * height:
+        return png, None
+    scale = image.width / width if width else 1.0
+    cut = image.crop((round(left * scale), round(top * scale),
+                      round(right * scale), round(bottom * scale)))
+    out = io.BytesIO()
+    cut.save(out, format="PNG")
+    return out.getvalue(), TargetBox(x=left, y=top, width=right - left, height=bottom - top)
 
 
 async def _safe_title(page: Page, timeout_s: float) -> str:

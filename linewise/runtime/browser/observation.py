@@ -22,7 +22,7 @@ from typing import Any, Literal
 from browsergym.utils.obs import IGNORED_AXTREE_PROPERTIES, flatten_axtree_to_str
 
 from linewise.axtree import INTERACTIVE_ROLES, number_lines, parse_line
-from linewise.records import DialogRecord, SkippedFrame, Tab
+from linewise.records import DialogRecord, SkippedFrame, Tab, TargetBox
 
 IGNORED_ROLES = ("LineBreak", "InlineTextBox")
 _SKIPPED_ROLE = "__linewise_skipped__"
@@ -59,6 +59,9 @@ class Observation:
     focused_bid: str = ""
     elements: dict[str, ElementProperties] = field(default_factory=dict)
     screenshot_png: bytes | None = field(default=None, repr=False)
+    screenshot_clip: TargetBox | None = None
+    """The part of the viewport the screenshot shows, in CSS pixels, when it was cut to
+    the page's content (``observe(crop=True)``); None: the whole viewport."""
     extraction_ms: float = 0.0
     skipped_frames: list[SkippedFrame] = field(default_factory=list)
     """Frames left out because their scripts did not answer in time."""

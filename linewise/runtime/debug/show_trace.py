@@ -50,6 +50,14 @@ def browsers_folder(chromium: str, revision: str) -> Iterator[Path]:
         yield Path(folder)
 
 
+def require_traces(traces: Sequence[Path]) -> None:
+    """Raises ``ConfigError`` naming the trace files that do not exist."""
+    missing = [str(trace) for trace in traces if not trace.is_file()]
+    if missing:
+        raise ConfigError(f"no such trace file: {', '.join(missing)} (a run with "
+                          "--playwright-trace writes <episode>/playwright-trace/step-NNN.zip)")
+
+
 def show_trace(traces: Sequence[Path], chromium: str | None = None) -> int:
     """Open ``traces`` (``step-NNN.zip`` files) in Playwright's trace viewer and wait
     until its window is closed; the driver's exit code.
@@ -57,10 +65,7 @@ def show_trace(traces: Sequence[Path], chromium: str | None = None) -> int:
     Raises:
         ConfigError: a trace file does not exist.
     """
-    missing = [str(trace) for trace in traces if not trace.is_file()]
-    if missing:
-        raise ConfigError(f"no such trace file: {', '.join(missing)} (a run with "
-                          "--playwright-trace writes <episode>/playwright-trace/step-NNN.zip)")
+    require_traces(traces)
     command = [*driver_command(), "show-trace", *(str(trace.resolve()) for trace in traces)]
     found = find_chromium(chromium)
     if found is None:

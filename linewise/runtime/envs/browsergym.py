@@ -35,6 +35,7 @@ from linewise.records import NavigationEvents, Tab, TargetBox
 from linewise.runtime.browser.chromium import GYM_BID_ATTRIBUTE, BrowserConfig
 from linewise.runtime.browser.display import require_display
 from linewise.runtime.browser.executor import ActionOutcome
+from linewise.runtime.browser.extraction import crop_png
 from linewise.runtime.browser.navigation import NavigationPolicy
 from linewise.runtime.browser.observation import (
     ElementProperties,
@@ -67,6 +68,10 @@ snapshots, which takes seconds on a large page."""
 INVISIBLE_COUNTS = "linewise_invisible_text"
 """Where an observation dict keeps how many nodes the invisible-text check affected."""
 
+CONTENT_BOX = "linewise_content_box"
+"""Where an observation dict keeps the box of what the page shows (``content_box.js``),
+for a task whose screenshots are cut to it."""
+
 STEP_MARGIN_S = 10.0
 """Beyond the action, navigation and settle deadlines, for ``step``: it also observes."""
 
@@ -86,6 +91,9 @@ class BrowserGymEnv:
         self.browser = browser
         self.task_kwargs = task_kwargs
         self.single_page = task.browsergym.startswith("miniwob.")
+        # MiniWoB++ draws its task in a corner of the viewport, as on linewise's Chromium
+        # (``MiniWoBBrowserTask.crop_screenshots``)
+        self.crop_screenshots = self.single_page
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"bgym-{task.id}")
         self._gym: Any = None
         self._obs: dict[str, Any] = {}
@@ -123,7 +131,7 @@ class BrowserGymEnv:
             if self.guard is not None:
                 _guard_setup(self._gym.unwrapped, self.guard)
             obs, _ = self._gym.reset(seed=self.task.seed)
-            return self._with_invisible_text(dict(obs))
+            return self._with_page_extras(dict(obs))
 
         self._obs = await self._bounded(
             "task start", start, self.browser.navigation_timeout_ms / 1000 + START_MARGIN_S
@@ -144,7 +152,7 @@ class BrowserGymEnv:
         def step() -> tuple[dict[str, Any], float, bool, TargetBox | None]:
             box = target_box(gym.unwrapped.page, action.bids[0]) if action.bids else None
             obs, reward, terminated, truncated, _ = gym.step(str(action))
-            return (self._with_invisible_text(dict(obs)), float(reward),
+            return (self._with_page_extras(dict(obs)), float(reward),
                     bool(terminated or truncated), box)
 
         loop = asyncio.get_running_loop()
@@ -202,13 +210,35 @@ class BrowserGymEnv:
             browser_env = gym.unwrapped
             browser_env._wait_dom_loaded()
             browser_env._active_page_check()
-            return self._with_invisible_text(dict(browser_env._get_obs()))
+            return self._with_page_extras(dict(browser_env._get_obs()))
 
         config = self.browser
         self._obs = await self._bounded(
             "observe", read, (config.observe_timeout_ms + config.settle_timeout_ms) / 1000
             + STEP_MARGIN_S,
         )
+
+    def _with_page_extras(self, obs: dict[str, Any]) -> dict[str, Any]:
+        """``obs`` with what linewise reads of the page beside BrowserGym: invisible
+        text, and the box screenshots are cut to (on the worker thread, right after
+        BrowserGym read the page and took its screenshot)."""
+        obs = self._with_invisible_text(obs)
+        if self.crop_screenshots and self._gym is not None and "screenshot" in obs:
+            page = self._gym.unwrapped.page
+            try:
+                box = page.evaluate(own_js("content_box.js"))
+            except PlaywrightError as exc:  # the screenshot stays whole
+                log.debug("screenshot not cropped", error=str(exc)[:200])
+                return obs
+            if box:
+                # BrowserGym shoots MiniWoB++ at a scale of its own (1.5), under device
+                # metrics it then resets: the CSS pixels the image shows are its size
+                # over that scale, not the viewport the page reports now.
+                scale = float(getattr(page, "_bgym_scale_factor", 1.0) or 1.0)
+                height, width = obs["screenshot"].shape[:2]
+                obs[CONTENT_BOX] = {**box, "viewport_width": width / scale,
+                                    "viewport_height": height / scale}
+        return obs
 
     def _with_invisible_text(self, obs: dict[str, Any]) -> dict[str, Any]:
         """``obs`` with the text a person cannot see dropped or marked in its AXTree, as
@@ -336,6 +366,10 @@ def observation_from_gym(obs: dict[str, Any], *, screenshot: bool) -> Observatio
     urls = list(obs.get("open_pages_urls") or [obs.get("url", "")])
     titles = list(obs.get("open_pages_titles") or [""] * len(urls))
     active = int(obs["active_page_index"][0]) if "active_page_index" in obs else 0
+    png = _png(obs.get("screenshot")) if screenshot else None
+    clip = None
+    if png is not None and obs.get(CONTENT_BOX):
+        png, clip = crop_png(png, obs[CONTENT_BOX])
     tabs = [
         Tab(index=i, url=url, title=title, active=i == active)
         for i, (url, title) in enumerate(zip(urls, titles, strict=False))
@@ -347,7 +381,8 @@ def observation_from_gym(obs: dict[str, Any], *, screenshot: bool) -> Observatio
         lines=lines,
         focused_bid=obs.get("focused_element_bid") or "",
         elements=elements,
-        screenshot_png=_png(obs.get("screenshot")) if screenshot else None,
+        screenshot_png=png,
+        screenshot_clip=clip,
         invisible=dict(obs.get(INVISIBLE_COUNTS) or {}),
     )
 

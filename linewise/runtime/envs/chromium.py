@@ -18,6 +18,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from linewise.agent.action_parser import ParsedAction
 from linewise.agent.actions import ActionContext
+from linewise.agent.trace_zone import untraced
 from linewise.errors import BrowserCrashed, BrowserError, BrowserStalled, LinewiseError
 from linewise.prompts import render_prompt
 from linewise.records import AttackVerdict, BlockedNavigation, NavigationEvents, TargetBox
@@ -143,7 +144,8 @@ class ChromiumEnv:
                 "observe",
                 observe(self.session, screenshot=screenshot,
                         frame_timeout_s=config.frame_timeout_ms / 1000,
-                        invisible_text=config.invisible_text),
+                        invisible_text=config.invisible_text,
+                        crop=self.task.crop_screenshots),
                 config.observe_timeout_ms / 1000,
             )
             if self.session.documents_committed == committed:
@@ -177,10 +179,12 @@ class ChromiumEnv:
             box = await element.bounding_box()
             return TargetBox(**box) if box is not None else None
 
-        return await asyncio.wait_for(box_of(), timeout_s)
+        with untraced(self.session.context):  # the hooks' boxes are no action
+            return await asyncio.wait_for(box_of(), timeout_s)
 
     async def evaluate(self, script: str, argument: dict[str, Any], timeout_s: float) -> None:
-        await asyncio.wait_for(self.session.page.evaluate(script, argument), timeout_s)
+        with untraced(self.session.context):
+            await asyncio.wait_for(self.session.page.evaluate(script, argument), timeout_s)
 
     async def start_trace_chunk(self, title: str, *, first: bool) -> None:
         tracing = self.session.context.tracing
@@ -193,6 +197,14 @@ class ChromiumEnv:
 
     async def act(
         self, action: ParsedAction, run: Callable[[ActionContext], Awaitable[None]] | None = None
+    ) -> ActionOutcome:
+        # Only the action's own Playwright calls are traced (``agent/trace_zone.py``):
+        # measuring its target, watching for popups and settling are linewise's.
+        with untraced(self.session.context):
+            return await self._act(action, run)
+
+    async def _act(
+        self, action: ParsedAction, run: Callable[[ActionContext], Awaitable[None]] | None
     ) -> ActionOutcome:
         last = self._last
         config = self.browser.config

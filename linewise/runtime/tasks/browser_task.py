@@ -57,6 +57,10 @@ class BrowserTask(Protocol):
     """Whether the agent's message to the user (or its infeasibility report) ends it."""
     single_page: bool
     """Whether the task lives on its one page, so that leaving it can only lose it."""
+    crop_screenshots: bool
+    """Whether its screenshots are cut to the page's visible content: a task drawn in a
+    corner of the viewport (MiniWoB++'s 160x210 area in 1280x720) is unreadable whole
+    at thumbnail size."""
     start_url: str
     """Where the task starts; the navigation policy derives what it implies."""
     allowed_domains: tuple[str, ...]
@@ -146,6 +150,7 @@ class WebBrowserTask:
 
     agent_can_end = True
     single_page = False
+    crop_screenshots = False
 
     def __init__(self, task: WebTask) -> None:
         self.task = task
@@ -193,6 +198,7 @@ class MiniWoBBrowserTask:
 
     agent_can_end = False
     single_page = True
+    crop_screenshots = True
 
     def __init__(self, task: MiniWoBTask, server: MiniWoBServer) -> None:
         self.task = task

@@ -106,6 +106,9 @@ function outcomeText(s, setAside) {
   if (s.outcome === "assisted") {
     return [`assisted by a person (${s.assisted_steps} step${s.assisted_steps === 1 ? "" : "s"}) · task ${s.success ? "done" : "not done"} · not the agent's result`, "assisted"];
   }
+  if (s.outcome === "hooked") {
+    return [`actions replaced by code (a hook, ${s.hook_steps} step${s.hook_steps === 1 ? "" : "s"}) · ${s.success === null ? "no success check" : `task ${s.success ? "done" : "not done"}`} · not the agent's result`, "hooked"];
+  }
   if (s.outcome === "replayed" || s.outcome === "healed") {
     const how = s.outcome === "replayed" ? "replayed a recorded program, no model call"
       : `healed replay (${s.replay.healed_steps} step${s.replay.healed_steps === 1 ? "" : "s"} chosen by the model` +
@@ -211,9 +214,10 @@ function renderTimeline() {
   for (const step of LW.outline.steps) {
     const human = step.operator && step.operator !== "approved";
     const cls = [step.error ? "err" : "", step.done ? "done" : "", step.misses ? "miss" : "",
-                 human ? "human" : "", step.replay || "",
+                 human ? "human" : "", step.hook_replaced ? "hooked" : "", step.replay || "",
                  step.index === state.index ? "current" : ""].join(" ");
     const who = (human ? ` (a person: ${step.operator})` : "") +
+      (step.hook_replaced ? " (a hook's code replaced the model's action)" : "") +
       (step.replay ? ` (${step.replay === "replayed" ? "replayed, no model call" : "healed by the model"})` : "");
     const button = el("button", { class: cls, title: `step ${step.index}: ${step.action || "no action"}${who}`,
                                   "data-index": step.index }, step.index);
@@ -278,9 +282,14 @@ function renderShot(step) {
   const place = () => {
     const t = step.target_box;
     if (!t || !img.naturalWidth) return;
-    // Screenshots are taken at device scale 1: a CSS pixel of the box is an image pixel.
-    const scale = img.clientWidth / img.naturalWidth;
-    const inside = t.x + t.width > 0 && t.y + t.height > 0 && t.x < img.naturalWidth && t.y < img.naturalHeight;
+    // The box is in CSS pixels of the screenshot: linewise shoots at device scale 1 (a
+    // CSS pixel is an image pixel), but a cut screenshot says how many CSS pixels it
+    // shows (BrowserGym's MiniWoB++ is shot at a scale of its own).
+    const clip = step.screenshot_clip;
+    const cssWidth = clip ? clip.width : img.naturalWidth;
+    const cssHeight = clip ? clip.height : img.naturalHeight;
+    const scale = img.clientWidth / cssWidth;
+    const inside = t.x + t.width > 0 && t.y + t.height > 0 && t.x < cssWidth && t.y < cssHeight;
     if (!inside) { $("shot-note").textContent = "the target was outside the visible page"; return; }
     box.style.left = `${t.x * scale}px`;
     box.style.top = `${t.y * scale}px`;
@@ -374,6 +383,7 @@ function renderDecision(d) {
       ["action", d.action ? el("code", { class: "action" }, d.action) : null],
       [d.targets.length === 1 ? "element" : "elements", targetsList(d)],
       ["person", d.operator ? OPERATOR_TEXT[d.operator] || d.operator : null, d.operator && d.operator !== "approved" ? "human" : null],
+      ["code", d.hook_replaced ? `a hook replaced the model's action (${d.action ? "ran the action above" : "ran nothing"})` : null, "hooked"],
       ["model proposed", d.model_action ? el("code", { class: "action" }, d.model_action) : null],
       ["by hand", renderManual(d)],
       ["model wrote", d.action_raw && d.action_raw !== d.action ? d.action_raw : null],

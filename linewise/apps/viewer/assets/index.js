@@ -24,6 +24,7 @@ function cell(text, cls) {
 function outcome(row) {
   if (row.status === "running") return "running";
   if (row.outcome === "assisted") return "assisted";
+  if (row.outcome === "hooked") return "hooked";
   if (row.outcome === "replayed" || row.outcome === "healed") return row.outcome;
   if (row.outcome === "stopped") return "stopped";
   if (row.outcome === "infrastructure") return "infra";
@@ -35,6 +36,10 @@ function outcome(row) {
 function outcomeLabel(row) {
   const kind = outcome(row);
   if (kind === "assisted") return `assisted by a person (task ${row.success ? "done" : "not done"})`;
+  if (kind === "hooked") {
+    const done = row.success === null ? "no success check" : `task ${row.success ? "done" : "not done"}`;
+    return `actions replaced by code (${row.hook_steps} step${row.hook_steps === 1 ? "" : "s"}; ${done})`;
+  }
   if (kind === "infra") return `infrastructure fault (${row.error_kind || row.termination})`;
   if (kind === "replayed" || kind === "healed") {
     const done = row.termination === "diverged" ? "diverged" : `task ${row.success ? "done" : "not done"}`;
@@ -94,6 +99,7 @@ function matches(row) {
   if (wanted === "success") return row.agent_success === true;
   if (wanted === "failure") return row.agent_success !== true && row.status !== "running";
   if (wanted === "assisted") return row.outcome === "assisted";
+  if (wanted === "hooked") return row.outcome === "hooked";
   if (wanted === "replayed" || wanted === "healed") return row.outcome === wanted;
   if (wanted === "error") return !!row.error_kind || row.action_errors + row.parse_errors > 0;
   if (wanted === "running") return row.status === "running";
@@ -151,7 +157,7 @@ function render() {
   const all = LW.index.episodes;
   const judged = all.filter((r) => r.agent_success !== null).length;
   const solved = all.filter((r) => r.agent_success === true).length;
-  const aside = [["assisted", "assisted by a person"], ["stopped", "stopped"], ["infrastructure", "infrastructure faults"], ["budget", "ended by a budget"]]
+  const aside = [["assisted", "assisted by a person"], ["hooked", "with actions replaced by code"], ["stopped", "stopped"], ["infrastructure", "infrastructure faults"], ["budget", "ended by a budget"]]
     .map(([kind, text]) => [all.filter((r) => r.outcome === kind && r.status !== "running").length, text])
     .filter(([n]) => n).map(([n, text]) => `${n} ${text}`);
   // Replays are counted apart: a program's success is not the agent's.
