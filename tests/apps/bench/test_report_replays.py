@@ -33,7 +33,7 @@ from linewise.records import EpisodeSummary
 from linewise.runtime.browser.chromium import BrowserSession
 from linewise.runtime.trace import read_steps
 from linewise.testing import ScriptedChatServer, miniwob_solver
-from tests.support.replays import ReplayEpisodes, make_replay_episodes
+from tests.support.replays import ReplayEpisodes
 
 TASKS_YAML = """\
 defaults:
@@ -132,8 +132,8 @@ async def test_the_html_report_shows_the_replay_section(
 
 
 @pytest.fixture(scope="module")
-async def episodes(tmp_path_factory: pytest.TempPathFactory) -> ReplayEpisodes:
-    return await make_replay_episodes(tmp_path_factory.mktemp("replays"))
+def episodes(replay_episodes: ReplayEpisodes) -> ReplayEpisodes:
+    return replay_episodes
 
 
 def _line(summary: EpisodeSummary, seed: int = 0) -> EpisodeResult:
