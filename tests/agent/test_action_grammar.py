@@ -167,6 +167,7 @@ def test_the_translator_refuses_what_it_cannot_read() -> None:
         gbnf_regex('call ::= "x"')
 
 
+@pytest.mark.slow
 async def test_kinds_of_element_agree_with_what_playwright_can_do(
     session: BrowserSession, pages: StaticServer
 ) -> None:

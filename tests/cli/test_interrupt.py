@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from linewise.testing import ScriptedChatServer, StaticServer
 
 
@@ -54,6 +56,7 @@ def read_trace(folder: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return steps, summary
 
 
+@pytest.mark.slow
 def test_one_ctrl_c_stops_after_the_current_step(pages: StaticServer, tmp_path: Path) -> None:
     with ScriptedChatServer(waiting_script, delay_s=0.3) as llm:
         process = start_run(llm, pages.url("form.html"), tmp_path)
@@ -90,6 +93,7 @@ def test_two_ctrl_c_stop_at_once_and_still_write_the_summary(
     assert stopped_in < 10
 
 
+@pytest.mark.slow
 def test_one_ctrl_c_on_a_bench_leaves_the_stopped_episode_to_resume(
     pages: StaticServer, tmp_path: Path
 ) -> None:

@@ -148,6 +148,7 @@ async def test_a_recorded_episode_replays_with_no_model_on_a_changed_page(
         steps[0].targets[0].bid: replayed[0].targets[0].bid}
 
 
+@pytest.mark.slow
 async def test_a_renamed_button_diverges_without_a_model_and_is_healed_with_one(
     recorded: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -179,6 +180,7 @@ async def test_a_renamed_button_diverges_without_a_model_and_is_healed_with_one(
     assert again.success is True and again.outcome == "replayed"
 
 
+@pytest.mark.slow
 async def test_a_dialog_in_the_way_is_closed_by_healing_and_the_step_tried_again(
     recorded: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -195,6 +197,7 @@ async def test_a_dialog_in_the_way_is_closed_by_healing_and_the_step_tried_again
     assert len(healer.requests) == 1
 
 
+@pytest.mark.slow
 async def test_solved_miniwob_episodes_replay_with_zero_model_calls(tmp_path: Path) -> None:
     tasks = [linewise.MiniWoBTask(miniwob="click-button", seed=3, max_steps=5),
              linewise.MiniWoBTask(miniwob="enter-text", seed=1, max_steps=5)]
@@ -213,6 +216,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 async def test_the_replay_command_reports_a_divergence_and_refuses_bad_input(
     recorded: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -233,6 +237,7 @@ async def test_the_replay_command_reports_a_divergence_and_refuses_bad_input(
         assert result.returncode == 2 and str(bad) in result.stderr and says in result.stderr
 
 
+@pytest.mark.slow
 async def test_a_replayed_secret_is_typed_from_its_variable_and_never_written(
     pages: StaticServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -267,6 +272,7 @@ async def test_a_replayed_secret_is_typed_from_its_variable_and_never_written(
     assert "Echo: alice / <secret:pw>" in steps[-1].axtree
 
 
+@pytest.mark.slow
 async def test_the_replay_cache_replays_a_solved_task_and_heals_a_changed_page(
     site: tuple[StaticServer, Path], tmp_path: Path
 ) -> None:
@@ -299,6 +305,7 @@ async def test_the_replay_cache_replays_a_solved_task_and_heals_a_changed_page(
     assert fourth.outcome == "replayed" and len(healer.requests) == 1
 
 
+@pytest.mark.slow
 async def test_a_replay_waits_for_an_element_a_page_adds_late(
     site: tuple[StaticServer, Path], tmp_path: Path
 ) -> None:

@@ -23,6 +23,8 @@ from linewise.settings import EndpointSettings, LinewiseSettings, OutageSettings
 from linewise.testing import Fault, ScriptedChatServer, miniwob_solver
 from tests.support.bench import RecordingProgress
 
+pytestmark = pytest.mark.slow  # benches end to end on a Ray cluster
+
 pytest.importorskip("ray", reason="Ray is not installed: pip install 'linewise[ray]'")
 
 

@@ -17,6 +17,8 @@ from linewise.runtime.browser.chromium import BrowserSession
 from linewise.runtime.trace import read_steps
 from tests.support.replays import ReplayEpisodes
 
+pytestmark = pytest.mark.slow  # five runs make the replays shown
+
 ANSWER = "The reminder was sent."
 
 
