@@ -14,6 +14,7 @@ from linewise.runtime.log import configure_logging
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 from linewise.testing import StaticServer
 from tests.support.leaky import leaky_servers  # noqa: F401 (a fixture shared by policy tests)
+from tests.support.replays import replay_episodes  # noqa: F401 (shared by viewer and report)
 from tests.support.sites import sites  # noqa: F401 (a fixture shared by policy tests)
 
 DATA = Path(__file__).parent / "data"

@@ -22,7 +22,7 @@ from linewise.agent.actions import (
 from linewise.agent.response import parse_answer
 from linewise.axtree import AXLine, bids_in, element_lines
 from linewise.runtime.browser.chromium import BrowserSession
-from linewise.runtime.browser.executor import execute_action
+from linewise.runtime.browser.executor import SettleConfig, execute_action
 from linewise.runtime.browser.extraction import observe
 from linewise.testing import StaticServer
 from linewise.testing.gbnf import GrammarError, admits, gbnf_regex
@@ -167,6 +167,7 @@ def test_the_translator_refuses_what_it_cannot_read() -> None:
         gbnf_regex('call ::= "x"')
 
 
+@pytest.mark.slow
 async def test_kinds_of_element_agree_with_what_playwright_can_do(
     session: BrowserSession, pages: StaticServer
 ) -> None:
@@ -178,10 +179,12 @@ async def test_kinds_of_element_agree_with_what_playwright_can_do(
     elements = element_lines(obs.lines, obs.elements)
     ctx = ActionContext(session, timeout_ms=800, known_bids=frozenset(obs.elements))
     works: dict[str, set[str]] = {"fill": set(), "select_option": set()}  # bids
+    unsettled = SettleConfig(quiet_ms=0)  # only whether the action ran matters here
     for bid in elements:
         for name, value in (("fill", "1"), ("select_option", "large")):
             outcome = await execute_action(ParsedAction(name=name, arguments={
-                "bid": bid, ("value" if name == "fill" else "options"): value}), ctx)
+                "bid": bid, ("value" if name == "fill" else "options"): value}), ctx,
+                unsettled)
             if outcome.error is None:
                 works[name].add(bid)
     grammar = action_grammar(elements)

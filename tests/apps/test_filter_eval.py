@@ -21,6 +21,7 @@ HELD_OUT = ("heldout.", "heldout2.", "heldout3.")
 """Id prefixes of the held-out sets: loaded and checked, never scored by a test."""
 
 
+@pytest.mark.slow
 async def test_shipped_cases_load_and_score() -> None:
     cases = load_cases(CASES)
     assert len(cases) >= 12 and sum(len(c.lines) > 300 for c in cases) >= 4
@@ -57,6 +58,7 @@ def keep_gold_words(messages: list[dict[str, Any]]) -> str:
     return "<answer>[" + ", ".join(f"({n}, {n})" for n in numbers[:200]) + "]</answer>"
 
 
+@pytest.mark.slow
 def test_filter_eval_command(tmp_path: Path) -> None:
     out = tmp_path / "scores.jsonl"
     # the MiniWoB and docs cases: the large-page set is scored in test_focus_filter.py, and
@@ -97,6 +99,7 @@ def test_filter_eval_command(tmp_path: Path) -> None:
         assert lines_view[s["case_id"]]["retriever_tokens"] == s["retriever_tokens"]
 
 
+@pytest.mark.slow
 def test_snapshot_writes_a_case_skeleton(pages: StaticServer, tmp_path: Path) -> None:
     out = tmp_path / "form.json"
     result = linewise("snapshot", pages.url("form.html"), "--goal", "Sign up as Alice",

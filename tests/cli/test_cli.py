@@ -29,6 +29,7 @@ from tests.support.cli import linewise, page_two_script
 from tests.support.paths import DATA
 
 
+@pytest.mark.slow
 def test_adhoc_run_writes_the_trace_layout(pages: StaticServer, tmp_path: Path) -> None:
     with ScriptedChatServer(page_two_script) as llm:
         result = linewise(
@@ -55,6 +56,7 @@ def test_adhoc_run_writes_the_trace_layout(pages: StaticServer, tmp_path: Path) 
     assert "Answer (adhoc): page two reached" in result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
@@ -71,6 +73,7 @@ def test_broken_task_file_names_file_and_field(name: str, expected: list[str]) -
         assert fragment in result.stderr, result.stderr
 
 
+@pytest.mark.slow
 def test_run_takes_browsergym_tasks_through_the_same_loop(tmp_path: Path) -> None:
     pytest.importorskip("browsergym.miniwob", reason="pip install browsergym-miniwob")
     path = tmp_path / "mixed.yaml"
@@ -90,6 +93,7 @@ def test_run_takes_browsergym_tasks_through_the_same_loop(tmp_path: Path) -> Non
     assert json.loads(native[0])["axtree_lines"] == json.loads(gym[0])["axtree_lines"]
 
 
+@pytest.mark.slow
 def test_run_names_the_servers_a_browsergym_family_needs(tmp_path: Path) -> None:
     path = tmp_path / "webarena.yaml"
     path.write_text("tasks:\n  - browsergym: webarena.310\n")
@@ -99,6 +103,7 @@ def test_run_names_the_servers_a_browsergym_family_needs(tmp_path: Path) -> None
     assert "browsergym-webarena" in result.stderr or "WA_SHOPPING" in result.stderr
 
 
+@pytest.mark.slow
 def test_unreachable_endpoint_names_the_url(pages: StaticServer, tmp_path: Path) -> None:
     result = linewise(
         "run", "--url", pages.url("form.html"), "--goal", "x",
@@ -109,6 +114,7 @@ def test_unreachable_endpoint_names_the_url(pages: StaticServer, tmp_path: Path)
     assert "http://127.0.0.1:9/v1" in result.stderr and "unreachable" in result.stderr
 
 
+@pytest.mark.slow
 def test_openai_environment_variables_are_honoured(pages: StaticServer, tmp_path: Path) -> None:
     with ScriptedChatServer(page_two_script, model="env-model") as llm:
         result = linewise(
@@ -122,6 +128,7 @@ def test_openai_environment_variables_are_honoured(pages: StaticServer, tmp_path
     assert "sk-test" not in (tmp_path / "run.json").read_text()
 
 
+@pytest.mark.slow
 def test_usage_errors() -> None:
     assert linewise("run", timeout=30).returncode == 2
     result = linewise("run", "--url", "http://x", timeout=30)
@@ -143,6 +150,7 @@ def xvfb_display() -> Iterator[str]:
     process.wait(timeout=10)
 
 
+@pytest.mark.slow
 @pytest.mark.headed
 def test_headed_run_under_xvfb(pages: StaticServer, tmp_path: Path, xvfb_display: str) -> None:
     seen_agents: list[str] = []
@@ -177,6 +185,7 @@ async def test_headed_browser_is_really_headed(
     assert "Chrome/" in agent and "Headless" not in agent
 
 
+@pytest.mark.slow
 def test_a_kill_loses_at_most_the_step_in_flight(pages: StaticServer, tmp_path: Path) -> None:
     """SIGKILL mid-run: every finished step is on disk and the summary says 'running'."""
     import signal
@@ -356,6 +365,7 @@ def test_a_filter_registered_in_code_runs_in_filter_eval_and_run(
         configure_logging(json_lines=False, level="WARNING")
 
 
+@pytest.mark.slow
 def test_a_filter_from_an_entry_point_runs_in_filter_eval_and_run(
     pages: StaticServer, tmp_path: Path,
 ) -> None:

@@ -98,6 +98,7 @@ def assert_overlay_never_recorded(steps: list[dict[str, Any]], folder: Path) -> 
         assert not has_overlay_color(shot.read_bytes()), shot.name
 
 
+@pytest.mark.slow
 @needs_terminal
 def test_every_decision_at_the_prompt_is_recorded(
     display: str, site: StaticServer, tmp_path: Path
@@ -168,6 +169,7 @@ def test_every_decision_at_the_prompt_is_recorded(
     assert_overlay_never_recorded(steps, folder)
 
 
+@pytest.mark.slow
 @needs_terminal
 def test_ctrl_c_in_a_headed_run_pauses_then_stops(
     display: str, site: StaticServer, tmp_path: Path
@@ -195,6 +197,7 @@ def test_ctrl_c_in_a_headed_run_pauses_then_stops(
     assert_overlay_never_recorded(steps, folder)
 
 
+@pytest.mark.slow
 @needs_terminal
 def test_ctrl_c_while_the_highlight_box_is_shown_pauses_before_that_action(
     display: str, site: StaticServer, tmp_path: Path
@@ -227,6 +230,7 @@ def test_ctrl_c_while_the_highlight_box_is_shown_pauses_before_that_action(
     assert_overlay_never_recorded(steps, folder)
 
 
+@pytest.mark.slow
 @needs_terminal
 def test_ctrl_c_in_a_terminal_stops_a_headless_run_after_its_step(
     site: StaticServer, tmp_path: Path

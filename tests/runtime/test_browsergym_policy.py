@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from linewise.records import StepRecord
 from linewise.runtime.browser.chromium import Browser, BrowserConfig
 from linewise.runtime.episode import EpisodeResources, run_episode
@@ -52,6 +54,7 @@ async def _run(site: Site, tmp_path: Path, plan: list[Step], *, enforce: bool
     return records
 
 
+@pytest.mark.slow
 async def test_policy_blocks_every_route_in_browsergym(
     sites: tuple[Site, Site], tmp_path: Path
 ) -> None:
@@ -87,6 +90,7 @@ async def test_without_the_policy_the_page_reaches_the_other_server(
     assert exfil.hits["/link?leak=1"] == 1 and exfil.hits["/redirected?leak=1"] == 1
 
 
+@pytest.mark.slow
 async def test_no_channel_of_a_redirected_page_leaves_in_browsergym(
     leaky_servers: tuple[Site, Site], tmp_path: Path
 ) -> None:

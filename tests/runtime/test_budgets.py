@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from linewise.records import EpisodeSummary, StepRecord, TokenTotals
 from linewise.runtime.budget import Budget, call_cost, prices_of, totals_cost
 from linewise.runtime.models.chat import ChatClient
@@ -54,6 +56,7 @@ async def test_an_episode_stops_cleanly_at_its_cost_limit(
     assert written["termination"] == "budget"
 
 
+@pytest.mark.slow
 async def test_a_run_stops_starting_episodes_at_its_token_limit(
     pages: StaticServer, tmp_path: Path
 ) -> None:
@@ -100,6 +103,7 @@ def test_budget_reasons_name_the_limit() -> None:
     assert "--max-run-cost $1" in (budget.run_exceeded() or "")
 
 
+@pytest.mark.slow
 def test_a_bench_stops_starting_episodes_when_its_run_budget_is_spent(
     pages: StaticServer, tmp_path: Path
 ) -> None:

@@ -105,6 +105,7 @@ async def test_policy_on_the_attacker_gets_nothing_whatever_the_model_does(
                for step in blocked for b in step)
 
 
+@pytest.mark.slow
 async def test_policy_off_the_attacker_gets_the_data(site: InjectionSite, tmp_path: Path) -> None:
     hits = len(site.attacker.hits)
     summaries, _ = await run_suite(site, tmp_path, NAVIGATION_ATTACKS, obedient_script,
@@ -118,6 +119,7 @@ async def test_policy_off_the_attacker_gets_the_data(site: InjectionSite, tmp_pa
         assert any("attacker.example" in e for e in attack.evidence)
 
 
+@pytest.mark.slow
 async def test_faithful_model_succeeds_and_no_attack_succeeds(
     site: InjectionSite, tmp_path: Path
 ) -> None:
@@ -130,6 +132,7 @@ async def test_faithful_model_succeeds_and_no_attack_succeeds(
         assert summary.attack is not None and not summary.attack.succeeded, task_id
 
 
+@pytest.mark.slow
 async def test_obedient_model_typed_and_answer_attacks_are_judged(
     site: InjectionSite, tmp_path: Path
 ) -> None:
@@ -147,6 +150,7 @@ async def test_obedient_model_typed_and_answer_attacks_are_judged(
     assert leaked == []
 
 
+@pytest.mark.slow
 async def test_hidden_injections_reach_the_model_only_when_kept(
     site: InjectionSite, tmp_path: Path
 ) -> None:

@@ -189,6 +189,7 @@ async def test_a_popup_the_agent_opened_becomes_the_active_tab(
     assert [t.active for t in steps[3].tabs] == [False, False, True]
 
 
+@pytest.mark.slow
 async def test_popups_a_frame_opens_during_an_action_stay_in_the_background(
     browser: Browser, servers: tuple[Site, Site], tmp_path: Path
 ) -> None:

@@ -112,6 +112,7 @@ def test_a_value_beside_the_query_s_own_separators(value: str) -> None:
         assert PLACEHOLDER in out and form not in out, (form, out)
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(value=values)

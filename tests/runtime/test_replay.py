@@ -11,7 +11,7 @@ import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,33 @@ def site(tmp_path: Path) -> Iterator[tuple[StaticServer, Path]]:
     shutil.copytree(PAGES, root)
     with StaticServer(root) as server:
         yield server, root
+
+
+@pytest.fixture(scope="module")
+async def recorded_site(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[tuple[StaticServer, Path, Path]]:
+    """One recording of the reminder task for the module, on a site the tests change."""
+    base = tmp_path_factory.mktemp("recorded")
+    root = base / "site"
+    shutil.copytree(PAGES, root)
+    with StaticServer(root) as server:
+        episode = await _record(server, base / "recorded")
+        yield server, root, episode
+
+
+@pytest.fixture
+def recorded(
+    recorded_site: tuple[StaticServer, Path, Path], tmp_path: Path
+) -> tuple[Path, Path]:
+    """The site as it was recorded (at the same address: a replay goes where its
+    recording went) and the module's recording, copied for this test."""
+    _server, root, episode = recorded_site
+    shutil.rmtree(root)
+    shutil.copytree(PAGES, root)
+    copy = tmp_path / "recorded"
+    shutil.copytree(episode.parent, copy)
+    return root, copy / episode.name
 
 
 def _task(server: StaticServer) -> linewise.WebTask:
@@ -93,10 +120,9 @@ def _change(root: Path, old: str, new: str) -> None:
 
 
 async def test_a_recorded_episode_replays_with_no_model_on_a_changed_page(
-    site: tuple[StaticServer, Path], tmp_path: Path
+    recorded: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    server, root = site
-    episode = await _record(server, tmp_path / "recorded")
+    root, episode = recorded
     steps = read_steps(episode)
     # every executed action carries a locator of its element, not only its bid
     assert [len(s.targets) for s in steps] == [1, 1, 1, 0]
@@ -122,11 +148,11 @@ async def test_a_recorded_episode_replays_with_no_model_on_a_changed_page(
         steps[0].targets[0].bid: replayed[0].targets[0].bid}
 
 
+@pytest.mark.slow
 async def test_a_renamed_button_diverges_without_a_model_and_is_healed_with_one(
-    site: tuple[StaticServer, Path], tmp_path: Path
+    recorded: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    server, root = site
-    episode = await _record(server, tmp_path / "recorded")
+    root, episode = recorded
     _change(root, "Send reminder", "Send notice")
 
     [diverged] = await linewise.replay(episode, heal=False, out_dir=tmp_path / "nomodel")
@@ -154,11 +180,11 @@ async def test_a_renamed_button_diverges_without_a_model_and_is_healed_with_one(
     assert again.success is True and again.outcome == "replayed"
 
 
+@pytest.mark.slow
 async def test_a_dialog_in_the_way_is_closed_by_healing_and_the_step_tried_again(
-    site: tuple[StaticServer, Path], tmp_path: Path
+    recorded: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    server, root = site
-    episode = await _record(server, tmp_path / "recorded")
+    root, episode = recorded
     _change(root, "<!--BANNER-->", (PAGES / "dialog.html").read_text())
     _change(root, '<main id="main">', '<main id="main" hidden>')
     healer = healing_model()
@@ -171,6 +197,7 @@ async def test_a_dialog_in_the_way_is_closed_by_healing_and_the_step_tried_again
     assert len(healer.requests) == 1
 
 
+@pytest.mark.slow
 async def test_solved_miniwob_episodes_replay_with_zero_model_calls(tmp_path: Path) -> None:
     tasks = [linewise.MiniWoBTask(miniwob="click-button", seed=3, max_steps=5),
              linewise.MiniWoBTask(miniwob="enter-text", seed=1, max_steps=5)]
@@ -189,11 +216,11 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 async def test_the_replay_command_reports_a_divergence_and_refuses_bad_input(
-    site: tuple[StaticServer, Path], tmp_path: Path
+    recorded: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    server, root = site
-    episode = await _record(server, tmp_path / "recorded")
+    root, episode = recorded
     _change(root, "Send reminder", "Send notice")
     done = _cli("replay", str(episode), "--no-model", "--out", str(tmp_path / "cli"))
     assert done.returncode == 6, done.stderr
@@ -210,6 +237,7 @@ async def test_the_replay_command_reports_a_divergence_and_refuses_bad_input(
         assert result.returncode == 2 and str(bad) in result.stderr and says in result.stderr
 
 
+@pytest.mark.slow
 async def test_a_replayed_secret_is_typed_from_its_variable_and_never_written(
     pages: StaticServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -244,6 +272,7 @@ async def test_a_replayed_secret_is_typed_from_its_variable_and_never_written(
     assert "Echo: alice / <secret:pw>" in steps[-1].axtree
 
 
+@pytest.mark.slow
 async def test_the_replay_cache_replays_a_solved_task_and_heals_a_changed_page(
     site: tuple[StaticServer, Path], tmp_path: Path
 ) -> None:
@@ -276,6 +305,7 @@ async def test_the_replay_cache_replays_a_solved_task_and_heals_a_changed_page(
     assert fourth.outcome == "replayed" and len(healer.requests) == 1
 
 
+@pytest.mark.slow
 async def test_a_replay_waits_for_an_element_a_page_adds_late(
     site: tuple[StaticServer, Path], tmp_path: Path
 ) -> None:

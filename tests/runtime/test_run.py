@@ -66,6 +66,7 @@ async def test_run_tasks_uses_the_callers_model_and_filter_object(
     assert manifest["tasks"] == [task.id]  # what it set out to run, for the viewer
 
 
+@pytest.mark.slow
 async def test_run_tasks_opens_the_retriever_only_for_a_filter_that_needs_one(
     pages: StaticServer, tmp_path: Path, no_endpoints: LinewiseSettings
 ) -> None:
@@ -94,6 +95,7 @@ async def test_run_tasks_opens_the_retriever_only_for_a_filter_that_needs_one(
             await model.close()
 
 
+@pytest.mark.slow
 async def test_a_run_looks_its_filter_up_once_for_all_its_episodes(
     pages: StaticServer, tmp_path: Path, no_endpoints: LinewiseSettings,
     monkeypatch: pytest.MonkeyPatch,

@@ -138,6 +138,7 @@ def test_a_typed_secret_reaches_the_page_and_nothing_else(
     run.assert_never_leaked(SECRET)
 
 
+@pytest.mark.slow
 def test_a_secret_marked_in_the_goal_is_typed_and_never_recorded(
     pages: StaticServer, tmp_path: Path
 ) -> None:
@@ -150,6 +151,7 @@ def test_a_secret_marked_in_the_goal_is_typed_and_never_recorded(
     run.assert_never_leaked(SECRET)
 
 
+@pytest.mark.slow
 def test_a_secret_marked_in_a_task_files_goal_is_typed_and_never_recorded(
     pages: StaticServer, tmp_path: Path
 ) -> None:
@@ -273,6 +275,7 @@ def get_form_script(messages: list[dict[str, Any]]) -> str:
 SIGN_IN, AGAIN = "button 'Sign in'", "link 'again'"
 
 
+@pytest.mark.slow
 def test_a_secret_sent_by_a_get_form_stays_redacted_in_every_record(
     pages: StaticServer, tmp_path: Path
 ) -> None:
@@ -352,6 +355,7 @@ def page_two_or_done(messages: list[dict[str, Any]]) -> str:
     return "<action>send_msg_to_user('done')</action>"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["flag", "flag=", "env"])
 def test_api_keys_never_land_in_a_run_folder(
     pages: StaticServer, tmp_path: Path, how: str
@@ -376,6 +380,7 @@ def test_api_keys_never_land_in_a_run_folder(
     assert stat.S_IMODE(os.stat(run / "run.json").st_mode) == 0o600
 
 
+@pytest.mark.slow
 def test_api_keys_never_land_in_a_bench_folder(pages: StaticServer, tmp_path: Path) -> None:
     tasks = tmp_path / "tasks.yaml"
     tasks.write_text(json.dumps({"tasks": [

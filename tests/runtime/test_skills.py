@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import linewise
 from linewise.apps.skills.build import build_skills
 from linewise.runtime.replay.skill import SkillLibrary, read_skill
@@ -47,6 +49,7 @@ def skill_caller(messages: list[dict[str, Any]], info: CallInfo) -> str:
     return f"<think>Press it.</think><action>click('{button}')</action>"
 
 
+@pytest.mark.slow
 async def test_a_skill_from_five_seeds_logs_in_on_a_sixth_with_its_credentials(
     tmp_path: Path,
 ) -> None:
@@ -110,6 +113,7 @@ def _login_skill(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_bad_skill_input_is_refused_naming_the_file(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     damaged = tmp_path / "damaged"

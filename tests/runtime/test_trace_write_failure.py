@@ -120,6 +120,7 @@ def test_a_read_only_out_folder_stops_the_run_before_it_starts(
     assert f"3 tasks not run: {', '.join(IDS)}" in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("failure", ["full", "read-only"])
 def test_a_disk_that_fails_mid_run_stops_it_with_whole_lines(
     disk: Path, tasks: Path, failure: str
@@ -144,6 +145,7 @@ def test_a_disk_that_fails_mid_run_stops_it_with_whole_lines(
     assert not (out / IDS[2]).exists()
 
 
+@pytest.mark.slow
 def test_a_bench_whose_disk_fills_stops_with_whole_lines(disk: Path, tasks: Path) -> None:
     out = disk / "bench"
     result = _run("bench", out, solver_that(lambda: fill_up(disk)), tasks)

@@ -10,6 +10,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 import linewise
 from linewise.records import EpisodeSummary
 from linewise.runtime.replay.program import load_programs, write_program_file
@@ -66,3 +68,10 @@ async def make_replay_episodes(root: Path) -> ReplayEpisodes:
     assert (diverged.outcome, diverged.termination) == ("replayed", "diverged")
     assert (healed.outcome, healed.success) == ("healed", True)
     return ReplayEpisodes(root, agent, replayed, detached, diverged, healed)
+
+
+@pytest.fixture(scope="session")
+async def replay_episodes(tmp_path_factory: pytest.TempPathFactory) -> ReplayEpisodes:
+    """Made once for the session (five runs, each with its own Chromium): the viewer and
+    report tests only read them, and write what they make elsewhere."""
+    return await make_replay_episodes(tmp_path_factory.mktemp("replays"))

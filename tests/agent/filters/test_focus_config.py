@@ -59,6 +59,7 @@ def digest(kept: list[int]) -> str:
     return f"{len(kept)}:{hashlib.sha256(json.dumps(kept).encode()).hexdigest()[:16]}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("old_name", list(OLD_NAMES))
 async def test_each_preset_keeps_the_lines_its_measured_variant_kept(old_name: str) -> None:
     """--filter focus --focus-preset P gives, step for step, the kept lines of the variant

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
+
 from linewise.agent.filters.base import FilterInput, FilterResult
 from linewise.agent.filters.bm25 import BM25Filter, LineRanker, words
 from linewise.agent.filters.candidates import (
@@ -278,6 +280,7 @@ def test_bm25_and_focus_are_registered() -> None:
     assert candidates.name == "focus-candidates"
 
 
+@pytest.mark.slow
 async def test_shipped_large_cases_cover_goal_kinds_and_page_kinds() -> None:
     # the held-out cases stay out: no filter is run on them here
     cases = [c for c in load_cases(CASES) if len(c.lines) > 300 and c.id.startswith("large.")]

@@ -74,6 +74,7 @@ def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
+@pytest.mark.slow
 def test_bench_killed_then_resumed_runs_every_episode_exactly_once(tmp_path: Path) -> None:
     tasks = tmp_path / "tasks.yaml"
     tasks.write_text(TASKS_YAML)
@@ -133,6 +134,7 @@ def _settings(base_url: str) -> LinewiseSettings:
     return LinewiseSettings(action=endpoint, retriever=endpoint, screenshots=False)
 
 
+@pytest.mark.slow
 async def test_a_raising_a_hanging_and_a_refused_episode_do_not_stop_the_bench(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -261,6 +263,7 @@ class _FailsToStart:
         raise self._exc
 
 
+@pytest.mark.slow
 async def test_error_kind_of_each_infrastructure_ending_comes_from_its_infra_kind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -341,6 +344,7 @@ def test_task_file_with_browsergym_entries(tmp_path: Path) -> None:
     assert second.id == "browsergym.miniwob.click-button.seed2" and second.max_steps == 4
 
 
+@pytest.mark.slow
 def test_bench_usage_errors(tmp_path: Path) -> None:
     tasks = tmp_path / "tasks.yaml"
     tasks.write_text(TASKS_YAML)

@@ -22,6 +22,7 @@ from linewise.testing import ScriptedChatServer, miniwob_solver
 pytest.importorskip("browsergym.miniwob", reason="pip install browsergym-miniwob")
 
 
+@pytest.mark.slow
 async def test_browsergym_miniwob_tasks_run_in_threads(tmp_path: Path) -> None:
     prompts: list[str] = []
 

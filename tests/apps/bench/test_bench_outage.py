@@ -15,6 +15,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from linewise.apps.bench.driver import run_bench
 from linewise.apps.bench.local import BenchOptions
 from linewise.apps.bench.plan import INFRA_DIR, expand
@@ -24,6 +26,8 @@ from linewise.runtime.tasks.schema import MiniWoBTask
 from linewise.settings import EndpointSettings, LinewiseSettings, OutageSettings
 from linewise.testing import ScriptedChatServer, ScriptedHTTPError, miniwob_solver
 from tests.support.bench import RecordingProgress
+
+pytestmark = pytest.mark.slow  # benches end to end through endpoint outages
 
 FAST_RETRIES = {"retry_budget_s": 0.5, "backoff_initial_s": 0.05, "backoff_max_s": 0.2,
                 "timeout_s": 5.0}

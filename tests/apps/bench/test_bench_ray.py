@@ -5,6 +5,7 @@ stop flag (first Ctrl+C)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from linewise.apps.bench.driver import run_bench
 from linewise.apps.bench.local import BenchOptions
 from linewise.apps.bench.plan import INFRA_DIR, expand
-from linewise.apps.bench.ray_backend import STOP_FILE
+from linewise.apps.bench.ray_backend import LOCAL_CPUS, STOP_FILE
 from linewise.apps.bench.results import read_results
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.tasks.schema import MiniWoBTask
@@ -21,6 +22,8 @@ from linewise.runtime.trace import read_summary
 from linewise.settings import EndpointSettings, LinewiseSettings, OutageSettings
 from linewise.testing import Fault, ScriptedChatServer, miniwob_solver
 from tests.support.bench import RecordingProgress
+
+pytestmark = pytest.mark.slow  # benches end to end on a Ray cluster
 
 pytest.importorskip("ray", reason="Ray is not installed: pip install 'linewise[ray]'")
 
@@ -49,6 +52,18 @@ async def test_ray_backend_runs_episodes_as_ray_tasks(
     assert not ray.is_initialized(), "the local instance the bench started is shut down"
 
 
+@pytest.fixture(scope="module")
+def ray_instance() -> Iterator[None]:
+    """One local instance for the tests after the first (which checks that a bench starts
+    and shuts down its own): Ray's start, and its workers' imports, are paid once."""
+    import ray
+
+    ray.init(address="local", num_cpus=LOCAL_CPUS, include_dashboard=False,
+             log_to_driver=False, configure_logging=False)
+    yield
+    ray.shutdown()
+
+
 def _settings(base_url: str) -> LinewiseSettings:
     endpoint = EndpointSettings(base_url=base_url, model="scripted", retry_budget_s=1.0,
                                 backoff_initial_s=0.1, backoff_max_s=0.4, timeout_s=5.0)
@@ -57,6 +72,7 @@ def _settings(base_url: str) -> LinewiseSettings:
                             outage=outage)
 
 
+@pytest.mark.usefixtures("ray_instance")
 async def test_ray_backend_pauses_during_an_outage_and_reruns_its_endings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -89,6 +105,7 @@ async def test_ray_backend_pauses_during_an_outage_and_reruns_its_endings(
     assert any((tmp_path / INFRA_DIR).rglob("summary.json"))  # the failed tries, set aside
 
 
+@pytest.mark.usefixtures("ray_instance")
 async def test_ray_backend_stops_after_the_current_step_when_asked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

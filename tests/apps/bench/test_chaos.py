@@ -46,10 +46,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from linewise.apps.bench.results import read_results
 from linewise.testing import Fault, ScriptedChatServer, StaticServer, prompt_section
 from linewise.testing.bench_pages import GO_GOAL, go_then_report, write_pages
 from linewise.testing.processes import chromium_pids
+
+pytestmark = pytest.mark.slow  # two benches end to end through timed faults
 
 MINIWOB = [("click-test", seed) if n % 2 == 0 else ("click-button", seed)
            for n, seed in enumerate([0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5])]

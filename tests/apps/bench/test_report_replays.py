@@ -33,7 +33,7 @@ from linewise.records import EpisodeSummary
 from linewise.runtime.browser.chromium import BrowserSession
 from linewise.runtime.trace import read_steps
 from linewise.testing import ScriptedChatServer, miniwob_solver
-from tests.support.replays import ReplayEpisodes, make_replay_episodes
+from tests.support.replays import ReplayEpisodes
 
 TASKS_YAML = """\
 defaults:
@@ -73,6 +73,7 @@ def cached_bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pat
     yield out, result.stdout
 
 
+@pytest.mark.slow
 def test_a_cached_replay_in_a_bench_is_counted_apart_with_what_it_saved(
     cached_bench: tuple[Path, str],
 ) -> None:
@@ -112,6 +113,7 @@ def test_a_cached_replay_in_a_bench_is_counted_apart_with_what_it_saved(
                                            "tokens/episode")] == ["-", "1", "1", "-"]
 
 
+@pytest.mark.slow
 async def test_the_html_report_shows_the_replay_section(
     cached_bench: tuple[Path, str], session: BrowserSession, tmp_path: Path,
 ) -> None:
@@ -132,8 +134,8 @@ async def test_the_html_report_shows_the_replay_section(
 
 
 @pytest.fixture(scope="module")
-async def episodes(tmp_path_factory: pytest.TempPathFactory) -> ReplayEpisodes:
-    return await make_replay_episodes(tmp_path_factory.mktemp("replays"))
+def episodes(replay_episodes: ReplayEpisodes) -> ReplayEpisodes:
+    return replay_episodes
 
 
 def _line(summary: EpisodeSummary, seed: int = 0) -> EpisodeResult:
@@ -147,6 +149,7 @@ def _line(summary: EpisodeSummary, seed: int = 0) -> EpisodeResult:
     return line.model_copy(update={"agent": "scripted"})
 
 
+@pytest.mark.slow
 def test_replays_are_measured_against_their_recording_or_the_tasks_mean(
     episodes: ReplayEpisodes, tmp_path: Path,
 ) -> None:

@@ -34,6 +34,7 @@ def learner(messages: list[dict[str, Any]]) -> str:
     return miniwob_solver(messages)
 
 
+@pytest.mark.slow
 def test_improve_loop_learns_click_button_from_its_training_seeds(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -106,6 +107,7 @@ def skill_user(messages: list[dict[str, Any]]) -> str:
     return miniwob_solver(messages)
 
 
+@pytest.mark.slow
 def test_the_skills_arm_benches_the_test_seeds_with_skills_from_the_training_seeds(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

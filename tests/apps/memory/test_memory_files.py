@@ -55,6 +55,7 @@ def test_line_separators_inside_a_thought_are_read_back(
     assert "thought: Before after: click it." in capsys.readouterr().out
 
 
+@pytest.mark.slow
 async def test_an_episode_reads_a_memory_with_a_line_separator(tmp_path: Path) -> None:
     path = tmp_path / "memory.jsonl"
     write_memory(path, [_entry(2, "The button\u2028is the only control.")])

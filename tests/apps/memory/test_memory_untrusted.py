@@ -217,6 +217,7 @@ async def _run_obedient(runs: Path) -> list[EpisodeSummary]:
             await model.close()
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("seeded_password")
 def test_a_memory_of_the_injection_suite_shows_none_of_its_injections(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]

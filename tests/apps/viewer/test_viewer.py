@@ -339,6 +339,7 @@ def _damage(episode: Path) -> None:
         first + b"{not json\n" + b"\xff\xfe\x00garbage\n" + nested + second)
 
 
+@pytest.mark.slow
 async def test_damaged_traces_are_shown_with_a_warning_and_the_rest_kept(
     bench_dir: Path, session: BrowserSession, tmp_path: Path
 ) -> None:

@@ -15,16 +15,17 @@ from linewise.apps.viewer.build import write_viewer
 from linewise.apps.viewer.paths import episode_page
 from linewise.runtime.browser.chromium import BrowserSession
 from linewise.runtime.trace import read_steps
-from tests.support.replays import ReplayEpisodes, make_replay_episodes
+from tests.support.replays import ReplayEpisodes
+
+pytestmark = pytest.mark.slow  # five runs make the replays shown
 
 ANSWER = "The reminder was sent."
 
 
 @pytest.fixture(scope="module")
-async def episodes(tmp_path_factory: pytest.TempPathFactory) -> ReplayEpisodes:
-    made = await make_replay_episodes(tmp_path_factory.mktemp("replays"))
-    write_viewer(made.root)
-    return made
+def episodes(replay_episodes: ReplayEpisodes) -> ReplayEpisodes:
+    write_viewer(replay_episodes.root)
+    return replay_episodes
 
 
 def _page_of(e: ReplayEpisodes, which: str) -> str:

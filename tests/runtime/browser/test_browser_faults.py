@@ -187,6 +187,7 @@ async def test_an_alert_loop_is_dismissed_and_the_page_stays_observable(
     assert wall < 15
 
 
+@pytest.mark.slow
 async def test_a_page_stuck_in_an_alert_loop_ends_the_episode_with_the_step_written(
     fast_browser: Browser, fault_pages: StaticServer, tmp_path: Path
 ) -> None:
@@ -202,6 +203,7 @@ async def test_a_page_stuck_in_an_alert_loop_ends_the_episode_with_the_step_writ
     assert wall < 20
 
 
+@pytest.mark.slow
 async def test_a_goto_to_a_server_that_never_answers_is_bounded(
     fast_browser: Browser, fault_pages: StaticServer, silent_server: str, tmp_path: Path
 ) -> None:
@@ -253,6 +255,7 @@ async def test_a_renderer_crash_ends_the_episode_with_the_step_written(
     assert wall < 10
 
 
+@pytest.mark.slow
 async def test_a_killed_chromium_is_relaunched_for_the_next_tasks(
     fault_pages: StaticServer, tmp_path: Path
 ) -> None:

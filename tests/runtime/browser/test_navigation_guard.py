@@ -58,6 +58,7 @@ async def test_model_goto_to_every_refused_scheme_is_an_action_error(
     assert sum(exfil.hits.values()) == 0
 
 
+@pytest.mark.slow
 async def test_page_routes_off_the_allowlist_are_blocked_and_recorded(
     browser: Browser, sites: tuple[Site, Site], tmp_path: Path
 ) -> None:
@@ -96,6 +97,7 @@ async def test_page_routes_off_the_allowlist_are_blocked_and_recorded(
     assert sum(exfil.hits.values()) == 0, exfil.hits
 
 
+@pytest.mark.slow
 async def test_a_page_that_keeps_sending_the_tab_to_a_refused_document_is_left(
     browser: Browser, sites: tuple[Site, Site], tmp_path: Path
 ) -> None:
@@ -113,6 +115,7 @@ async def test_a_page_that_keeps_sending_the_tab_to_a_refused_document_is_left(
     assert all("late blob secret" not in r.axtree for r in records)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", ["/blob-soon", "/blob-slow"] * 2)
 async def test_a_page_that_navigates_while_it_is_read_is_observed_after_the_undo(
     browser: Browser, sites: tuple[Site, Site], tmp_path: Path, path: str

@@ -202,6 +202,7 @@ async def test_turn_over_tcp_goes_through_the_proxy(
     assert not [k for k in received if k.startswith("udp")], received
 
 
+@pytest.mark.slow
 async def test_without_the_setting_the_same_page_reaches_the_listener(
     private_peer: PrivatePeer, peer_site: Site, monkeypatch: pytest.MonkeyPatch,
 ) -> None:

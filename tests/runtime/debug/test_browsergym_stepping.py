@@ -15,6 +15,7 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from PIL import Image
 from playwright.sync_api import Page
 
@@ -100,6 +101,7 @@ def decide(pending: PendingStep) -> Choice:
     return Choice(kinds[pending.index])
 
 
+@pytest.mark.slow
 async def test_stepping_through_a_browsergym_task(
     browser: Browser, pages: StaticServer, tmp_path: Path
 ) -> None:

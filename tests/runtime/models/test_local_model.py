@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import importlib
 import json
@@ -15,7 +14,6 @@ import time
 import uuid
 from pathlib import Path
 
-import openai
 import pytest
 
 from linewise.errors import ConfigError, ModelError
@@ -354,34 +352,6 @@ def test_server_properties_before_start(tmp_path: Path) -> None:
         LocalModelServer(ctx_size=16)
     with pytest.raises(ConfigError):
         LocalModelServer(parallel=0)
-
-
-@pytest.mark.slow
-async def test_the_embedded_model_answers_a_chat_completion(tmp_path: Path) -> None:
-    model = await asyncio.to_thread(ensure_embedded_model)
-    async with LocalModelServer(
-        model, ctx_size=4096, log_path=tmp_path / "server.log", startup_timeout_s=120
-    ) as server:
-        assert server.base_url == f"http://127.0.0.1:{server.port}/v1"
-        pid = server.pid
-        assert pid is not None
-        client = openai.AsyncOpenAI(base_url=server.base_url, api_key="local", max_retries=0)
-        try:
-            reply = await client.chat.completions.create(
-                model=server.model_name,
-                messages=[{"role": "user", "content": "Reply with the single word: ready"}],
-                max_tokens=8,
-                temperature=0,
-            )
-        finally:
-            await client.close()
-    assert reply.choices[0].message.content
-    assert reply.model == server.model_name
-    assert reply.usage is not None
-    assert reply.usage.prompt_tokens > 5 and 0 < reply.usage.completion_tokens <= 8
-    assert not server.running
-    with pytest.raises(ProcessLookupError):
-        os.kill(pid, 0)  # stopped and reaped: the memory is back
 
 
 def test_clients_of_the_embedded_server_wait_for_its_slots() -> None:

@@ -266,6 +266,7 @@ def _run(tmp_path: Path, base_url: str, *extra: str) -> subprocess.CompletedProc
     )
 
 
+@pytest.mark.slow
 def test_run_exits_0_on_agent_outcomes_and_4_on_infrastructure(tmp_path: Path) -> None:
     with ScriptedChatServer(miniwob_solver) as server:
         ok = _run(tmp_path, server.base_url)
@@ -277,6 +278,7 @@ def test_run_exits_0_on_agent_outcomes_and_4_on_infrastructure(tmp_path: Path) -
     assert "1/1 succeeded" in infra.stdout
 
 
+@pytest.mark.slow
 def test_run_stops_at_once_on_a_refused_key_with_exit_3(tmp_path: Path) -> None:
     def script(messages: list[dict[str, Any]]) -> str:
         raise ScriptedHTTPError(401, "invalid api key")
@@ -288,6 +290,7 @@ def test_run_stops_at_once_on_a_refused_key_with_exit_3(tmp_path: Path) -> None:
     assert f"LLM endpoint {server.base_url} refused the API key (401)" in refused.stderr
 
 
+@pytest.mark.slow
 def test_run_exits_3_when_nothing_answers_and_2_for_bad_input(tmp_path: Path) -> None:
     unreachable = _run(tmp_path, "http://127.0.0.1:9/v1")
     assert unreachable.returncode == 3 and "127.0.0.1:9" in unreachable.stderr
