@@ -98,6 +98,7 @@ def read_trace(folder: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return steps, summary
 
 
+@pytest.mark.slow
 def test_one_ctrl_c_stops_after_the_current_step(pages: StaticServer, tmp_path: Path) -> None:
     with ScriptedChatServer(waiting_script, delay_s=0.3) as llm:
         process = start_run(llm, pages.url("form.html"), tmp_path)
@@ -191,6 +192,7 @@ def test_sigterm_during_a_long_step_stops_at_once_after_the_grace_period(
     assert still_running(children) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("signum", "code", "said"), [
     (signal.SIGINT, 130, "Interrupted"), (signal.SIGTERM, 143, "Stopped by SIGTERM")])
 def test_one_ctrl_c_or_sigterm_on_a_bench_leaves_the_stopped_episode_to_resume(
