@@ -21,6 +21,7 @@ import json
 import os
 import re
 import threading
+import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -65,10 +66,18 @@ class Redactor:
         self._lock = threading.Lock()
 
     def add(self, value: str | None, placeholder: str) -> None:
-        """Redact ``value`` (in any encoding) as ``placeholder`` from now on."""
+        """Redact ``value`` (in any encoding) as ``placeholder`` from now on.
+
+        Its Unicode normal forms are redacted too: Chromium normalises a download's file
+        name to NFC (a compatibility ideograph such as U+2F800 becomes U+4E3D, ``e`` and a
+        combining accent become ``é``), and a page may send any of them.
+        """
         if not value:
             return
         with self._lock:
+            for form in dict.fromkeys(unicodedata.normalize(f, value)
+                                      for f in ("NFC", "NFD", "NFKC", "NFKD")):
+                self._replacements.setdefault(form, placeholder)
             self._replacements[value] = placeholder
             self._pattern = None
 

@@ -224,3 +224,15 @@ def test_a_form_in_any_charset_is_redacted(chromium: Page, charset: str) -> None
     finally:
         site.close()
     assert redacted(value, chromium.url).endswith(f"/echo?q={PLACEHOLDER}"), chromium.url
+
+
+@pytest.mark.parametrize(("value", "normalised"), [
+    ("~~\U0002f800", "~~\u4e3d"),  # a compatibility ideograph: NFC maps it to another
+    ("cafe\u0301-key", "caf\u00e9-key"),  # a combining accent composed
+    ("\ufb01le-s3cret", "file-s3cret"),  # a ligature under NFKC
+])
+def test_a_value_s_unicode_normal_forms_are_redacted(value: str, normalised: str) -> None:
+    """Chromium writes a download's name in NFC; the value must not come back readable in
+    a form the page or the browser normalised."""
+    assert redacted(value, f"report-{normalised}.txt") == f"report-{PLACEHOLDER}.txt"
+    assert redacted(value, f"q={quote(normalised)}") == f"q={PLACEHOLDER}"
