@@ -100,6 +100,7 @@ def test_bench_killed_then_resumed_runs_every_episode_exactly_once(tmp_path: Pat
                         ((r.task_id, r.seed, r.filter) for r in read_results(results))}
         assert 3 <= len(done_at_kill) < len(expected), "kill did not land mid-bench"
         requests_before = len(llm.requests)
+        llm.delay_s = 0.0  # the delay only made the kill land mid-bench
 
         second = subprocess.run(
             _bench_command(tasks, out, llm.base_url, "--resume"), env=_clean_env(),
