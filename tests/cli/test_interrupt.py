@@ -81,8 +81,10 @@ def wait_for_steps(out: Path, count: int, timeout_s: float = 40) -> Path:
     while time.monotonic() < deadline:
         # An episode folder is made under a hidden ".<name>.starting" and renamed into
         # place: only a named folder is the trace.
-        found = [p for p in out.rglob("steps.jsonl") if not p.parent.name.startswith(".")]
+        # The walk itself may meet that hidden folder just as it is renamed away.
         try:
+            found = [p for p in out.rglob("steps.jsonl")
+                     if not p.parent.name.startswith(".")]
             if found and len(found[0].read_text().splitlines()) >= count:
                 return found[0].parent
         except FileNotFoundError:
