@@ -174,6 +174,19 @@ class OpenAIEmbedder:
         await self._client.close()
 
 
+def bert_feeds(tokenizer: Any, texts: list[str], input_names: set[str]
+               ) -> dict[str, np.ndarray]:
+    """The inputs of a BERT-style ONNX graph for one batch: token ids, the attention
+    mask, and zero token types where the graph takes them."""
+    encodings = tokenizer.encode_batch(texts)
+    ids = np.array([e.ids for e in encodings], dtype=np.int64)
+    feeds = {"input_ids": ids,
+             "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64)}
+    if "token_type_ids" in input_names:
+        feeds["token_type_ids"] = np.zeros_like(ids)
+    return feeds
+
+
 # all-MiniLM-L6-v2, int8 ONNX: the file and where it ships.
 MINILM_ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MINILM_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
@@ -268,12 +281,8 @@ class _MiniLMRuntime:
 
     def run(self, texts: list[str]) -> np.ndarray:
         """Unit vectors for one batch: mean pooling over the attention mask, then L2."""
-        encodings = self.tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        feeds = {"input_ids": ids, "attention_mask": mask}
-        if "token_type_ids" in self.input_names:
-            feeds["token_type_ids"] = np.zeros_like(ids)
+        feeds = bert_feeds(self.tokenizer, texts, self.input_names)
+        mask = feeds["attention_mask"]
         with self._lock:
             hidden = self.session.run(None, feeds)[0]
         weights = mask[..., None].astype(np.float32)

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import structlog
 
+from linewise.agent.filters.embedders import bert_feeds
 from linewise.errors import ConfigError, ModelError
 from linewise.files import sha256_file
 
@@ -166,12 +167,7 @@ class _Runtime:
         self._lock = threading.Lock()
 
     def run(self, texts: list[str]) -> np.ndarray:
-        encodings = self.tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        feeds = {"input_ids": ids, "attention_mask": mask}
-        if "token_type_ids" in self.input_names:
-            feeds["token_type_ids"] = np.zeros_like(ids)
+        feeds = bert_feeds(self.tokenizer, texts, self.input_names)
         with self._lock:
             vectors = self.session.run([OUTPUT_NAME], feeds)[0]
         result: np.ndarray = np.asarray(vectors, dtype=np.float32)
