@@ -19,7 +19,7 @@ from linewise.apps.bench.report_data import (
 )
 
 
-def _md_table(header: list[str], rows: list[list[str]]) -> str:
+def md_table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |"
               for row in rows]
@@ -46,18 +46,18 @@ def render_markdown(report: Report) -> str:
     if not report.episodes:
         return "\n".join([*out, NO_RESULTS, ""])
     out += ["## Agents and filters", "",
-            _md_table(["agent", "filter", *header],
+            md_table(["agent", "filter", *header],
                       [[g.label["agent"], g.label["filter"],
                         *group_columns(g, replays, others)] for g in report.overall]), ""]
     if replays:
         out += ["## Replays", "", *replays_notes(report), "",
-                _md_table(REPLAYS_HEADER, replays_rows(report)), ""]
+                md_table(REPLAYS_HEADER, replays_rows(report)), ""]
     out += ["## Per benchmark", "",
-            _md_table(["benchmark", "agent", "filter", *header],
+            md_table(["benchmark", "agent", "filter", *header],
                       [[g.label["benchmark"], g.label["agent"], g.label["filter"],
                         *group_columns(g, replays, others)] for g in report.by_benchmark]),
             ""]
-    out += ["## Per task", "", _md_table(task_header(replays, others),
+    out += ["## Per task", "", md_table(task_header(replays, others),
                                          [task_columns(g, replays, others)
                                           for g in report.by_task]), ""]
     return "\n".join(out)

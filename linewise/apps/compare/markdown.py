@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from linewise.apps.bench.report_markdown import md_table
 from linewise.apps.compare.data import Comparison, pair_line
 from linewise.apps.compare.tables import (
     BENCH_HEADER,
@@ -12,13 +13,6 @@ from linewise.apps.compare.tables import (
     task_header,
     title,
 )
-
-
-def md_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |"
-              for row in rows]
-    return "\n".join(lines)
 
 
 def render_markdown(comparison: Comparison) -> str:
