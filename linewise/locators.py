@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from linewise.axtree import parse_line
@@ -66,6 +66,11 @@ its content, and a frame is recorded in ``frames``."""
 
 _MAX_CONTEXT = 3
 
+_VALUED_ROLES = frozenset({"textbox", "searchbox", "combobox", "spinbutton", "slider",
+                           "listbox", "Date", "DateTime", "InputTime"})
+"""Roles whose inner text is what a person typed or chose (their value), never what the
+element is: they are not known by their text."""
+
 
 @dataclass(frozen=True, slots=True)
 class Resolution:
@@ -90,6 +95,7 @@ class _Element:
     name: str
     value: str | None
     label: str | None
+    text: str | None
     context: tuple[str, ...]
     heading: str | None
     frames: tuple[str, ...]
@@ -97,7 +103,8 @@ class _Element:
     @property
     def key(self) -> tuple[object, ...]:
         """What equal elements share (the heading is not part of it: see :func:`locate`)."""
-        return (self.frames, self.role, self.name, self.value, self.label, self.context)
+        return (self.frames, self.role, self.name, self.value, self.label, self.text,
+                self.context)
 
 
 @dataclass(slots=True)
@@ -114,6 +121,11 @@ class _Open:
     """For a frame: the heading of the document around it, back in force after it."""
     text: list[str] | None
     """For an unnamed text container: the text of its ``StaticText`` children so far."""
+    content: list[str] | None = None
+    """For an unnamed element that may be known by its text: the ``StaticText`` of its
+    subtree so far."""
+    element: int | None = None
+    """The index of that element in the walk's list."""
 
 
 class TreeIndex:
@@ -155,7 +167,8 @@ class TreeIndex:
             return None
         return TargetLocator(
             bid=bid, role=element.role, name=element.name, value=element.value,
-            label=element.label, context=element.context, heading=element.heading,
+            label=element.label, text=element.text, context=element.context,
+            heading=element.heading,
             frames=element.frames, ordinal=self._ordinals[bid],
             matches=len(self._equal[element.key]),
         )
@@ -166,9 +179,12 @@ class TreeIndex:
         what = _what(locator)
         candidates = self._by_name.get((locator.frames, locator.role, name), [])
         if not name:
-            # the label identifies an unnamed element; its value is what actions change,
-            # so it identifies one only when nothing else does
-            if locator.label is not None:
+            # the text inside an unnamed element identifies it as a name does; else its
+            # label; its value is what actions change, so it identifies one only when
+            # nothing else does
+            if locator.text is not None:
+                candidates = [c for c in candidates if c.text == locator.text]
+            elif locator.label is not None:
                 candidates = [c for c in candidates if c.label == locator.label]
             elif locator.value is not None:
                 # a value only tells equal elements apart: it is what actions and seeds
@@ -186,7 +202,7 @@ class TreeIndex:
         if len(candidates) == 1:
             return _found(candidates[0], f"{what} is the only element of its kind")
         key = (locator.frames, locator.role, name, locator.value, locator.label,
-               locator.context)
+               locator.text, locator.context)
         equal = [c for c in candidates if c.key == key]
         if len(equal) == 1:
             return _found(equal[0], f"{what} is the only one in its context")
@@ -224,6 +240,12 @@ def locate(lines: Sequence[str], bid: str) -> TargetLocator | None:
       text (``StaticText``, ``LabelText``, a heading …, a label's text being in its
       ``StaticText`` children): MiniWoB++'s login form has ``LabelText`` 'Username' then
       ``[19] textbox ''``. A named element is known by its name: both stay None.
+    - ``text``, for an element whose name is empty, that has no value and is not a
+      field (a textbox's text is what was typed in it): the ``StaticText`` of its
+      subtree, joined by spaces. A clickable ``generic`` with no name shows its words
+      inside it (``[30] generic, clickable`` over ``StaticText 'lorem.'``); those words
+      are what it is, as a name would be, where the text before it is only its
+      neighbour's.
     - ``context``: its named ancestors, outermost first, as ``role 'name'``, the 3
       innermost; never the ``RootWebArea`` (its name is the page title, which changes
       with the content) nor an ``Iframe`` (see ``frames``).
@@ -244,8 +266,8 @@ def resolve(locator: TargetLocator, lines: Sequence[str]) -> Resolution:
 
     1. Candidates: the elements in the same frames with the same role and name (names
        compared whitespace collapsed, exactly otherwise: a renamed button is ``none``,
-       for a model to heal, never its look-alike). An unnamed element's label must match
-       when the locator has one, else its value when the locator has one.
+       for a model to heal, never its look-alike). An unnamed element's text must match
+       when the locator has one, else its label when it has one, else its value.
     2. None: ``changed_role`` when elements in those frames have the (non-empty) name
        with another role, else ``none``.
     3. One candidate is the element. Of several, those with the recorded context are the
@@ -309,45 +331,62 @@ def _walk(lines: Sequence[str]) -> list[_Element]:
     frames: list[str] = []
     shown: list[str | None] = []
     heading: str | None = None
+
+    def close(closed: _Open) -> None:
+        nonlocal heading
+        if closed.named:
+            context.pop()
+        if closed.frame:
+            frames.pop()
+            heading = closed.outer_heading
+        if closed.element is not None and closed.content:
+            element = elements[closed.element]
+            elements[closed.element] = replace(element, text=_clip(" ".join(closed.content)))
+
     for line in lines:
         if not line.strip():
             continue
         parsed = parse_line(line)
         depth = parsed.depth
         while stack and stack[-1].depth >= depth:
-            closed = stack.pop()
-            if closed.named:
-                context.pop()
-            if closed.frame:
-                frames.pop()
-                heading = closed.outer_heading
+            close(stack.pop())
         del shown[depth + 1:]
         shown.extend([None] * (depth + 1 - len(shown)))
         role = parsed.role
         name = _collapse(parsed.name or "")
+        collects: int | None = None
         if parsed.bid is not None and parsed.bid not in seen:
             seen.add(parsed.bid)
             value = None
             if not name:
                 value = next((_clip(_unquote(p[6:])) for p in parsed.properties
                               if p.startswith("value=")), None)
+                if value is None and role not in _VALUED_ROLES:
+                    collects = len(elements)
             elements.append(_Element(
                 bid=parsed.bid, role=role, name=name, value=value,
-                label=shown[depth] if not name else None,
+                label=shown[depth] if not name else None, text=None,
                 context=tuple(context[-_MAX_CONTEXT:]), heading=heading,
                 frames=tuple(frames),
             ))
         if name and role in _TEXT_ROLES:
             shown[depth] = _clip(name)
         parent = stack[-1] if stack and stack[-1].depth == depth - 1 else None
-        if name and role == "StaticText" and parent is not None and parent.text is not None:
-            parent.text.append(name)
-            shown[depth - 1] = _clip(" ".join(parent.text))
+        if name and role == "StaticText":
+            if parent is not None and parent.text is not None:
+                parent.text.append(name)
+                shown[depth - 1] = _clip(" ".join(parent.text))
+            for open_ in stack:
+                if open_.content is not None and sum(map(len, open_.content)) < _MAX_TEXT:
+                    open_.content.append(name)
         named = bool(name) and role not in _UNCONTEXTUAL
         frame = role == "Iframe"
         container = not name and role in _TEXT_CONTAINERS
-        if named or frame or container:  # other lines matter to none under them
-            stack.append(_Open(depth, role, named, frame, heading, [] if container else None))
+        if named or frame or container or collects is not None:
+            # other lines matter to none under them
+            stack.append(_Open(depth, role, named, frame, heading,
+                               [] if container else None,
+                               [] if collects is not None else None, collects))
         if named:
             context.append(f"{role} {_clip(name)!r}")
         if frame:
@@ -355,6 +394,8 @@ def _walk(lines: Sequence[str]) -> list[_Element]:
             heading = None
         elif role == "heading" and name:
             heading = _clip(name)
+    while stack:
+        close(stack.pop())
     return elements
 
 
@@ -367,7 +408,9 @@ def _what(locator: TargetLocator, *, with_frames: bool = True) -> str:
     'red'``, ``button 'OK' in frame Iframe 'ad'``: the identity the resolver looks for."""
     name = _collapse(locator.name)
     text = f"{locator.role} {name!r}" if name else locator.role
-    if not name and locator.label is not None:
+    if not name and locator.text is not None:
+        text += f" showing {locator.text!r}"
+    elif not name and locator.label is not None:
         text += f" labelled {locator.label!r}"
     elif not name and locator.value is not None:
         text += f" with value {locator.value!r}"

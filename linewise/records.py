@@ -71,6 +71,9 @@ class TargetLocator(BaseModel):
     label: str | None = Field(
         default=None, description="For an element with no name: the text closest before "
         "it among its siblings (a form's 'Username' before its textbox).")
+    text: str | None = Field(
+        default=None, description="For an element with no name and no value: the text "
+        "shown inside it (a clickable span's words), which identifies it as a name does.")
     context: tuple[str, ...] = Field(
         default=(), description="Its named ancestors, outermost first, as ``role 'name'``: the "
         "3 innermost, never the document (its name is the page title) nor a frame.")

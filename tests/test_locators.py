@@ -389,3 +389,43 @@ def test_an_unnamed_unlabelled_list_is_found_whatever_option_it_shows() -> None:
     with_it = [*two[:2], "\t[31] combobox '' value='Angola', hasPopup='menu', expanded=False",
                *two[2:]]
     assert resolve(locator, with_it).bid == "31"
+
+
+def test_an_unnamed_clickable_is_known_by_the_words_inside_it() -> None:
+    """MiniWoB++'s links are unnamed clickable spans with their words inside: those words
+    find the link again when the text around it and every bid changed, and a span with
+    other words is never taken for it."""
+    recorded = ["RootWebArea 'Click Tab Task'",
+                "\t[25] tabpanel '1'",
+                "\t\t[26] paragraph ''",
+                "\t\t\tStaticText 'In'",
+                "\t\t\t[27] generic, clickable",
+                "\t\t\t\tStaticText 'in'",
+                "\t\t\tStaticText 'Nulla scelerisque dignissim'",
+                "\t\t\t[30] generic, clickable",
+                "\t\t\t\tStaticText 'lorem.'",
+                "\t\t\tStaticText 'Tellus.'"]
+    locator = locate(recorded, "30")
+    assert locator is not None
+    assert (locator.text, locator.label) == ("lorem.", "Nulla scelerisque dignissim")
+    assert describe(locator) == "generic showing 'lorem.' in tabpanel '1'"
+    assert locate(recorded, "26").text == "In in Nulla scelerisque dignissim lorem. Tellus."
+    fresh = ["RootWebArea 'Click Tab Task'",
+             "\t[40] tabpanel '1'",
+             "\t\t[41] paragraph ''",
+             "\t\t\t[42] generic, clickable",
+             "\t\t\t\tStaticText 'lorem.'",
+             "\t\t\tStaticText 'Vel risus.'",
+             "\t\t\t[43] generic, clickable",
+             "\t\t\t\tStaticText 'in'"]
+    assert resolve(locator, fresh).bid == "42"
+    renamed = [line.replace("'lorem.'", "'ipsum.'") for line in fresh]
+    assert resolve(locator, renamed).reason == "none"
+
+
+def test_a_field_is_never_known_by_the_text_typed_into_it() -> None:
+    typed = ["RootWebArea 'x'", "\t[5] textbox ''", "\t\tStaticText 'kenda'",
+             "\t[6] generic", "\t\t[7] spinbutton ''", "\t\t\tStaticText '12'"]
+    assert locate(typed, "5").text is None
+    assert locate(typed, "7").text is None
+    assert locate(typed, "6").text == "12"

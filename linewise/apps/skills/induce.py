@@ -7,8 +7,8 @@ Rules, and why:
   BrowserGym's task, a web task's id), then by the shape of the goal (its number of
   literal spans: quoted strings and words).
 - A literal of the goal becomes a parameter when it reappears in what the episode did
-  (the text of a ``fill``, an option chosen, the name, label or value of an element
-  acted on, or a word of that name: ``2`` in ``Tab #2``) and, where the group has
+  (the text of a ``fill``, an option chosen, the name, text, label or value of an
+  element acted on or of its named ancestors, or a word of those: ``2`` in ``Tab #2``) and, where the group has
   several episodes, when it differs between them: a word every goal shares ("Submit")
   is part of the task, not an argument. A group of one episode cannot show what varies:
   there its quoted strings and numbers count, and a word only where it was typed or
@@ -19,7 +19,9 @@ Rules, and why:
   is part of the task.
 - Each episode's program is rewritten with ``{{name}}`` for its own values; the skill is
   the rewritten program most episodes agree on (its provenance lists them), so a detour
-  one episode took is not part of it. Pruned trajectories (``linewise prune``) make the
+  one episode took is not part of it. They agree on what each step did and to which
+  element; where that element stood (its context, heading, neighbouring text) and the
+  state it was left in may differ, and what differs is left out of the skill. Pruned trajectories (``linewise prune``) make the
   cleanest programs, and are used where given.
 """
 
@@ -125,7 +127,8 @@ def _induce(template: str, group: Sequence[Program]) -> Skill | None:
     best, _count = max(signatures.items(), key=lambda item: (item[1], -len(item[0][1])))
     agreeing = [(goal, steps, program) for goal, steps, program in rewritten
                 if _signature(goal, steps) == best]
-    goal, steps, first = agreeing[0]
+    goal, _steps, first = agreeing[0]
+    steps = _generalize([steps for _goal, steps, _program in agreeing])
     if len(agreeing) == 1 and any(
             text and "{{" not in text for step in steps if step.parsed().name in _TYPING_ACTIONS
             for text in _typed_texts(step)):
@@ -184,7 +187,7 @@ def _reappears(value: str, program: Program) -> bool:
         if any(value in text for text in _typed_texts(step)):
             return True
         if any(_word_of(value, text) for t in step.targets
-               for text in (t.name, t.label, t.value)):
+               for text in (t.name, t.text, t.label, t.value, *t.context)):
             return True
     return False
 
@@ -247,24 +250,63 @@ def _rewrite_locator(locator: TargetLocator, values: dict[str, str]) -> TargetLo
         return text
 
     return locator.model_copy(update={"name": swap(locator.name) or "",
+                                      "context": tuple(swap(c) or "" for c in locator.context),
+                                      "text": swap(locator.text),
                                       "label": swap(locator.label),
                                       "value": swap(locator.value)})
 
 
 def _signature(goal: str, steps: list[ProgramStep]) -> tuple[str, tuple[object, ...]]:
     """What two rewritten programs must share to be one skill: the goal template, and
-    each step's action without its element ids and its elements' identities."""
+    each step's action without its element ids and its elements' identities (role and
+    name, or the text inside it, or for an element with neither its label). Where an
+    element is, and what is around it, may differ: see :func:`_generalize`."""
     shape = []
     for step in steps:
         action = step.parsed()
         arguments = tuple(sorted((k, repr(v)) for k, v in action.arguments.items()
                                  if not k.endswith("bid")))
-        targets = tuple((t.role, t.name, t.label, t.context) for t in step.targets)
+        targets = tuple((t.role, t.name, t.text, None if t.name or t.text else t.label)
+                        for t in step.targets)
         shape.append((action.name, arguments, targets))
     return goal, tuple(shape)
 
 
+def _generalize(programs: list[list[ProgramStep]]) -> list[ProgramStep]:
+    """The first program with what its agreeing programs do not share left out: a
+    target's context, heading, value or (for an element known by its name or text) label
+    that differs between them was that episode's page, not the task's, and a locator
+    that kept it would find the element on none of the other pages. So is a recorded
+    effect that differs."""
+    first = programs[0]
+    if len(programs) == 1:
+        return first
+    steps = []
+    for index, step in enumerate(first):
+        others = [program[index] for program in programs[1:]]
+        targets = []
+        for position, target in enumerate(step.targets):
+            seen = [other.targets[position] for other in others]
+            update: dict[str, object] = {}
+            for field, empty in (("context", ()), ("heading", None), ("value", None),
+                                 ("label", None)):
+                if field == "label" and not (target.name or target.text):
+                    continue  # an unnamed element's label is what it is
+                if any(getattr(other, field) != getattr(target, field) for other in seen):
+                    update[field] = empty
+            targets.append(target.model_copy(update=update))
+        state_after = [
+            {key: value for key, value in state.items()
+             if all(position < len(other.state_after)
+                    and other.state_after[position].get(key) == value for other in others)}
+            for position, state in enumerate(step.state_after)
+        ]
+        steps.append(step.model_copy(update={"targets": targets, "state_after": state_after}))
+    return steps
+
+
 def _placeholders_in(step: ProgramStep) -> set[str]:
-    text = step.action + " ".join(f"{t.name} {t.label or ''} {t.value or ''}"
-                                  for t in step.targets)
+    text = step.action + " ".join(
+        f"{t.name} {t.text or ''} {t.label or ''} {t.value or ''} {' '.join(t.context)}"
+        for t in step.targets)
     return set(re.findall(r"\{\{([a-z][a-z0-9_]*)\}\}", text))

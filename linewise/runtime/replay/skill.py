@@ -9,8 +9,8 @@ the credentials. ``linewise skills build`` makes them (``apps/skills``); with
 model call, until the skill ends or a step does not fit (control then goes back to the
 model, told why).
 
-A parameter stands in a step's text arguments and in its locators' names, labels and
-values as ``{{name}}``. A skill is offered only where its precondition holds: the
+A parameter stands in a step's text arguments and in its locators' names, texts, labels
+and values as ``{{name}}``. A skill is offered only where its precondition holds: the
 elements its first step needs are on the page (those its parameters name: an element of
 that role), and only to a goal that fits its goal template.
 """
@@ -88,9 +88,10 @@ class Skill(BaseModel):
     def holds(self, index: TreeIndex) -> bool:
         """Whether the precondition holds on the page ``index`` reads: every element the
         first step needs is there (found, or found among several equal ones), and for
-        one a parameter names, an element of its role and label."""
+        one a parameter names, an element of its role."""
         for needed in self.precondition:
-            if _PLACEHOLDER.search(needed.name or ""):
+            if any(_PLACEHOLDER.search(field or "")
+                   for field in (needed.name, needed.text, needed.label)):
                 if not index.has_role(needed.role):
                     return False
                 continue
@@ -129,6 +130,8 @@ def _bind_locator(locator: TargetLocator, arguments: dict[str, str]) -> TargetLo
     return locator.model_copy(update={
         "name": _fill(locator.name, arguments),
         "label": _fill(locator.label, arguments) if locator.label else locator.label,
+        "text": _fill(locator.text, arguments) if locator.text else locator.text,
+        "context": tuple(_fill(c, arguments) for c in locator.context),
         "value": _fill(locator.value, arguments) if locator.value else locator.value,
     })
 

@@ -65,3 +65,34 @@ def test_a_word_all_goals_share_is_no_parameter_and_one_that_varies_is() -> None
     assert skill.goal_template == "Type {{value}} in the box and press Submit."
     assert [p.name for p in skill.parameters] == ["value"]
     assert skill.steps[1].targets[0].name == "Submit" and len(skill.provenance) == 3
+
+
+def _panel(words: list[str], tab: int) -> list[str]:
+    """A tab panel of clickable unnamed words, as MiniWoB++'s click-tab-2 shows them."""
+    lines = ["RootWebArea 'Click Tab Task'", f"\t[25] tabpanel '{tab}'", "\t\t[26] paragraph ''"]
+    for number, word in enumerate(words, start=27):
+        lines += [f"\t\t\tStaticText 'filler {number}'", f"\t\t\t[{number}] generic, clickable",
+                  f"\t\t\t\tStaticText '{word}'"]
+    return lines
+
+
+def test_where_the_element_stood_is_left_out_and_its_own_words_are_the_parameter() -> None:
+    """Three episodes clicked the goal's word in other panels, after other neighbouring
+    text: the skill finds the word by its own text on a fourth page, whatever surrounds it."""
+    programs = []
+    for seed, (words, tab) in enumerate([(["in", "lorem"], 1), (["amet", "nulla", "x"], 2),
+                                         (["cras"], 3)]):
+        lines, word = _panel(words, tab), words[-1]
+        target = TreeIndex(lines).locate(str(26 + len(words)))
+        assert target is not None and target.text == word
+        programs.append(_program("click-link", seed, f'Click on the link "{word}".',
+                                 [(f"click('{26 + len(words)}')", target)]))
+    [skill] = induce_skills(programs)
+    [step] = skill.steps
+    assert skill.goal_template == 'Click on the link "{{link}}".'
+    assert (step.targets[0].text, step.targets[0].label, step.targets[0].context) == (
+        "{{link}}", None, ())
+    fourth = _panel(["dolor", "vel", "porta"], 3)
+    bound = skill.bind(skill.arguments_from('Click on the link "vel".') or {})
+    assert TreeIndex(fourth).resolve(bound.steps[0].targets[0]).bid == "28"
+    assert SkillLibrary([skill]).offered('Click on the link "vel".', fourth) == [skill]
