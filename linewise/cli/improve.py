@@ -51,7 +51,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         description="The self-improvement loop without training weights: each round "
         "benches the training seeds with the memory so far, prunes that bench, rebuilds "
         "the memory from every training bench, and benches the (disjoint) test seeds with "
-        "it. Reports success per round with its standard error.")
+        "it. Reports success per round with its standard error. The same command again "
+        "continues a loop that stopped: finished benches are kept, unfinished ones run "
+        "only the episodes they lack.")
     improve.add_argument("tasks", type=Path, help="a YAML task file of miniwob/browsergym tasks")
     improve.add_argument("--train-seeds", type=seed_range, required=True, metavar="A-B",
                          help="the seeds the memory learns from")

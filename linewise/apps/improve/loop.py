@@ -18,6 +18,12 @@ done out of planned, labelled with the round and phase (``round 1/2 train``), wi
 ETA at the pace so far; the pruner's tally of trajectories while it prunes; and a note
 as each phase starts and each round ends, with its success rates.
 
+Running the same command again continues a loop that stopped (interrupted, a crash,
+the machine restarted): each bench runs only the episodes its folder lacks (a finished
+bench runs none), a round's pruning is kept when its training bench ran nothing new,
+and the memory, the skills and the report are rebuilt from the folders, as they are
+the same whenever the benches are.
+
 Training and test seeds must be disjoint, and every test bench refuses a memory that
 holds one of its episodes (``apps/memory/load.check_memory_leak``); a training bench
 runs with entries of its own seeds from earlier rounds (an episode never sees its own
@@ -154,6 +160,8 @@ class ImproveLoop:
         self.embedder = embedder
         self.progress = progress
         self.tally: Tally | None = None
+        self._ran = 0
+        """The episodes the last bench ran (0 for a bench an earlier run finished)."""
         name = settings.filter.name
         self.train_specs = seeded_specs(tasks, options.train_seeds, name)
         self.test_specs = seeded_specs(tasks, options.test_seeds, name)
@@ -196,10 +204,15 @@ class ImproveLoop:
                                       step=f"{step} train")
             train_dirs.append(folder / "train")
             if self.options.prune:
-                self._phase(f"{step} prune", f"pruning {folder / 'train'}")
-                await run_prune([folder / "train"], folder / "pruned", self.settings,
-                                self.prune_options, progress=self.progress)
-                pruned_dirs.append(folder / "pruned")
+                pruned = folder / "pruned"
+                if self._ran == 0 and (pruned / "stats.json").is_file():
+                    self._phase(f"{step} prune", f"kept {pruned}: its training bench "
+                                "ran no new episode")
+                else:
+                    self._phase(f"{step} prune", f"pruning {folder / 'train'}")
+                    await run_prune([folder / "train"], pruned, self.settings,
+                                    self.prune_options, progress=self.progress)
+                pruned_dirs.append(pruned)
             entries, built = await build_memory(train_dirs, pruned_dirs, embedder=self.embedder)
             memory = folder / "memory.jsonl"
             write_memory(memory, entries)
@@ -261,6 +274,7 @@ class ImproveLoop:
             argv=["linewise", "improve", str(self.out_dir)],
             allow_memory_overlap=train, progress=_BenchInLoop(self.tally, self.progress),
         )
+        self._ran = outcome.ran + outcome.recovered + outcome.retried
         mine = {s.key for s in specs}
         return Success.of([r for r in outcome.results if r.key in mine])
 

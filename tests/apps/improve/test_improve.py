@@ -41,11 +41,11 @@ def test_improve_loop_learns_click_button_from_its_training_seeds(
     tasks = tmp_path / "tasks.yaml"
     tasks.write_text(TASKS)
     out = tmp_path / "improve"
+    command = ["improve", str(tasks), "--train-seeds", "0-0", "--test-seeds", "1-1",
+               "--rounds", "2", "--out", str(out), "--model", "scripted",
+               "--no-screenshots", "--filter", "none", "--no-embed"]
     with ScriptedChatServer(learner) as llm:
-        code = main(["improve", str(tasks), "--train-seeds", "0-0", "--test-seeds", "1-1",
-                     "--rounds", "2", "--out", str(out), "--base-url", llm.base_url,
-                     "--model", "scripted", "--no-screenshots", "--filter", "none",
-                     "--no-embed"])
+        code = main([*command, "--base-url", llm.base_url])
     captured = capsys.readouterr()
     printed = captured.out
     assert code == 0, captured.err[-3000:]
@@ -86,6 +86,14 @@ def test_improve_loop_learns_click_button_from_its_training_seeds(
     # The training bench of round 2 ran with entries of its own seeds, and says so.
     manifest = json.loads((out / "round-2" / "train" / "bench.json").read_text())
     assert manifest["memory_overlap"] == ["miniwob.click-test seed 0"]
+
+    # The same command again continues the loop: everything is done, so no episode runs
+    # and nothing is pruned again (no model call at all), and the report is the same.
+    with ScriptedChatServer(learner) as again:
+        assert main([*command, "--base-url", again.base_url]) == 0
+    assert again.requests == []
+    assert (out / "improve.md").read_text() == table
+    assert "kept " in capsys.readouterr().err
 
 
 def test_improve_refuses_overlapping_seeds(tmp_path: Path,
