@@ -115,6 +115,31 @@ def test_the_readme_test_command_is_the_one_ci_runs() -> None:
     assert f"```sh\n{command}\n```" in (DOCS / "install.md").read_text(encoding="utf-8")
 
 
+_CITATION = re.compile(r'docs/(?P<page>[\w/-]+\.md),? \\?"(?P<heading>[^"\\]+)\\?"')
+
+
+def _headings(page: Path) -> set[str]:
+    return {re.sub(r"`", "", line.lstrip("#").strip())
+            for line in page.read_text(encoding="utf-8").splitlines() if line.startswith("#")}
+
+
+def test_every_heading_the_code_cites_is_in_its_page() -> None:
+    """Docstrings and messages cite a page's heading for the why of a rule
+    (``docs/design.md, "Re-asks"``); a heading renamed must take its citations along."""
+    cited = []
+    sources = [*sorted((REPO / "linewise").rglob("*.py")), *sorted(REPO.glob("tests/**/*.py"))]
+    for source in sources:
+        # a citation may wrap onto the next line of a docstring or a comment
+        text = re.sub(r"\s*\n\s*(?:#\s*)?", " ", source.read_text(encoding="utf-8"))
+        for match in _CITATION.finditer(text):
+            page = DOCS / match["page"]
+            assert page.is_file(), f"{source}: cites {match['page']}"
+            cited.append(match["heading"])
+            assert match["heading"] in _headings(page), (
+                f"{source}: {match['page']} has no heading {match['heading']!r}")
+    assert "Re-asks" in cited and "Exit codes" in cited
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("site")
