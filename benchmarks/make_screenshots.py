@@ -1,4 +1,4 @@
-"""The README's pictures, made again from the current build (docs/viewer.png,
+"""The documentation's pictures, made again from the current build (docs/viewer.png,
 docs/step-through.png), so that they show what linewise shows today.
 
 - ``viewer.png``: ``linewise run`` on MiniWoB++'s enter-text (seed 0, served locally)

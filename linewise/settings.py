@@ -35,9 +35,8 @@ model is served with this context by default too)."""
 
 LOCAL_VIEW_BUDGET_TOKENS = 2000
 """The page tokens the embedded 1.5B model reads comfortably in one step: it reads its
-prompt at about 50 tokens/s on two cores, and reads a small view better than a large one.
-At 2,000 its step on a documentation page is short enough and its success holds
-(benchmarks/NOTES.md, "A 2,000-token view on all 12 tasks")."""
+prompt at about 50 tokens/s on two cores, and reads a small view better than a large one
+(docs/design.md, "The view budget")."""
 
 ENDPOINT_VIEW_BUDGET_TOKENS = 8000
 """The page tokens shown whole to a model behind an endpoint before ``auto`` filters: a

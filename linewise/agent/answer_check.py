@@ -1,11 +1,9 @@
 """Answering from the model's own reasoning, when the goal asks a question.
 
-Small models often state the answer in their reasoning and then act as if they had not:
-on a documentation page the embedded model wrote "The ``SHUT_RDWR`` constant is the only
-one that disallows both further sends and receives" and then right-clicked a heading,
-five steps running (benchmarks/NOTES.md, "Answer first"). Asking it again about the whole
-page does not help; asking it about its own three sentences does, because that is a
-short reading task.
+A small model may state the answer in its reasoning and then act as if it had not.
+Asking it again about the whole page does not help; asking it about its own few
+sentences does, because that is a short reading task (docs/design.md, "Answering from
+the reasoning").
 
 When the goal asks a question (:func:`asks_a_question`) and the step's action does not
 answer (it acts, or gives up with ``report_infeasible``), :func:`answer_from_reasoning`

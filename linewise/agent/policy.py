@@ -89,7 +89,7 @@ class ActionAgent:
     argument) is shown back to the model, which is asked again up to ``parse_retries``
     times. The conversation of retries stays within the step. Every re-ask samples at
     ``reask_temperature``: at temperature 0 a model given the same prompt plus an error
-    tends to write the same answer again, word for word (benchmarks/NOTES.md).
+    tends to write the same answer again, word for word (docs/design.md, "Re-asks").
 
     A *futile repeat* is an answer that repeats an action made since the page last changed
     (same URL, same AXTree: ``PageView.page_key``; ``agent.repeats``), whether it ran or

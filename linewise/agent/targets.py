@@ -2,14 +2,12 @@
 closest to the goal.
 
 A click on a paragraph, a term or a code span does nothing unless the page listens for
-it. Asked to open a documentation entry, the 1.5B model clicked the entry's paragraphs
-and code spans one after another (a new element each time, so no call repeated) while
-the link that opens the entry was in its view. Once it has pointed at such an element,
-it is told so with the clickable elements that share most words with the goal
+it, and a new element each time repeats no call. Once the model has pointed at such an
+element, it is told so with the clickable elements that share most words with the goal
 (``prompt.pointed_at_nothing_note``), and under a grammar its pointer actions may name
-only those (``policy``): told alone, it copied its last thought and, picking an id digit
-by digit among every clickable element, took the link whose id began like the
-paragraph's (``click('2424')``, the glossary's GIL, after ``click('2416')``).
+only those (``policy``): told alone, a small model copies its last thought and picks
+another element near the one it tried (docs/design.md, "Pointing at what answers no
+click").
 """
 
 from __future__ import annotations

@@ -1,13 +1,14 @@
-"""The README's filter tables, generated from the registry and the focus presets.
+"""The filter tables of docs/filters.md, generated from the registry and the focus
+presets.
 
-    python -m linewise.cli.docs            # rewrite README.md between the markers
-    python -m linewise.cli.docs --check    # exit 1 when README.md is out of date
+    python -m linewise.cli.docs            # rewrite docs/filters.md between the markers
+    python -m linewise.cli.docs --check    # exit 1 when docs/filters.md is out of date
 
 The block between ``<!-- filters:start -->`` and ``<!-- filters:end -->`` is
-:func:`filters_markdown`; tests/cli/test_docs.py fails when it differs, so a filter
-registered, hidden or described anew shows in the README (and in ``--help`` and
-``linewise filters``, which read the same registry). Filters from other packages'
-entry points are left out: the README describes linewise's own.
+:func:`filters_markdown`; tests/cli/test_filter_lists.py fails when it differs, so a
+filter registered, hidden or described anew shows in the documentation (and in
+``--help`` and ``linewise filters``, which read the same registry). Filters from other
+packages' entry points are left out: the documentation describes linewise's own.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from linewise.cli.filters import filter_label, preset_summary
 
 START = "<!-- filters:start -->"
 END = "<!-- filters:end -->"
-README = Path(__file__).resolve().parents[2] / "README.md"
+FILTERS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "filters.md"
+"""The page that holds the generated tables (in a source checkout)."""
 
 
 def _cell(text: str) -> str:
@@ -75,7 +77,7 @@ def filters_markdown() -> str:
     return "\n".join(out)
 
 
-def readme_block(text: str) -> str:
+def generated_block(text: str) -> str:
     """What ``text`` holds between the markers."""
     start, end = text.find(START), text.find(END)
     if start < 0 or end < start:
@@ -94,19 +96,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m linewise.cli.docs",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true",
-                        help="do not write; exit 1 when the README is out of date")
-    parser.add_argument("readme", type=Path, nargs="?", default=README)
+                        help="do not write; exit 1 when the page is out of date")
+    parser.add_argument("page", type=Path, nargs="?", default=FILTERS_PAGE)
     args = parser.parse_args(argv)
-    text = args.readme.read_text(encoding="utf-8")
+    text = args.page.read_text(encoding="utf-8")
     updated = with_block(text, filters_markdown())
     if updated == text:
         return 0
     if args.check:
-        print(f"{args.readme}: the filter tables are out of date; run "
+        print(f"{args.page}: the filter tables are out of date; run "
               "python -m linewise.cli.docs", file=sys.stderr)
         return 1
-    args.readme.write_text(updated, encoding="utf-8")
-    print(f"{args.readme}: filter tables updated")
+    args.page.write_text(updated, encoding="utf-8")
+    print(f"{args.page}: filter tables updated")
     return 0
 
 

@@ -1,5 +1,5 @@
 """The exit codes of ``linewise run``, ``linewise bench`` and the other commands
-(documented in the README).
+(documented in docs/failures.md, "Exit codes").
 
 - 0: every episode ended with an agent outcome (success or not) or a budget;
 - 2: bad input (a task file, a flag, a setting);

@@ -2,7 +2,7 @@
 
 Everything printed comes from the registry (agent/filters/registry.py) and the focus
 configuration (agent/filters/focus_stages.py), as do the ``--filter`` helps and the
-README's tables (cli/docs.py): the lists cannot drift apart.
+tables of docs/filters.md (cli/docs.py): the lists cannot drift apart.
 """
 
 from __future__ import annotations

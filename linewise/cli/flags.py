@@ -255,7 +255,7 @@ def add_browser_flags(parser: argparse.ArgumentParser, *, acting: bool = True) -
 
 
 def add_navigation_flags(parser: argparse.ArgumentParser, *, acting: bool = True) -> None:
-    """The navigation policy (README: "Safety on the live web: navigation")."""
+    """The navigation policy (docs/security.md, "Navigation")."""
     group = parser.add_argument_group("navigation policy (on by default)")
     group.add_argument("--allow-domain", action="append", type=domain_pattern,
                        metavar="PATTERN", help="only pages on these domains (repeatable; "

@@ -48,7 +48,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     run.add_argument("--out", type=Path, help="output folder (default runs/<timestamp>)")
     run.add_argument("--step", action="store_true",
                      help="step through: before each action show it and ask what to do "
-                     "(needs a terminal; README: Debugging an agent)")
+                     "(needs a terminal; docs/debugging.md)")
     add_browser_flags(run)
     add_model_flags(run)
     run.add_argument("--filter", type=filter_name, metavar="NAME",

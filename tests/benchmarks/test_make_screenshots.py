@@ -1,6 +1,6 @@
-"""benchmarks/make_screenshots.py makes the README's pictures from the current build: run
-on a temporary folder, it writes both, of the README's sizes, and they show steps
-numbered from 0 and today's step prompt (its goal and view lines)."""
+"""benchmarks/make_screenshots.py makes the documentation's pictures from the current
+build: run on a temporary folder, it writes both, of the sizes the pages show, and they
+show steps numbered from 0 and today's step prompt (its goal and view lines)."""
 
 from __future__ import annotations
 
@@ -28,13 +28,15 @@ def make_screenshots() -> ModuleType:
     return module
 
 
-async def test_the_readme_pictures_are_made_from_the_current_build(
+async def test_the_documentation_pictures_are_made_from_the_current_build(
     make_screenshots: ModuleType, tmp_path: Path,
 ) -> None:
     screens = await make_screenshots.make_screenshots(tmp_path)
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    shown = {"viewer.png": "traces-and-viewer.md", "step-through.png": "debugging.md"}
     for picture in (screens.viewer, screens.step_through):
-        assert f"](docs/{picture.name})" in readme  # the files the README shows
+        # the files the pages show, where make_screenshots writes them (docs/)
+        page = (ROOT / "docs" / shown[picture.name]).read_text(encoding="utf-8")
+        assert f"]({picture.name})" in page and (ROOT / "docs" / picture.name).is_file()
         assert picture.stat().st_size > 10_000
     assert Image.open(screens.viewer).size == (1400, 900)
     width, height = Image.open(screens.step_through).size
@@ -53,4 +55,4 @@ async def test_the_readme_pictures_are_made_from_the_current_build(
     assert "=== step 2" not in terminal and "step 2/" not in terminal
     SHOTS.mkdir(exist_ok=True)
     for picture in (screens.viewer, screens.step_through):
-        (SHOTS / f"readme-{picture.name}").write_bytes(picture.read_bytes())
+        (SHOTS / f"docs-{picture.name}").write_bytes(picture.read_bytes())

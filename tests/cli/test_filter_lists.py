@@ -1,4 +1,4 @@
-"""``--help``, ``linewise filters`` and the README list the filters the registry has."""
+"""``--help``, ``linewise filters`` and docs/filters.md list the filters the registry has."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import pytest
 from linewise.agent.filters.focus_stages import PRESETS, STAGES
 from linewise.agent.filters.registry import filter_names, register_filter, unregister_filter
 from linewise.agent.filters.truncate import NoFilter
-from linewise.cli.docs import README, filters_markdown, readme_block
+from linewise.cli.docs import FILTERS_PAGE, filters_markdown, generated_block
 from linewise.cli.flags import settings_from_args
 from linewise.cli.main import build_parser, main
+from tests.support.paths import REPO
 
 
 def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
@@ -44,9 +45,10 @@ def test_filter_help_lists_the_registry_s_public_names(command: str, extra_publi
     assert "focus-outline" not in text and "linewise filters --all" in text
 
 
-def test_the_readme_table_is_what_the_registry_generates() -> None:
+def test_the_documented_tables_are_what_the_registry_generates() -> None:
     """Run ``python -m linewise.cli.docs`` when this fails."""
-    assert readme_block(README.read_text(encoding="utf-8")) == filters_markdown()
+    assert FILTERS_PAGE == REPO / "docs" / "filters.md"
+    assert generated_block(FILTERS_PAGE.read_text(encoding="utf-8")) == filters_markdown()
 
 
 def test_the_generated_tables_cover_every_public_filter_preset_and_stage() -> None:

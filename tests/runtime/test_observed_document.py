@@ -211,7 +211,8 @@ async def test_popups_a_frame_opens_during_an_action_stay_in_the_background(
     summary, steps = await episode(browser, site, evil, "/pay", model, tmp_path)
     assert summary.status == "finished", summary.error
     # The click reached the page's own button or nothing: under this storm it is lost
-    # about one time in ten (README, "Not covered"), never delivered to a popup.
+    # about one time in ten (docs/security.md, "What the action binding does not
+    # cover"), never delivered to a popup.
     assert site.hits["/paid"] <= 1
     assert not any(p.startswith("/paid") for p in evil.hits)
     assert any(p.startswith("/popup") for p in evil.hits)

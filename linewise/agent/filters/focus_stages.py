@@ -6,10 +6,12 @@ among them, or the candidates are the view), and ``items`` optionally widens eac
 kept line to its enclosing item (:mod:`.items`). Which stages run, the chooser and
 ``items`` are configuration (``FocusConfig.stages``/``chooser``/``items``); a
 *preset* names one such configuration. This module is the one list of both, read by
-the filter, the settings' checks, ``linewise filters`` and the README's tables.
+the filter, the settings' checks, ``linewise filters`` and the tables of docs/filters.md.
 
 The presets reproduce, exactly, the filters measured in benchmarks/NOTES.md under
 their ``focus-…`` names, which stay available as research aliases (``focus-<preset>``).
+Why the stages, items and shares are what they are: docs/design.md, "Candidates, items
+and shares".
 """
 
 from __future__ import annotations

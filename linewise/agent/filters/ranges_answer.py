@@ -12,8 +12,8 @@ from linewise.agent.structured import Constraint
 from linewise.prompts import render_prompt
 
 # No maxLength on "think": llama.cpp compiles bounded repetition into a grammar that
-# makes constrained decoding several times slower (benchmarks/NOTES.md). The prompt
-# asks for one or two sentences instead.
+# makes constrained decoding several times slower (docs/design.md, "Structured
+# answers"). The prompt asks for one or two sentences instead.
 RANGES_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {

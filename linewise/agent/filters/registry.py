@@ -24,7 +24,7 @@ only when its filter is asked for.
 
 A registration may be ``hidden``: a research variant that ``--filter`` accepts but the
 lists a newcomer reads (``--help``, the unknown-name error, ``linewise filters``, the
-README's table) leave out; ``filter_names(include_hidden=True)`` has them all. Its
+table of docs/filters.md) leave out; ``filter_names(include_hidden=True)`` has them all. Its
 ``description`` is the one line those lists show.
 """
 
@@ -102,7 +102,7 @@ class FilterRegistration:
     """The runtime opens the retriever endpoint (or starts the embedded model) for it.
     With ``check_settings``: whether the default settings need it."""
     description: str = ""
-    """One line: what the action model sees (``linewise filters``, README's table)."""
+    """One line: what the action model sees (``linewise filters``, docs/filters.md)."""
     hidden: bool = False
     """A research variant: accepted by ``--filter``, left out of the newcomer's lists."""
     check_settings: SettingsCheck | None = None

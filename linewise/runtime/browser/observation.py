@@ -6,7 +6,7 @@ DOM snapshot's per-element properties; ``flatten_axtree`` turns that into the in
 lines the model reads, so the same page gives the same observation whichever ran it.
 
 Two departures from BrowserGym's defaults, both needed on current Chromium (see
-benchmarks/NOTES.md): ``InlineTextBox`` nodes are dropped like ``LineBreak`` (they repeat
+docs/design.md, "Observations"): ``InlineTextBox`` nodes are dropped like ``LineBreak`` (they repeat
 every text run and would double the size of a page), and ``generic`` nodes that are
 clickable (spans and divs with click handlers, such as MiniWoB++'s links) are kept, marked
 ``clickable``, where BrowserGym would skip them for having no attributes.

@@ -167,7 +167,7 @@ def check_family(family: str) -> None:
     if missing:
         raise ConfigError(
             f"browsergym/{family}.* tasks need their servers: set {', '.join(missing)} "
-            "(see README, Benchmarks)"
+            "(see docs/tasks-and-benchmarks.md, \"BrowserGym tasks\")"
         )
 
 

@@ -17,7 +17,8 @@ A task file looks like this::
         max_steps: 30
 
 A task with a ``miniwob`` key is a :class:`MiniWoBTask`, one with a ``browsergym`` key a
-:class:`BrowserGymTask` (run only by ``linewise bench``), anything else a :class:`WebTask`.
+:class:`BrowserGymTask` (run by ``linewise run`` and ``linewise bench`` alike), anything
+else a :class:`WebTask`.
 ``max_steps`` falls back to ``defaults`` and then to 15. ``loader.py`` reads the YAML and
 turns validation errors into messages that name the file, the task and the field.
 """
