@@ -3,6 +3,7 @@ Chromium, real MiniWoB++ pages, scripted models."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import subprocess
@@ -93,6 +94,54 @@ async def test_a_skill_from_five_seeds_logs_in_on_a_sixth_with_its_credentials(
     # called by the model: the grammar offered the skill with its parameters
     grammar = caller.requests[0].params["extra_body"]["grammar"]
     assert "run_skill('login_user', {" in grammar
+
+
+def tab_searcher(messages: list[dict[str, Any]], info: CallInfo) -> str:
+    """Solves click-tab-2 as a person does: clicks the goal's link where it is shown,
+    else opens the tab after the one shown."""
+    prompt = messages[1]["content"]
+    word = re.findall(r'"([^"]+)"', prompt_section(prompt, "Goal"))[-1]
+    lines = prompt_section(prompt, "Current page").splitlines()
+    for line, below in itertools.pairwise(lines):
+        if "generic" in line and below.strip().endswith(f"StaticText {word!r}"):
+            return (f"<think>There it is.</think><action>click("
+                    f"'{bid_matching(line, 'generic')}')</action>")
+    tabs = [line for line in lines if re.search(r"\btab '", line)]
+    shown = next(i for i, line in enumerate(tabs) if "selected=True" in line)
+    following = tabs[(shown + 1) % len(tabs)]
+    return f"<think>Not here.</think><action>click('{bid_matching(following, 'tab')}')</action>"
+
+
+def never_acts(messages: list[dict[str, Any]], info: CallInfo) -> str:
+    return "<think>Nothing I can do.</think><action>noop()</action>"
+
+
+@pytest.mark.slow
+async def test_a_skill_opens_tabs_until_the_goal_s_link_is_shown(tmp_path: Path) -> None:
+    """Episodes that searched other tabs for their link give a skill whose tab clicks
+    are one search: on new seeds it opens tabs until the goal's link is shown, whichever
+    tab holds it, with no model call."""
+    train = [linewise.MiniWoBTask(miniwob="click-tab-2", seed=seed, max_steps=5)
+             for seed in range(4)]
+    solved = await linewise.run(train, model=FunctionModel(tab_searcher),
+                                out_dir=tmp_path / "train", filter="none")
+    assert all(s.success for s in solved), solved
+    assert any(s.n_steps > 1 for s in solved)  # some link was behind another tab
+    [skill] = build_skills([tmp_path / "train"], tmp_path / "skills")
+    assert [step.reveal for step in skill.steps] == [True, False], skill.steps
+    assert skill.steps[1].targets[0].text == "{{link}}"
+
+    test = [linewise.MiniWoBTask(miniwob="click-tab-2", seed=seed, max_steps=5)
+            for seed in range(10, 16)]
+    idle = FunctionModel(never_acts)
+    settings = LinewiseSettings().resolved()
+    settings = settings.model_copy(update={"agent": settings.agent.model_copy(update={
+        "skills": tmp_path / "skills", "skill_start": "goal"})})
+    done = await linewise.run(test, model=idle, settings=settings, filter="none",
+                              out_dir=tmp_path / "test")
+    assert [s.success for s in done] == [True] * len(test), done
+    assert idle.requests == []
+    assert any(s.skill_steps > 1 for s in done)  # a tab was opened by the skill
 
 
 def test_a_skill_whose_first_elements_are_missing_is_not_offered(tmp_path: Path) -> None:

@@ -8,21 +8,26 @@ Rules, and why:
   literal spans: quoted strings and words).
 - A literal of the goal becomes a parameter when it reappears in what the episode did
   (the text of a ``fill``, an option chosen, the name, text, label or value of an
-  element acted on or of its named ancestors, or a word of those: ``2`` in ``Tab #2``) and, where the group has
-  several episodes, when it differs between them: a word every goal shares ("Submit")
-  is part of the task, not an argument. A group of one episode cannot show what varies:
-  there its quoted strings and numbers count, and a word only where it was typed or
-  chosen (a goal's word is what the agent typed, not a button's fixed label).
+  element acted on or of its named ancestors, or a word of those: ``2`` in ``Tab #2``)
+  and, where the group has several episodes, when it differs between them: a word
+  every goal shares ("Submit") is part of the task, not an argument. A group of one
+  episode cannot show what varies: there its quoted strings and numbers count, and a
+  word only where it was typed or chosen (a goal's word is what the agent typed, not a
+  button's fixed label).
 - Typed text that comes from no goal (a word the agent read off the page) is the
   episode's own: a group of one episode that typed such text gives no skill, since
   another run of the task needs other text; several episodes that agree on it show it
   is part of the task.
+- Clicks that opened tabs or sections the goal did not name, before another step, were
+  a search for that step's element: they become one reveal step, which opens controls
+  of that role until the element is shown (``ProgramStep.reveal``).
 - Each episode's program is rewritten with ``{{name}}`` for its own values; the skill is
   the rewritten program most episodes agree on (its provenance lists them), so a detour
   one episode took is not part of it. They agree on what each step did and to which
   element; where that element stood (its context, heading, neighbouring text) and the
-  state it was left in may differ, and what differs is left out of the skill. Pruned trajectories (``linewise prune``) make the
-  cleanest programs, and are used where given.
+  state it was left in may differ, and what differs is left out of the skill. Pruned
+  trajectories (``linewise prune``) make the cleanest programs, and are used where
+  given.
 """
 
 from __future__ import annotations
@@ -121,14 +126,17 @@ def _induce(template: str, group: Sequence[Program]) -> Skill | None:
     for program, program_spans in zip(group, spans, strict=True):
         values = {names[i]: program_spans[i].value for i in positions}
         goal = _goal_template(program.goal, program_spans, positions, names)
-        steps = [_rewrite_step(step, values) for step in program.steps]
+        steps = _with_reveals([_rewrite_step(step, values) for step in program.steps])
         rewritten.append((goal, steps, program))
     signatures = Counter(_signature(goal, steps) for goal, steps, _ in rewritten)
     best, _count = max(signatures.items(), key=lambda item: (item[1], -len(item[0][1])))
     agreeing = [(goal, steps, program) for goal, steps, program in rewritten
                 if _signature(goal, steps) == best]
-    goal, _steps, first = agreeing[0]
-    steps = _generalize([steps for _goal, steps, _program in agreeing])
+    # the base is an episode that had to search, if one did: a search is skipped where
+    # what it uncovers is already shown, while a program without one fails where it is not
+    agreeing.sort(key=lambda item: -sum(step.reveal for step in item[1]))
+    goal, base, first = agreeing[0]
+    steps = _generalize(base, [steps for _goal, steps, _program in agreeing[1:]])
     if len(agreeing) == 1 and any(
             text and "{{" not in text for step in steps if step.parsed().name in _TYPING_ACTIONS
             for text in _typed_texts(step)):
@@ -263,6 +271,8 @@ def _signature(goal: str, steps: list[ProgramStep]) -> tuple[str, tuple[object, 
     element is, and what is around it, may differ: see :func:`_generalize`."""
     shape = []
     for step in steps:
+        if step.reveal:
+            continue  # a search happens where the page needs it (see _with_reveals)
         action = step.parsed()
         arguments = tuple(sorted((k, repr(v)) for k, v in action.arguments.items()
                                  if not k.endswith("bid")))
@@ -272,18 +282,24 @@ def _signature(goal: str, steps: list[ProgramStep]) -> tuple[str, tuple[object, 
     return goal, tuple(shape)
 
 
-def _generalize(programs: list[list[ProgramStep]]) -> list[ProgramStep]:
-    """The first program with what its agreeing programs do not share left out: a
-    target's context, heading, value or (for an element known by its name or text) label
-    that differs between them was that episode's page, not the task's, and a locator
-    that kept it would find the element on none of the other pages. So is a recorded
-    effect that differs."""
-    first = programs[0]
-    if len(programs) == 1:
-        return first
+def _generalize(base: list[ProgramStep], programs: list[list[ProgramStep]]
+                ) -> list[ProgramStep]:
+    """The base program with what the programs agreeing with it do not share left out:
+    a target's context, heading, value or (for an element known by its name or text)
+    label that differs between them was that episode's page, not the task's, and a
+    locator that kept it would find the element on none of the other pages. So is a
+    recorded effect that differs. Steps are compared leaving reveal steps out."""
+    if not programs:
+        return base
+    cores = [[step for step in program if not step.reveal] for program in programs]
     steps = []
-    for index, step in enumerate(first):
-        others = [program[index] for program in programs[1:]]
+    core_index = -1
+    for step in base:
+        if step.reveal:
+            steps.append(step)
+            continue
+        core_index += 1
+        others = [core[core_index] for core in cores]
         targets = []
         for position, target in enumerate(step.targets):
             seen = [other.targets[position] for other in others]
@@ -303,6 +319,51 @@ def _generalize(programs: list[list[ProgramStep]]) -> list[ProgramStep]:
         ]
         steps.append(step.model_copy(update={"targets": targets, "state_after": state_after}))
     return steps
+
+
+_DISCLOSED = ("selected", "expanded")
+"""The state a click on a tab or a section header changes: it shows what it holds."""
+
+
+def _with_reveals(steps: list[ProgramStep]) -> list[ProgramStep]:
+    """The program with each run of clicks that opened controls of one role (tabs,
+    section headers) before another step made one reveal step (``ProgramStep.reveal``).
+
+    A run qualifies when its clicks name no parameter (the goal did not say which tab:
+    a goal that does, "Click on Tab #2", keeps its click), at least one of them opened
+    its control (``selected`` or ``expanded`` changed) and a step follows: the episode
+    was looking for that step's element, and which tab held it is that page's, not the
+    task's. The detours of the run (a tab clicked twice, a wrong one first) go with it."""
+    out: list[ProgramStep] = []
+    index = 0
+    while index < len(steps):
+        end = index
+        while end < len(steps) and _opens_a_control(steps[end], steps[index]):
+            end += 1
+        run = steps[index:end]
+        if (end < len(steps) and run
+                and any(key in state for step in run for state in step.state_after
+                        for key in _DISCLOSED)):
+            target = run[0].targets[0]
+            out.append(run[0].model_copy(update={
+                "reveal": True, "url_after": None, "state_after": [],
+                "thought": "Open the next one until what the next step needs is shown.",
+                "targets": [TargetLocator(bid=target.bid, role=target.role,
+                                          frames=target.frames)],
+            }))
+            index = end
+        else:
+            out.append(steps[index])
+            index += 1
+    return out
+
+
+def _opens_a_control(step: ProgramStep, first: ProgramStep) -> bool:
+    """Whether ``step`` may belong to a run of clicks starting at ``first``: a click on
+    one element of the first one's role, naming no parameter."""
+    if step.parsed().name != "click" or len(step.targets) != 1 or _placeholders_in(step):
+        return False
+    return bool(first.targets) and step.targets[0].role == first.targets[0].role
 
 
 def _placeholders_in(step: ProgramStep) -> set[str]:

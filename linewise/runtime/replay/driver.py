@@ -20,6 +20,12 @@ Rules, and why:
   and the task's own success check are then the check); when it is still missing, the
   model's action only prepared the way (it closed a dialog that hid the element) and
   the recorded step is tried again.
+- A ``reveal`` step (skills induce them) is a search: while the next step's elements
+  are not on the page, it clicks the next control of its role not yet tried and not
+  already open (``selected`` or ``expanded``), in page order; once they are, the program
+  moves on. It diverges (``none``) when every such control was tried. A tab or a section
+  a person opens to find a link is where the link happens to be on that page, not a
+  step of the task.
 - Each program step may be healed ``heal_attempts`` times; then the replay stops with
   ``heal_failed``, or, with ``fallback`` (the replay cache), hands the rest of the
   episode to the model as an ordinary agent. A program that ends before the task does
@@ -80,6 +86,8 @@ class ReplayDriver:
         self._position = 0
         self._ran: _Ran | None = None
         self._heals: dict[int, int] = {}
+        self._tried: dict[int, set[tuple[object, ...]]] = {}
+        """For each reveal step, the controls it clicked (by identity, as bids change)."""
         self._indexed: tuple[list[str], TreeIndex] | None = None
         self.healed: dict[int, ParsedAction] = {}
         """The action the model chose for each healed program step (``--update``)."""
@@ -101,6 +109,8 @@ class ReplayDriver:
         if self._handed_over:
             return ReplayPlan()  # the model decides, as an agent
         ran, self._ran = self._ran, None
+        if ran is not None and self._reveals(ran.position):
+            self._position, ran = ran.position, None  # the search goes on, or is done
         if ran is not None:
             problem = self._effect_problem(ran, obs)
             if problem is not None and ran.mode == "replayed":
@@ -116,6 +126,15 @@ class ReplayDriver:
             return self._diverge(self._position, "program_ended",
                                  "every recorded step ran and the task has not ended")
         step = self.program.steps[self._position]
+        if step.reveal:
+            searching = self._reveal(obs)
+            if searching is not None:
+                return searching
+            self._position += 1  # what it uncovers is on the page
+            if self._position >= len(self.program.steps):
+                return self._diverge(self._position, "program_ended",
+                                     "every recorded step ran and the task has not ended")
+            step = self.program.steps[self._position]
         found: dict[str, str] = {}
         for target in step.targets:
             resolution = self._index(obs).resolve(target)
@@ -134,6 +153,50 @@ class ReplayDriver:
                             recorded_action=step.action, resolved=found)
         return ReplayPlan(record=record, decision=decision)
 
+    def _reveals(self, position: int) -> bool:
+        return position < len(self.program.steps) and self.program.steps[position].reveal
+
+    def _uncovered(self, position: int, index: TreeIndex) -> bool:
+        """Whether the elements of the step after reveal step ``position`` are found."""
+        if position + 1 >= len(self.program.steps):
+            return True
+        return all(index.resolve(t).bid is not None
+                   for t in self.program.steps[position + 1].targets)
+
+    def _reveal(self, obs: Observation) -> ReplayPlan | None:
+        """The next click of the reveal step at the current position, None when what it
+        uncovers is on the page, or a divergence when no control is left to try."""
+        position, step = self._position, self.program.steps[self._position]
+        index = self._index(obs)
+        if self._uncovered(position, index) or not step.targets:
+            return None
+        target = step.targets[0]
+        tried = self._tried.setdefault(position, set())
+        for bid in index.bids():
+            control = index.locate(bid)
+            if control is None or (control.role, control.frames) != (target.role,
+                                                                      target.frames):
+                continue
+            identity = (control.name, control.text, control.label, control.context,
+                        control.ordinal)
+            state = element_state(obs.lines, bid)
+            if identity in tried or "true" in (state.get("selected", "").lower(),
+                                               state.get("expanded", "").lower()):
+                continue
+            tried.add(identity)
+            action = _with_bids(step.parsed(), {target.bid: bid}, self.program.start_url,
+                                self.start_url)
+            decision = Decision(
+                think=step.thought, action=action, action_text=str(action),
+                page_key=page_key(obs.url, obs.lines), url=obs.url,
+                target=element_lines(obs.lines, [bid]).get(bid))
+            record = ReplayStep(mode="replayed", program_step=position,
+                                recorded_action=step.action, resolved={target.bid: bid})
+            return ReplayPlan(record=record, decision=decision)
+        wanted = "; ".join(describe(t) for t in self.program.steps[position + 1].targets)
+        return self._diverge(position, "none", f"{len(tried)} {target.role} controls "
+                             f"opened, and none uncovered {wanted}")
+
     def may_settle(self, obs: Observation) -> bool:
         """Whether the page may only not be ready yet (``plan`` would diverge for a
         reason time can change: an effect still missing, an element not there yet), so
@@ -143,13 +206,16 @@ class ReplayDriver:
         if self._handed_over:
             return False
         position, ran = self._position, self._ran
+        if ran is not None and self._reveals(ran.position):
+            # a control just opened: what it uncovers may still be appearing
+            return not self._uncovered(ran.position, self._index(obs))
         if ran is not None:
             problem = self._effect_problem(ran, obs)
             if problem is not None and ran.mode == "replayed":
                 return problem[0] == "effect"
             position = (ran.position if problem is not None
                         else min(ran.position + 1, len(self.program.steps)))
-        if position >= len(self.program.steps):
+        if position >= len(self.program.steps) or self._reveals(position):
             return False
         return any(self._index(obs).resolve(target).bid is None
                    for target in self.program.steps[position].targets)

@@ -58,6 +58,11 @@ class ProgramStep(BaseModel):
     state_after: list[dict[str, str]] = Field(
         default_factory=list, description="For each target, the state properties the "
         "action changed and their values after it (a replay checks them).")
+    reveal: bool = Field(
+        default=False, description="A search, not one click: the step uncovers the next "
+        "step's elements by clicking controls of its target's role (tabs, sections), one "
+        "after another in page order, until those elements are on the page; skipped when "
+        "they already are. Skills induce it from episodes that opened other tabs.")
 
     def parsed(self) -> ParsedAction:
         return parse_action(self.action)

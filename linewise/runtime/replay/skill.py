@@ -89,6 +89,8 @@ class Skill(BaseModel):
         """Whether the precondition holds on the page ``index`` reads: every element the
         first step needs is there (found, or found among several equal ones), and for
         one a parameter names, an element of its role."""
+        if self.steps[0].reveal:  # a search for what the next step needs
+            return all(index.has_role(needed.role) for needed in self.precondition)
         for needed in self.precondition:
             if any(_PLACEHOLDER.search(field or "")
                    for field in (needed.name, needed.text, needed.label)):
