@@ -272,22 +272,29 @@ def build_action_messages(
         + render_skills(view.skills),
     )
     return [
-        {"role": "system", "content": system_prompt(tuple(action_names or ()))},
+        {"role": "system", "content": system_prompt(action_names or ())},
         {"role": "user", "content": f"{examples}\n{user}" if examples else user},
     ]
 
 
-@cache
-def system_prompt(action_names: tuple[str, ...] = ()) -> str:
+def system_prompt(action_names: Collection[str] = ()) -> str:
     """The unchanging part of every action prompt: role, rules, action space, format.
 
     It comes first so that servers with prefix caching (llama.cpp, vLLM) evaluate it
-    once for a whole run rather than at every step. ``action_names`` trims the action
-    space; give the answer's parser (``parse_answer``) the same names so that it refuses
-    the actions the prompt left out. The rules say how to end the episode only where an
-    action that ends it (``ActionSpec.ends_episode``) is offered.
+    once for a whole run rather than at every step. ``action_names`` (the task's
+    ``ActionSet``, or names; empty: the standard vocabulary) trims the action space;
+    give the answer's parser (``parse_answer``) the same so that it refuses the actions
+    the prompt left out. The rules say how to end the episode only where an action that
+    ends it (``ActionSpec.ends_episode``) is offered.
     """
-    actions = ActionSet.of(action_names)
+    # cached by the names offered, not by "the standard vocabulary": that is what the
+    # registry holds now
+    return _system_prompt(ActionSet.of(action_names).names)
+
+
+@cache
+def _system_prompt(names: tuple[str, ...]) -> str:
+    actions = ActionSet(names)
     rules = load_prompt("action_rules_agent_ends.md" if actions.ending_names
                         else "action_rules_page_ends.md").template.strip()
     return render_prompt("action_system.md", action_space=actions.describe(),
