@@ -8,8 +8,9 @@ Rules, and why:
   literal spans: quoted strings and words).
 - A literal of the goal becomes a parameter when it reappears in what the episode did
   (the text of a ``fill``, an option chosen, the name, text, label or value of an
-  element acted on or of its named ancestors, or a word of those: ``2`` in ``Tab #2``) and, where the group has
-  several episodes, when it differs between them: a word every goal shares ("Submit")
+  element acted on or of its named ancestors, or a word of those: ``2`` in
+  ``Tab #2``) and, where the group has several episodes, when it differs between
+  them: a word every goal shares ("Submit")
   is part of the task, not an argument. A group of one episode cannot show what varies:
   there its quoted strings and numbers count, and a word only where it was typed or
   chosen (a goal's word is what the agent typed, not a button's fixed label).
@@ -21,8 +22,9 @@ Rules, and why:
   the rewritten program most episodes agree on (its provenance lists them), so a detour
   one episode took is not part of it. They agree on what each step did and to which
   element; where that element stood (its context, heading, neighbouring text) and the
-  state it was left in may differ, and what differs is left out of the skill. Pruned trajectories (``linewise prune``) make the
-  cleanest programs, and are used where given.
+  state it was left in may differ, and what differs is left out of the skill. Pruned
+  trajectories (``linewise prune``) make the cleanest programs, and are used where
+  given.
 """
 
 from __future__ import annotations
