@@ -7,10 +7,11 @@ arguments of the declared types, and element ids drawn only from the bids the mo
 shown. Small models otherwise name elements by role or label (``fill('textbox', …)``),
 copy ids from the action space's examples, or write several statements.
 
-The grammar is derived from the action functions' signatures (``agent.actions``), so it
-always matches what ``action_parser`` accepts: required arguments positionally, optional
-ones as ``name=value`` in declaration order. The parser still checks every answer; the
-grammar only makes a valid answer the one the model writes.
+The grammar is derived from the action functions' signatures and the properties they
+were registered with (``agent.actions``), so it always matches what ``action_parser``
+accepts: required arguments positionally, optional ones as ``name=value`` in declaration
+order. The parser still checks every answer; the grammar only makes a valid answer the
+one the model writes.
 """
 
 from __future__ import annotations
@@ -21,13 +22,8 @@ import typing
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from linewise.agent.action_parser import ParsedAction, allowed_actions
-from linewise.agent.actions import (
-    ACTION_TARGETS,
-    POINTER_ACTIONS,
-    ActionFunction,
-    action_parameters,
-)
+from linewise.agent.action_parser import ParsedAction
+from linewise.agent.actions import ActionFunction, ActionSet, ActionSpec, action_parameters
 from linewise.axtree import AXLine
 
 THOUGHT_CHARS = 600
@@ -66,17 +62,18 @@ def action_grammar(
     Args:
         bids: the element ids the model may name (those of its view), with each
             element's AXTree line where it is known: an action that works only on some
-            kinds of element (``ACTION_TARGETS``: ``fill`` on text fields,
+            kinds of element (``ActionSpec.acts_on``: ``fill`` on text fields,
             ``select_option`` on selects) may name only those, and elements whose line is
             not known. Actions left with no element to name are left out. ``None``: any
             id of BrowserGym's shape (frame letters, then digits).
-        action_names: the actions the prompt offered (default: all).
+        action_names: the actions the prompt offered (the task's ``ActionSet``, or their
+            names; default: the standard vocabulary).
         thought_chars: the thought's longest length; 0 leaves the thought unbounded.
         forbid: calls the answer must not repeat (a futile repeat being escaped,
             ``agent.repeats``): each one's action may not name the same elements again,
             and an action that names none (``noop()``, ``go_back()``) is left out.
-        pointer_bids: when given, the only elements a pointer action (``click``,
-            ``hover``…) may name (``agent.targets``).
+        pointer_bids: when given, the only elements a pointer action
+            (``ActionSpec.pointer``: ``click``, ``hover``…) may name (``agent.targets``).
         skills: the skills ``run_skill`` may call here, each with its parameters' names
             (``runtime/replay/skill.py``); ``run_skill`` is left out without one.
 
@@ -96,23 +93,23 @@ def action_grammar(
         forbidden_bids.setdefault(call.name, set()).update(call.bids)
     rules: dict[str, str] = {}
     calls: list[str] = []
-    for name, fn in allowed_actions(action_names).items():
+    for name, spec in ActionSet.of(action_names).items():
         if name == "run_skill":
             if skills:
                 rules["call-run-skill"] = _skill_rule(skills)
                 calls.append("call-run-skill")
             continue
-        needs_bid = any(p.name.endswith("bid") for p in action_parameters(fn))
+        needs_bid = any(p.name.endswith("bid") for p in spec.parameters)
         forbidden = forbidden_bids.get(name)
         if forbidden is not None and not needs_bid:
             continue
         named, targets_only = elements, False
-        if pointer_bids is not None and name in POINTER_ACTIONS and elements is not None:
+        if pointer_bids is not None and spec.pointer and elements is not None:
             named = {bid: line for bid, line in elements.items() if bid in pointer_bids}
             targets_only = True
-        bid_rule = (_bid_rule(name, named, rules, forbidden, targets_only=targets_only)
+        bid_rule = (_bid_rule(spec, named, rules, forbidden, targets_only=targets_only)
                     if needs_bid else None)
-        body = _call_rule(name, fn, bid_rule, rules)
+        body = _call_rule(name, spec.function, bid_rule, rules)
         if body is not None:
             rule = f"call-{name.replace('_', '-')}"
             rules[rule] = body
@@ -143,7 +140,7 @@ def _skill_rule(skills: Mapping[str, Sequence[str]]) -> str:
 
 
 def _bid_rule(
-    action: str, elements: dict[str, AXLine | None] | None, rules: dict[str, str],
+    action: ActionSpec, elements: dict[str, AXLine | None] | None, rules: dict[str, str],
     forbidden: set[str] | None = None, *, targets_only: bool = False,
 ) -> str | None:
     """The rule of the element ids ``action`` may name (added to ``rules``), less the
@@ -152,14 +149,14 @@ def _bid_rule(
     if elements is None:
         rules["bid"] = "\"'\" [a-zA-Z]* [0-9]+ \"'\" | \"\\\"\" [a-zA-Z]* [0-9]+ \"\\\"\""
         return "bid"
-    accepts = ACTION_TARGETS.get(action)
+    accepts = action.acts_on
     if accepts is None:
         rule, chosen = ("bid-pointer" if targets_only else "bid"), sorted(elements)
     else:
         rule = f"bid-{accepts.__name__.replace('_', '-')}"
         chosen = sorted(b for b, line in elements.items() if line is None or accepts(line))
     if forbidden:
-        rule = f"bid-{action.replace('_', '-')}-again"
+        rule = f"bid-{action.name.replace('_', '-')}-again"
         chosen = [b for b in chosen if b not in forbidden]
     if not chosen:
         return None

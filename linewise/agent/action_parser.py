@@ -1,7 +1,7 @@
 """Turn the model's action text into a checked call of an allowlisted action.
 
 The text is parsed with ``ast`` and never executed: it must be exactly one call of a
-function in ``ACTIONS`` (or of the subset the prompt offered) whose arguments are
+registered action (of the ``ActionSet`` the prompt offered) whose arguments are
 literals (strings, numbers, booleans, None, and lists, tuples or dicts of those).
 Arguments are bound to the action's signature and validated against its type hints, so
 ``click(12)`` and ``__import__('os').system('x')`` get told precisely what is wrong.
@@ -19,12 +19,14 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from linewise.agent.actions import (
-    ACTIONS,
+    REGISTRY,
     ActionFunction,
+    ActionSet,
+    ActionSpec,
     action_parameters,
+    action_spec,
     example_placeholders,
     render_signature,
-    standard_actions,
 )
 from linewise.errors import ActionParseError
 
@@ -41,13 +43,18 @@ class ParsedAction(BaseModel):
         """Canonical call text: positional while no argument is skipped, then keywords."""
         parts: list[str] = []
         skipped = False
-        for param in action_parameters(ACTIONS[self.name]):
+        for param in self.spec.parameters:
             if param.name not in self.arguments:
                 skipped = True
                 continue
             value = repr(self.arguments[param.name])
             parts.append(f"{param.name}={value}" if skipped else value)
         return f"{self.name}({', '.join(parts)})"
+
+    @property
+    def spec(self) -> ActionSpec:
+        """The action called, with its properties (``ActionSpec``)."""
+        return action_spec(self.name)
 
     @property
     def bids(self) -> list[str]:
@@ -60,15 +67,16 @@ def parse_action(text: str, action_names: Collection[str] | None = None) -> Pars
 
     Args:
         text: the action as the model wrote it, e.g. ``click('12')``.
-        action_names: the actions the prompt offered (``system_prompt``'s list); a call
-            of any other is refused. ``None`` or empty: every action in ``ACTIONS``.
+        action_names: the actions the prompt offered (the task's ``ActionSet``, or their
+            names); a call of any other is refused. ``None`` or empty: the standard
+            vocabulary (``ActionSet.standard``).
 
     Raises:
         ActionParseError: the text is not one call of an allowed action with valid
             literal arguments.
         ValueError: ``action_names`` names an action that does not exist.
     """
-    allowed = allowed_actions(action_names)
+    allowed = ActionSet.of(action_names)
     source = _strip_code_fence(text)
     if not source:
         raise ActionParseError("The action is empty. Give exactly one call, e.g. click('12').")
@@ -91,9 +99,9 @@ def parse_action(text: str, action_names: Collection[str] | None = None) -> Pars
             f"Only the listed action functions can be called, not {ast.unparse(call.func)!r}."
         )
     name = call.func.id
-    fn = allowed.get(name)
-    if fn is None:
-        problem = f"Action {name!r} is not available here" if name in ACTIONS else (
+    spec = allowed.get(name)
+    if spec is None:
+        problem = f"Action {name!r} is not available here" if name in REGISTRY else (
             f"Unknown action {name!r}"
         )
         raise ActionParseError(f"{problem}. Available actions: {', '.join(allowed)}.")
@@ -103,21 +111,7 @@ def parse_action(text: str, action_names: Collection[str] | None = None) -> Pars
         if keyword.arg is None:
             raise ActionParseError(f"{name}: '**' arguments are not allowed.")
         keywords[keyword.arg] = _literal(keyword.value, name)
-    return ParsedAction(name=name, arguments=_bind(fn, name, positional, keywords))
-
-
-def allowed_actions(action_names: Collection[str] | None) -> dict[str, ActionFunction]:
-    """The actions a model may call: those named (in that order), or all of ``ACTIONS``.
-
-    Raises:
-        ValueError: a name is not an action.
-    """
-    if not action_names:
-        return standard_actions()
-    unknown = [name for name in action_names if name not in ACTIONS]
-    if unknown:
-        raise ValueError(f"unknown action(s): {', '.join(unknown)}")
-    return {name: ACTIONS[name] for name in action_names}
+    return ParsedAction(name=name, arguments=_bind(spec.function, name, positional, keywords))
 
 
 def _strip_code_fence(text: str) -> str:

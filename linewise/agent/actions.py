@@ -3,7 +3,14 @@
 Each function's signature (without the leading ``ctx``) and docstring *are* the text
 the model reads in its prompt, so keep them short, exact and example-led. Functions are
 registered with ``@action`` and only registered functions can ever be called: the
-parser in ``action_parser`` looks names up in ``ACTIONS``.
+parser in ``action_parser`` looks names up in the registry.
+
+What the runtime needs to know about an action is declared where it is registered
+(``@action(pointer=True)``, ``@action(ends_episode=True)``…) and kept on its
+``ActionSpec``: no list elsewhere names actions, so a new action is one function here
+(and its test). What one task offers is an ``ActionSet`` (as BrowserGym's
+``HighLevelActionSet``), built once per task (``ActionSet.for_task``) and passed down to
+the prompt, the parser and the grammar.
 """
 
 from __future__ import annotations
@@ -12,10 +19,10 @@ import datetime
 import inspect
 import pkgutil
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Literal, Protocol
+from typing import Literal, Protocol, overload
 
 from playwright.async_api import ElementHandle, Page
 
@@ -44,7 +51,6 @@ class Tabs(Protocol):
     async def ensure_page(self) -> Page: ...
 
 ActionFunction = Callable[..., Awaitable[None]]
-ACTIONS: dict[str, ActionFunction] = {}
 
 TEXT_FIELD_ROLES = frozenset({
     "textbox", "searchbox", "spinbutton", "combobox", "slider", "ColorWell",
@@ -82,18 +88,6 @@ def is_select(element: AXLine) -> bool:
     return element.role in SELECT_ROLES
 
 
-ACTION_TARGETS: dict[str, Callable[[AXLine], bool]] = {
-    "fill": is_text_field,
-    "clear": is_text_field,
-    "select_option": is_select,
-}
-"""Actions that work only on some kinds of element, and the test of an element's line.
-Every other action that takes a bid can act on any element."""
-
-
-POINTER_ACTIONS = ("click", "dblclick", "hover", "focus")
-"""Actions that only point at an element: none changes it the way a fill or a key does."""
-
 POINTER_TARGET_ROLES = frozenset({
     "link", "button", "checkbox", "radio", "switch", "tab", "menuitem", "menuitemcheckbox",
     "menuitemradio", "option", "treeitem", "combobox", "listbox", "textbox", "searchbox",
@@ -112,12 +106,155 @@ def is_pointer_target(element: AXLine | None, clickable: bool) -> bool:
     return element.role in POINTER_TARGET_ROLES or "clickable" in element.properties
 
 
-def action(fn: ActionFunction) -> ActionFunction:
-    """Register an async action function under its own name."""
-    if not inspect.iscoroutinefunction(fn):
-        raise TypeError(f"action {fn.__name__} must be async")
-    ACTIONS[fn.__name__] = fn
-    return fn
+def action_parameters(fn: ActionFunction) -> list[inspect.Parameter]:
+    """The parameters the model passes: the signature without the leading ``ctx``."""
+    return list(inspect.signature(fn).parameters.values())[1:]
+
+
+_PLACEHOLDER = re.compile(r"""["'](<[^"'<>]+>)["']""")
+
+
+def example_placeholders(fn: ActionFunction) -> frozenset[str]:
+    """The ``"<...>"`` placeholders of an action's docstring examples.
+
+    Examples whose text must come from the page are written as placeholders, and a
+    small model copies them verbatim as readily as it copied example sentences: the
+    parser refuses an argument that is one, so the model is asked again.
+    """
+    return frozenset(_PLACEHOLDER.findall(fn.__doc__ or ""))
+
+
+def render_signature(fn: ActionFunction) -> str:
+    """``click(bid: str, button: Literal['left', 'middle', 'right'] = 'left', ...)``.
+
+    Annotations are shown as written in the source (this module postpones their
+    evaluation), so the model reads exactly what the code declares.
+    """
+    rendered = []
+    for param in action_parameters(fn):
+        text = f"{param.name}: {param.annotation}".replace('"', "'")
+        if param.default is not inspect.Parameter.empty:
+            text += f" = {param.default!r}"
+        rendered.append(text)
+    return f"{fn.__name__}({', '.join(rendered)})"
+
+
+def describe_action(fn: ActionFunction) -> str:
+    """The prompt text of one action: its signature without ``ctx``, then its docstring."""
+    doc = inspect.cleandoc(fn.__doc__ or "")
+    body = "\n".join(f"    {line}" if line else "" for line in doc.splitlines())
+    return f"{render_signature(fn)}\n{body}"
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    """One registered action: its function, and what the runtime reads off it.
+
+    The properties are declared on the registration (``@action(pointer=True)``), beside
+    the function, so that a new action is offered, parsed, constrained and treated by
+    the runtime's rules without any other file naming it."""
+
+    name: str
+    function: ActionFunction
+    pointer: bool = False
+    """It only points at an element (``click``, ``hover``…): it changes none the way a
+    fill or a key does. Pointer actions on one element count as one call when a repeat
+    changed nothing (``agent.repeats``), and once one named an element that answers no
+    click, they may name only clickable ones (``agent.targets``)."""
+    acts_on: Callable[[AXLine], bool] | None = None
+    """The test of the elements it works on, by their AXTree line (``is_text_field``
+    for ``fill``): the grammar lets it name only those. None: any element."""
+    ends_episode: bool = False
+    """Its point is to end the episode (an answer, giving up): not offered where the
+    page's own state ends it (MiniWoB++), and the prompt's rules say how to end only
+    where one is."""
+    leaves_page: bool = False
+    """It leaves the page or its tab: not offered where the task is one page, which
+    leaving only loses (MiniWoB++: ``goto`` of its own URL starts a new instance)."""
+    types_text: bool = False
+    """Its text arguments are what the agent typed or chose (``fill``'s value): where
+    skill induction looks for the values of a goal (``apps/skills/induce.py``)."""
+    opt_in: bool = False
+    """Offered only where a run enables it (``run_skill``: ``--skills``); the standard
+    vocabulary leaves it out."""
+    replayed: bool = True
+    """A program recorded from an episode keeps it. False where it changes nothing a
+    later step relies on (``noop``): a replay skips it."""
+
+    @property
+    def parameters(self) -> list[inspect.Parameter]:
+        """What the model passes: the signature without the leading ``ctx``."""
+        return action_parameters(self.function)
+
+    def describe(self) -> str:
+        """Its prompt text: the signature, then the docstring."""
+        return describe_action(self.function)
+
+
+REGISTRY: dict[str, ActionSpec] = {}
+"""Every registered action, by name, in the order registered (the prompt's order)."""
+
+
+class _Functions(Mapping[str, ActionFunction]):
+    """The registered actions' functions, by name: a view of ``REGISTRY``."""
+
+    def __getitem__(self, name: str) -> ActionFunction:
+        return REGISTRY[name].function
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(REGISTRY)
+
+    def __len__(self) -> int:
+        return len(REGISTRY)
+
+
+ACTIONS: Mapping[str, ActionFunction] = _Functions()
+"""The function of every registered action, by name: what the executor calls."""
+
+
+@overload
+def action(fn: ActionFunction, /) -> ActionFunction: ...
+
+
+@overload
+def action(
+    *, pointer: bool = False, acts_on: Callable[[AXLine], bool] | None = None,
+    ends_episode: bool = False, leaves_page: bool = False, types_text: bool = False,
+    opt_in: bool = False, replayed: bool = True,
+) -> Callable[[ActionFunction], ActionFunction]: ...
+
+
+def action(
+    fn: ActionFunction | None = None, /, *, pointer: bool = False,
+    acts_on: Callable[[AXLine], bool] | None = None, ends_episode: bool = False,
+    leaves_page: bool = False, types_text: bool = False, opt_in: bool = False,
+    replayed: bool = True,
+) -> ActionFunction | Callable[[ActionFunction], ActionFunction]:
+    """Register an async action function under its own name, with its properties
+    (``ActionSpec``): ``@action`` or ``@action(pointer=True)``.
+
+    An action that points at or acts on an element must take one (a parameter named
+    ``bid`` or ending in it): the grammar and the rules find the element there."""
+
+    def register(fn: ActionFunction) -> ActionFunction:
+        if not inspect.iscoroutinefunction(fn):
+            raise TypeError(f"action {fn.__name__} must be async")
+        if (pointer or acts_on is not None) and not any(
+                p.name.endswith("bid") for p in action_parameters(fn)):
+            raise TypeError(f"action {fn.__name__} names no element (no bid parameter): "
+                            "it can be neither a pointer action nor act on some elements")
+        REGISTRY[fn.__name__] = ActionSpec(
+            name=fn.__name__, function=fn, pointer=pointer, acts_on=acts_on,
+            ends_episode=ends_episode, leaves_page=leaves_page, types_text=types_text,
+            opt_in=opt_in, replayed=replayed)
+        return fn
+
+    return register if fn is None else register(fn)
+
+
+def action_spec(name: str) -> ActionSpec:
+    """The registered action ``name``; ``KeyError`` if there is none."""
+    return REGISTRY[name]
 
 
 @dataclass
@@ -157,7 +294,7 @@ class ActionContext:
         return await self.session.observed_element(bid)
 
 
-@action
+@action(pointer=True)
 async def click(
     ctx: ActionContext,
     bid: str,
@@ -209,7 +346,7 @@ async def _choose_option(element: ElementHandle, modifiers: Sequence[str], timeo
     return True
 
 
-@action
+@action(pointer=True)
 async def dblclick(
     ctx: ActionContext,
     bid: str,
@@ -227,7 +364,7 @@ async def dblclick(
     await element.dblclick(button=button, modifiers=modifiers or [], timeout=ctx.timeout_ms)
 
 
-@action
+@action(pointer=True)
 async def hover(ctx: ActionContext, bid: str) -> None:
     """
     Move the mouse over an element, to show a menu or tooltip that appears on hover.
@@ -240,7 +377,7 @@ async def hover(ctx: ActionContext, bid: str) -> None:
     await element.hover(timeout=ctx.timeout_ms)
 
 
-@action
+@action(acts_on=is_text_field, types_text=True)
 async def fill(ctx: ActionContext, bid: str, value: str) -> None:
     """
     Fill out a form field. It focuses the element and triggers an input event with the entered text.
@@ -323,7 +460,7 @@ _MONTH_FIRST_LOCALES = frozenset({"en-us", "en", "en-ph", "es-us"})
 """Locales whose dates show the month before the day (Chromium's default is en-US)."""
 
 
-@action
+@action(acts_on=is_text_field)
 async def clear(ctx: ActionContext, bid: str) -> None:
     """
     Clear the input field.
@@ -335,7 +472,7 @@ async def clear(ctx: ActionContext, bid: str) -> None:
     await fill_in_its_document(element, "", ctx.timeout_ms)
 
 
-@action
+@action(acts_on=is_select, types_text=True)
 async def select_option(ctx: ActionContext, bid: str, options: str | list[str]) -> None:
     """
     Select one or multiple options in a <select> element. You can specify
@@ -349,7 +486,7 @@ async def select_option(ctx: ActionContext, bid: str, options: str | list[str]) 
     await element.select_option(options, timeout=ctx.timeout_ms)
 
 
-@action
+@action(types_text=True)
 async def press(ctx: ActionContext, bid: str, key_comb: str) -> None:
     """
     Focus the matching element and press a combination of keys. It accepts
@@ -366,7 +503,7 @@ async def press(ctx: ActionContext, bid: str, key_comb: str) -> None:
     await element.press(key_comb, timeout=ctx.timeout_ms)
 
 
-@action
+@action(pointer=True)
 async def focus(ctx: ActionContext, bid: str) -> None:
     """
     Give an element the keyboard focus, before press(...). Focusing a link does not
@@ -397,7 +534,7 @@ def refused_goto_message(url: str, reason: str) -> str:
     return f"goto({url!r}) was refused by the navigation policy: {reason}."
 
 
-@action
+@action(leaves_page=True)
 async def goto(ctx: ActionContext, url: str) -> None:
     """
     Navigate to a url.
@@ -413,7 +550,7 @@ async def goto(ctx: ActionContext, url: str) -> None:
     await ctx.page.goto(url)
 
 
-@action
+@action(leaves_page=True)
 async def go_back(ctx: ActionContext) -> None:
     """
     Navigate to the previous page in history.
@@ -424,7 +561,7 @@ async def go_back(ctx: ActionContext) -> None:
     await ctx.page.go_back()
 
 
-@action
+@action(leaves_page=True)
 async def go_forward(ctx: ActionContext) -> None:
     """
     Navigate to the next page in history.
@@ -435,7 +572,7 @@ async def go_forward(ctx: ActionContext) -> None:
     await ctx.page.go_forward()
 
 
-@action
+@action(leaves_page=True)
 async def new_tab(ctx: ActionContext) -> None:
     """
     Open a new tab. It will become the active one.
@@ -446,7 +583,7 @@ async def new_tab(ctx: ActionContext) -> None:
     await ctx.session.open_tab()
 
 
-@action
+@action(leaves_page=True)
 async def tab_focus(ctx: ActionContext, index: int) -> None:
     """
     Bring tab to front (activate tab).
@@ -460,7 +597,7 @@ async def tab_focus(ctx: ActionContext, index: int) -> None:
         raise ActionError(str(exc)) from exc
 
 
-@action
+@action(leaves_page=True)
 async def tab_close(ctx: ActionContext) -> None:
     """
     Close the current tab.
@@ -472,7 +609,7 @@ async def tab_close(ctx: ActionContext) -> None:
     await ctx.session.ensure_page()
 
 
-@action
+@action(ends_episode=True)
 async def send_msg_to_user(ctx: ActionContext, text: str) -> None:
     """
     Sends a message to the user. When the goal asks a question, this is your answer:
@@ -484,7 +621,7 @@ async def send_msg_to_user(ctx: ActionContext, text: str) -> None:
     ctx.messages_to_user.append(text)
 
 
-@action
+@action(ends_episode=True)
 async def report_infeasible(ctx: ActionContext, reason: str) -> None:
     """
     Notifies the user that their instructions are infeasible. Use it only once you know:
@@ -496,7 +633,7 @@ async def report_infeasible(ctx: ActionContext, reason: str) -> None:
     ctx.infeasible_reason = reason
 
 
-@action
+@action(replayed=False)
 async def noop(ctx: ActionContext, wait_ms: float = 1000) -> None:
     """
     Do nothing, and optionally wait for the given time (in milliseconds).
@@ -508,7 +645,7 @@ async def noop(ctx: ActionContext, wait_ms: float = 1000) -> None:
     await ctx.page.wait_for_timeout(min(float(wait_ms), 30_000))
 
 
-@action
+@action(opt_in=True)
 async def run_skill(ctx: ActionContext, name: str, arguments: dict[str, str] | None = None
                     ) -> None:
     """
@@ -522,86 +659,114 @@ async def run_skill(ctx: ActionContext, name: str, arguments: dict[str, str] | N
                       "(--skills)")
 
 
-OPT_IN_ACTIONS = frozenset({"run_skill"})
-"""Actions offered only where a run enables them (``run_skill``: ``--skills``); the
-standard vocabulary (``standard_actions``) leaves them out."""
+class ActionSet(Mapping[str, ActionSpec]):
+    """The actions one task offers, in the prompt's order: a mapping of their names to
+    their ``ActionSpec``, as BrowserGym's ``HighLevelActionSet`` is its task's.
 
-
-def standard_actions() -> dict[str, ActionFunction]:
-    """The vocabulary a prompt offers when it names no subset: every action but the
-    opt-in ones."""
-    return {name: fn for name, fn in ACTIONS.items() if name not in OPT_IN_ACTIONS}
-
-
-ENDING_ACTIONS = ("send_msg_to_user", "report_infeasible")
-"""The actions whose point is to end the episode (an answer, giving up)."""
-
-
-PAGE_LEAVING_ACTIONS = ("goto", "go_back", "go_forward", "new_tab", "tab_focus", "tab_close")
-"""The actions that leave the page or its tab."""
-
-
-def task_actions(*, agent_can_end: bool, single_page: bool,
-                 skills: bool = False) -> list[str] | None:
-    """The action space a task offers, None for the standard vocabulary.
-
-    Where the page's own state ends the episode (MiniWoB++), an answer or a give-up ends
-    nothing: a small model offered them answers a question it should click, or gives up
-    on a page that shows what it needs. Where the task is one page (MiniWoB++), leaving
-    it only loses the task: ``goto`` of its own URL restarts it with a new instance.
-    ``skills``: ``run_skill`` is offered too."""
-    if agent_can_end and not single_page and not skills:
-        return None
-    dropped = (() if agent_can_end else ENDING_ACTIONS) + (
-        PAGE_LEAVING_ACTIONS if single_page else ())
-    names = [name for name in standard_actions() if name not in dropped]
-    return [*names, "run_skill"] if skills else names
-
-
-def action_parameters(fn: ActionFunction) -> list[inspect.Parameter]:
-    """The parameters the model passes: the signature without the leading ``ctx``."""
-    return list(inspect.signature(fn).parameters.values())[1:]
-
-
-_PLACEHOLDER = re.compile(r"""["'](<[^"'<>]+>)["']""")
-
-
-def example_placeholders(fn: ActionFunction) -> frozenset[str]:
-    """The ``"<...>"`` placeholders of an action's docstring examples.
-
-    Examples whose text must come from the page are written as placeholders, and a
-    small model copies them verbatim as readily as it copied example sentences: the
-    parser refuses an argument that is one, so the model is asked again.
+    The runtime builds one per task (``for_task``) and passes it to everything that
+    needs the vocabulary: the prompt describes it (the docstrings are the prompt text),
+    the parser refuses a call outside it, the grammar allows only its calls, and the
+    BrowserGym backend checks that it runs each action as declared here. It holds only
+    registered actions: what the model may call is always a function of this module.
+    Being a mapping of names, it goes wherever a collection of action names does.
     """
-    return frozenset(_PLACEHOLDER.findall(fn.__doc__ or ""))
+
+    def __init__(self, names: Iterable[str]) -> None:
+        """The registered actions ``names``, in that order.
+
+        Raises:
+            ValueError: a name is not a registered action.
+        """
+        chosen = list(dict.fromkeys(names))
+        unknown = [name for name in chosen if name not in REGISTRY]
+        if unknown:
+            raise ValueError(f"unknown action(s): {', '.join(unknown)}")
+        self._specs = {name: REGISTRY[name] for name in chosen}
+
+    @classmethod
+    def registered(cls) -> ActionSet:
+        """Every registered action, the opt-in ones included."""
+        return cls(REGISTRY)
+
+    @classmethod
+    def standard(cls) -> ActionSet:
+        """The vocabulary a prompt offers when it names no subset: every action but the
+        opt-in ones."""
+        return cls(name for name, spec in REGISTRY.items() if not spec.opt_in)
+
+    @classmethod
+    def of(cls, actions: Collection[str] | None) -> ActionSet:
+        """``actions`` as a set: itself if it is one, the named actions if they are
+        names, the standard vocabulary if None or empty."""
+        if isinstance(actions, ActionSet):
+            return actions
+        return cls(actions) if actions else cls.standard()
+
+    @classmethod
+    def for_task(cls, *, agent_can_end: bool, single_page: bool,
+                 skills: bool = False) -> ActionSet:
+        """The actions a task offers.
+
+        Where the page's own state ends the episode (MiniWoB++), an answer or a give-up
+        ends nothing: a small model offered them answers a question it should click, or
+        gives up on a page that shows what it needs (``ends_episode`` actions are left
+        out). Where the task is one page (MiniWoB++), leaving it only loses the task
+        (``leaves_page`` ones are). ``skills``: ``run_skill`` is offered too, last."""
+        chosen = cls.standard().without(
+            lambda spec: (spec.ends_episode and not agent_can_end)
+            or (spec.leaves_page and single_page))
+        return cls([*chosen, "run_skill"]) if skills else chosen
+
+    def __getitem__(self, name: str) -> ActionSpec:
+        return self._specs[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._specs)
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def __repr__(self) -> str:
+        return f"ActionSet({list(self._specs)!r})"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The actions' names, in order."""
+        return tuple(self._specs)
+
+    def subset(self, names: Iterable[str]) -> ActionSet:
+        """The actions ``names`` of this set, in this set's order.
+
+        Raises:
+            ValueError: a name is not in this set.
+        """
+        wanted = set(names)
+        missing = sorted(wanted - set(self._specs))
+        if missing:
+            raise ValueError(f"not in this action set: {', '.join(missing)}")
+        return ActionSet(name for name in self._specs if name in wanted)
+
+    def without(self, leave_out: Callable[[ActionSpec], bool]) -> ActionSet:
+        """This set less the actions ``leave_out`` is true of."""
+        return ActionSet(name for name, spec in self._specs.items() if not leave_out(spec))
+
+    @property
+    def pointer_names(self) -> tuple[str, ...]:
+        """The pointer actions (``ActionSpec.pointer``), in order."""
+        return tuple(name for name, spec in self._specs.items() if spec.pointer)
+
+    @property
+    def ending_names(self) -> tuple[str, ...]:
+        """The actions that end the episode (``ActionSpec.ends_episode``), in order."""
+        return tuple(name for name, spec in self._specs.items() if spec.ends_episode)
+
+    def describe(self) -> str:
+        """The action-space section of the prompt: each action's signature and
+        docstring."""
+        return "\n\n".join(spec.describe() for spec in self._specs.values())
 
 
-def render_signature(fn: ActionFunction) -> str:
-    """``click(bid: str, button: Literal['left', 'middle', 'right'] = 'left', ...)``.
-
-    Annotations are shown as written in the source (this module postpones their
-    evaluation), so the model reads exactly what the code declares.
-    """
-    rendered = []
-    for param in action_parameters(fn):
-        text = f"{param.name}: {param.annotation}".replace('"', "'")
-        if param.default is not inspect.Parameter.empty:
-            text += f" = {param.default!r}"
-        rendered.append(text)
-    return f"{fn.__name__}({', '.join(rendered)})"
-
-
-def describe_action(fn: ActionFunction) -> str:
-    """The prompt text of one action: its signature without ``ctx``, then its docstring."""
-    doc = inspect.cleandoc(fn.__doc__ or "")
-    body = "\n".join(f"    {line}" if line else "" for line in doc.splitlines())
-    return f"{render_signature(fn)}\n{body}"
-
-
-def describe_action_space(names: list[str] | None = None) -> str:
-    """The action-space section of the prompt, for all actions or the named subset."""
-    chosen = names or list(standard_actions())
-    unknown = [n for n in chosen if n not in ACTIONS]
-    if unknown:
-        raise ValueError(f"unknown action(s): {', '.join(unknown)}")
-    return "\n\n".join(describe_action(ACTIONS[n]) for n in chosen)
+def describe_action_space(names: Collection[str] | None = None) -> str:
+    """The action-space section of the prompt, for the standard vocabulary or the named
+    actions (``ActionSet.describe``)."""
+    return ActionSet.of(names).describe()

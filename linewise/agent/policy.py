@@ -4,7 +4,7 @@ or when it would repeat an action that changed nothing on the page as it is."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any, Literal
 
 import structlog
@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from linewise.agent.action_grammar import action_grammar
 from linewise.agent.action_parser import ParsedAction
-from linewise.agent.actions import ENDING_ACTIONS
+from linewise.agent.actions import ActionSet
 from linewise.agent.answer_check import answer_from_reasoning, applies
 from linewise.agent.models import ChatModel
 from linewise.agent.prompt import (
@@ -116,7 +116,7 @@ class ActionAgent:
         model: ChatModel,
         settings: AgentSettings | None = None,
         *,
-        action_names: list[str] | None = None,
+        action_names: Collection[str] | None = None,
     ) -> None:
         self.model = model
         self.settings = settings or AgentSettings()
@@ -297,8 +297,7 @@ class ActionAgent:
                 # again on the entry it had been asked to open ("the page is already at the
                 # RewriteMap directive section") until the step limit: the last re-asks
                 # may only end the episode, with an answer or a reason it cannot.
-                ending = [n for n in ENDING_ACTIONS
-                          if self.action_names is None or n in self.action_names]
+                ending = ActionSet.of(self.action_names).ending_names
                 asking = _Asking(decision, Constraint.gbnf(
                     "action", action_grammar(view.elements, ending)), asking.spend_check)
 
@@ -366,7 +365,7 @@ class _Asking:
         self.spend_check = spend_check
 
 
-def _valid_answer(action_names: list[str] | None) -> Callable[[str], AgentAnswer]:
+def _valid_answer(action_names: Collection[str] | None) -> Callable[[str], AgentAnswer]:
     """``read`` for ``ask_structured``: an answer holding one valid action."""
     def read(text: str) -> AgentAnswer:
         answer = parse_answer(text, action_names)

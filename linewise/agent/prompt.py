@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from functools import cache
 
 from pydantic import BaseModel, Field
 
-from linewise.agent.action_parser import ParsedAction, allowed_actions
-from linewise.agent.actions import ENDING_ACTIONS, POINTER_ACTIONS, describe_action_space
+from linewise.agent.action_parser import ParsedAction
+from linewise.agent.actions import ActionSet
 from linewise.agent.targets import inert_bids, offered_targets, target_text
 from linewise.axtree import AXLine
 from linewise.prompts import load_prompt, render_prompt
@@ -162,7 +163,7 @@ def _changed_nothing(step: StepMemory, after: StepMemory | None, page_key: str,
     """Whether ``step``, a pointer action, left the page and its URL as they were
     (``after``: the next step, taken on the page it left; else the page is ``page_key``
     at ``url``)."""
-    if step.parsed is None or step.parsed.name not in POINTER_ACTIONS or not step.page_key:
+    if step.parsed is None or not step.parsed.spec.pointer or not step.page_key:
         return False
     if after is not None:
         page_key, url = after.page_key, after.url
@@ -240,7 +241,7 @@ def build_action_messages(
     goal: str,
     view: PageView,
     history: list[StepMemory],
-    action_names: list[str] | None = None,
+    action_names: Collection[str] | None = None,
     examples: str = "",
     *,
     past_thoughts: bool = True,
@@ -271,25 +272,32 @@ def build_action_messages(
         + render_skills(view.skills),
     )
     return [
-        {"role": "system", "content": system_prompt(tuple(action_names or ()))},
+        {"role": "system", "content": system_prompt(action_names or ())},
         {"role": "user", "content": f"{examples}\n{user}" if examples else user},
     ]
 
 
-@cache
-def system_prompt(action_names: tuple[str, ...] = ()) -> str:
+def system_prompt(action_names: Collection[str] = ()) -> str:
     """The unchanging part of every action prompt: role, rules, action space, format.
 
     It comes first so that servers with prefix caching (llama.cpp, vLLM) evaluate it
-    once for a whole run rather than at every step. ``action_names`` trims the action
-    space; give the answer's parser (``parse_answer``) the same names so that it refuses
-    the actions the prompt left out.
+    once for a whole run rather than at every step. ``action_names`` (the task's
+    ``ActionSet``, or names; empty: the standard vocabulary) trims the action space;
+    give the answer's parser (``parse_answer``) the same so that it refuses the actions
+    the prompt left out. The rules say how to end the episode only where an action that
+    ends it (``ActionSpec.ends_episode``) is offered.
     """
-    names = list(allowed_actions(action_names))
-    agent_ends = any(name in ENDING_ACTIONS for name in names)
-    rules = load_prompt("action_rules_agent_ends.md" if agent_ends
+    # cached by the names offered, not by "the standard vocabulary": that is what the
+    # registry holds now
+    return _system_prompt(ActionSet.of(action_names).names)
+
+
+@cache
+def _system_prompt(names: tuple[str, ...]) -> str:
+    actions = ActionSet(names)
+    rules = load_prompt("action_rules_agent_ends.md" if actions.ending_names
                         else "action_rules_page_ends.md").template.strip()
-    return render_prompt("action_system.md", action_space=describe_action_space(names),
+    return render_prompt("action_system.md", action_space=actions.describe(),
                          ending_rules=rules)
 
 

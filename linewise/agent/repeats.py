@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from linewise.agent.action_parser import ParsedAction
-from linewise.agent.actions import POINTER_ACTIONS
+from linewise.agent.actions import ActionSet
 from linewise.agent.prompt import StepMemory
 
 _CLICKS = ("click", "dblclick")
@@ -85,7 +85,7 @@ def is_futile(action: ParsedAction, made: Sequence[ParsedAction]) -> bool:
 def _same_call(one: ParsedAction, other: ParsedAction) -> bool:
     if one.name != other.name:
         return False
-    return one == other or (one.name in POINTER_ACTIONS and one.bids == other.bids)
+    return one == other or (one.spec.pointer and one.bids == other.bids)
 
 
 def forbidden_calls(made: Sequence[ParsedAction]) -> list[ParsedAction]:
@@ -94,7 +94,7 @@ def forbidden_calls(made: Sequence[ParsedAction]) -> list[ParsedAction]:
     forbidden = list(made)
     clicked = {bid for call in made if call.name in _CLICKS for bid in call.bids}
     for bid in sorted(clicked):
-        for name in POINTER_ACTIONS:
+        for name in ActionSet.registered().pointer_names:
             call = ParsedAction(name=name, arguments={"bid": bid})
             if call not in forbidden:
                 forbidden.append(call)

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from linewise.agent.action_parser import ParsedAction
-from linewise.agent.actions import POINTER_ACTIONS, is_pointer_target
+from linewise.agent.actions import is_pointer_target
 from linewise.agent.filters.bm25 import words
 from linewise.axtree import AXLine, bid_of, element_lines, line_depth, parse_line
 
@@ -37,7 +37,7 @@ def inert_bids(calls: Iterable[ParsedAction], elements: Elements | None,
     whose line is not known is given the benefit of the doubt)."""
     if elements is None:
         return []
-    return [bid for call in calls if call.name in POINTER_ACTIONS for bid in call.bids
+    return [bid for call in calls if call.spec.pointer for bid in call.bids
             if (line := elements.get(bid)) is not None
             and not is_pointer_target(line, bid in clickable)]
 
@@ -184,7 +184,7 @@ def pointed_entry_links(call: ParsedAction | None, lines: Sequence[str],
                         clickable: frozenset[str], page_url: str) -> dict[str, AXLine]:
     """The links (with their lines) that open the entries ``call``, a pointer action,
     pointed into, where what it pointed at answers no click (:func:`entry_links`)."""
-    if call is None or call.name not in POINTER_ACTIONS:
+    if call is None or not call.spec.pointer:
         return {}
     pointed = element_lines(lines, call.bids)
     links = [link for bid in inert_bids([call], pointed, clickable)

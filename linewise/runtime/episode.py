@@ -26,7 +26,7 @@ import structlog
 from playwright.async_api import Error as PlaywrightError
 
 from linewise.agent.action_parser import ParsedAction, parse_action
-from linewise.agent.actions import task_actions
+from linewise.agent.actions import ActionSet
 from linewise.agent.experience.load import memory_for
 from linewise.agent.experience.retrieve import ExperienceMemory
 from linewise.agent.filters.base import FilterInput, FilterResult, ObservationFilter
@@ -138,14 +138,14 @@ class EpisodeConfig:
 
     def make_agent(self, model: ChatModel, *, agent_can_end: bool = True,
                    single_page: bool = False) -> ActionAgent:
-        """The action policy, with the actions the task offers (``task_actions``).
+        """The action policy, with the actions the task offers (``ActionSet.for_task``).
         Where the agent's answer does not end the episode (the task's own status does,
         as in MiniWoB++), it is never made to answer from its reasoning: a question such
         as "How many large items are there?" is answered there by clicking."""
         agent = self.agent
         if not agent_can_end and agent.answer_check != "off":
             agent = agent.model_copy(update={"answer_check": "off"})
-        return ActionAgent(model, agent, action_names=task_actions(
+        return ActionAgent(model, agent, action_names=ActionSet.for_task(
             agent_can_end=agent_can_end, single_page=single_page,
             skills=self.skills is not None))
 

@@ -43,8 +43,6 @@ from linewise.runtime.replay.skill import Skill, SkillParameter, placeholder
 
 _SPAN = re.compile(r'"(?P<dq>[^"]+)"|(?<!\w)\'(?P<sq>[^\']+)\'(?!\w)|(?P<word>[^\s"]+)')
 _TRIM = ".,;:!?()[]"
-_TYPING_ACTIONS = frozenset({"fill", "select_option", "press"})
-"""Actions whose text is what the agent typed or chose."""
 _STOPWORDS = frozenset({
     "a", "an", "the", "and", "or", "to", "into", "in", "on", "of", "with", "from", "for",
     "enter", "type", "select", "click", "choose", "press", "then", "is", "as", "by", "at",
@@ -138,7 +136,7 @@ def _induce(template: str, group: Sequence[Program]) -> Skill | None:
     goal, base, first = agreeing[0]
     steps = _generalize(base, [steps for _goal, steps, _program in agreeing[1:]])
     if len(agreeing) == 1 and any(
-            text and "{{" not in text for step in steps if step.parsed().name in _TYPING_ACTIONS
+            text and "{{" not in text for step in steps if step.parsed().spec.types_text
             for text in _typed_texts(step)):
         return None  # text of its own page typed once: another run needs other text
     used = {name for step in steps for name in _placeholders_in(step)}
@@ -173,7 +171,8 @@ def _parameter_positions(group: Sequence[Program], spans: list[list[_Span]]) -> 
 
 
 def _typed_texts(step: ProgramStep) -> list[str]:
-    """The text a step typed or chose (``fill``, ``select_option``, ``press``…)."""
+    """The text arguments of a step (what it typed or chose where its action
+    ``types_text``: ``fill``, ``select_option``, ``press``…)."""
     action = step.parsed()
     texts = [v for k, v in action.arguments.items()
              if isinstance(v, str) and not k.endswith("bid")]
@@ -183,7 +182,7 @@ def _typed_texts(step: ProgramStep) -> list[str]:
 
 def _typed(value: str, program: Program) -> bool:
     return any(value in text for step in program.steps for text in _typed_texts(step)
-               if step.parsed().name in _TYPING_ACTIONS)
+               if step.parsed().spec.types_text)
 
 
 def _word_of(value: str, name: str | None) -> bool:

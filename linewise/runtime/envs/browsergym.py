@@ -29,7 +29,7 @@ from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page
 
 from linewise.agent.action_parser import ParsedAction
-from linewise.agent.actions import refused_goto_message
+from linewise.agent.actions import ActionSet, refused_goto_message
 from linewise.errors import BrowserError, BrowserStalled
 from linewise.records import NavigationEvents, Tab, TargetBox
 from linewise.runtime.browser.chromium import GYM_BID_ATTRIBUTE, BrowserConfig
@@ -91,6 +91,11 @@ class BrowserGymEnv:
         self.browser = browser
         self.task_kwargs = task_kwargs
         self.single_page = task.browsergym.startswith("miniwob.")
+        self.actions = ActionSet.for_task(agent_can_end=self.agent_can_end,
+                                          single_page=self.single_page)
+        """What an episode of this task may ask ``act`` to run: the actions it offers,
+        less ``run_skill`` (the episode runs a skill's steps itself). ``reset`` checks
+        that BrowserGym runs each as linewise offers it (``check_actions``)."""
         # MiniWoB++ draws its task in a corner of the viewport, as on linewise's Chromium
         # (``MiniWoBBrowserTask.crop_screenshots``)
         self.crop_screenshots = self.single_page
@@ -127,6 +132,7 @@ class BrowserGymEnv:
                 slow_mo_ms=self.browser.slow_mo_ms, timeout_ms=self.browser.action_timeout_ms,
                 action_timeout_ms=self.browser.action_timeout_ms,
                 context_options=self.guard.context_options() if self.guard is not None else None,
+                actions=self.actions,
             )
             if self.guard is not None:
                 _guard_setup(self._gym.unwrapped, self.guard)

@@ -13,6 +13,10 @@ an asyncio loop or on this machine:
   Chromium, not two.
 - its high-level actions hard-code ``timeout=500`` ms: ``action_mapping`` rewrites the
   generated code to use the configured action timeout.
+- it runs its own copy of each action (``HighLevelActionSet``), which linewise's parser,
+  prompt and grammar know nothing of: ``check_actions`` makes sure, before a task
+  starts, that it has every action the task offers, taking the arguments linewise's
+  does.
 - tasks set ``slow_mo`` (MiniWoB++: 100 ms per Playwright call): ``make_env`` passes 0
   unless asked otherwise.
 
@@ -22,13 +26,16 @@ BrowserGym backend all build their environments here.
 
 from __future__ import annotations
 
+import ast
 import importlib
+import inspect
 import os
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, Literal
 
+from linewise.agent.actions import ActionSet, render_signature
 from linewise.errors import ConfigError
 from linewise.runtime.browser.chromium import CHROMIUM_ARGS, GYM_BID_ATTRIBUTE, find_chromium
 from linewise.runtime.browser.driver import LAUNCH_SIGNALS, driver_environ
@@ -138,17 +145,85 @@ def install(*, memory_chat: bool = True) -> None:
     env_module.Chat = MemoryChat if memory_chat else _ORIGINAL_CHAT
 
 
-def action_mapping(timeout_ms: int) -> Callable[[str], str]:
-    """BrowserGym's default action set, with its 500 ms element timeout replaced."""
-    from browsergym.core.action.highlevel import HighLevelActionSet
+def action_mapping(timeout_ms: int, browsergym_actions: Any = None) -> Callable[[str], str]:
+    """BrowserGym's action set (``browsergym_actions``, a ``HighLevelActionSet``; its
+    default one if None), with its 500 ms element timeout replaced."""
+    if browsergym_actions is None:
+        from browsergym.core.action.highlevel import HighLevelActionSet
 
-    to_code = HighLevelActionSet().to_python_code
+        browsergym_actions = HighLevelActionSet()
+    to_code = browsergym_actions.to_python_code
 
     def mapping(action: str) -> str:
         code: str = to_code(action)
         return code.replace("timeout=500", f"timeout={timeout_ms}")
 
     return mapping
+
+
+def check_actions(actions: ActionSet, browsergym_actions: Any) -> None:
+    """Fail unless BrowserGym runs each of ``actions`` as linewise offers it.
+
+    The model's call is checked against linewise's signature (``action_parser``), then
+    written out (``ParsedAction.__str__``: positionally while no argument is skipped,
+    then by keyword) and run by BrowserGym's own function of that name, from
+    ``browsergym_actions`` (the ``HighLevelActionSet`` the env maps actions with). So
+    BrowserGym must have an action of each name, whose parameters begin with linewise's,
+    by name and in order; any it has beyond them must be optional, and so must any that
+    linewise lets the model leave out. Types and defaults are not compared: the parser
+    has validated the values, and a default the two spell differently (``modifiers``:
+    None here, ``[]`` there) means the same.
+
+    Raises:
+        ConfigError: naming the first action that disagrees, and how.
+    """
+    for name, spec in actions.items():
+        theirs = browsergym_actions.action_set.get(name)
+        if theirs is None:
+            raise ConfigError(
+                f"BrowserGym's action set has no action {name!r}, which linewise offers "
+                f"this task: BrowserGym cannot run {render_signature(spec.function)}")
+        problem = _disagreement(spec.parameters, _browsergym_parameters(theirs.signature))
+        if problem is not None:
+            raise ConfigError(
+                f"linewise's action {name!r} disagrees with BrowserGym's: {problem} "
+                f"(linewise: {render_signature(spec.function)}; BrowserGym: "
+                f"{theirs.signature})")
+
+
+def _browsergym_parameters(signature: str) -> list[tuple[str, bool]]:
+    """Each parameter of a BrowserGym action signature (``click(bid: str, …)``, as
+    ``HighLevelActionSet`` keeps it), with whether it is optional, in order."""
+    try:
+        function = ast.parse(f"def {signature}: pass").body[0]
+    except SyntaxError as exc:
+        raise ConfigError(f"BrowserGym's action signature {signature!r} cannot be read "
+                          f"({exc.msg})") from exc
+    assert isinstance(function, ast.FunctionDef)
+    args = function.args
+    positional = [*args.posonlyargs, *args.args]
+    first_optional = len(positional) - len(args.defaults)
+    return ([(arg.arg, index >= first_optional) for index, arg in enumerate(positional)]
+            + [(arg.arg, default is not None)
+               for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=True)])
+
+
+def _disagreement(ours: list[inspect.Parameter], theirs: list[tuple[str, bool]]
+                  ) -> str | None:
+    """How BrowserGym's parameters (``theirs``) cannot take a call of linewise's
+    (``ours``), or None where every call of linewise's runs there as written."""
+    for index, param in enumerate(ours):
+        if index >= len(theirs):
+            return f"BrowserGym's takes no parameter {param.name!r}"
+        name, optional = theirs[index]
+        if name != param.name:
+            return f"parameter {index + 1} is {param.name!r} here, {name!r} in BrowserGym's"
+        if param.default is not inspect.Parameter.empty and not optional:
+            return f"{param.name!r} may be left out here, not in BrowserGym's"
+    required = [name for name, optional in theirs[len(ours):] if not optional]
+    if required:
+        return f"BrowserGym's also requires {', '.join(map(repr, required))}"
+    return None
 
 
 def check_family(family: str) -> None:
@@ -181,15 +256,26 @@ def make_env(
     action_timeout_ms: int | None = 5000,
     chat: Literal["memory", "browsergym"] = "memory",
     context_options: dict[str, Any] | None = None,
+    actions: ActionSet | None = None,
 ) -> Any:
     """A BrowserGym env for this thread. ``slow_mo_ms=None`` keeps the task's slow_mo,
     ``action_timeout_ms=None`` BrowserGym's 500 ms and ``chat="browsergym"`` its chat
     window (for a baseline of BrowserGym as it ships); ``context_options`` go to
-    Playwright's ``new_context``."""
+    Playwright's ``new_context``. ``actions``: the actions the env will be asked to run,
+    checked first against BrowserGym's own (``check_actions``).
+
+    Raises:
+        ConfigError: the family's package or servers are missing, or BrowserGym would
+            not run one of ``actions`` as linewise offers it.
+    """
     import gymnasium as gym
+    from browsergym.core.action.highlevel import HighLevelActionSet
 
     family = env_id.removeprefix("browsergym/").split(".", 1)[0]
     check_family(family)
+    browsergym_actions = HighLevelActionSet()  # BrowserEnv's default set, checked
+    if actions is not None:
+        check_actions(actions, browsergym_actions)
     install(memory_chat=chat == "memory")
     kwargs: dict[str, Any] = {
         "task_kwargs": task_kwargs or {},
@@ -199,6 +285,6 @@ def make_env(
         "wait_for_user_message": False,
         "pw_context_kwargs": context_options or {},
     }
-    if action_timeout_ms is not None:
-        kwargs["action_mapping"] = action_mapping(action_timeout_ms)
+    kwargs["action_mapping"] = (browsergym_actions.to_python_code if action_timeout_ms is None
+                                else action_mapping(action_timeout_ms, browsergym_actions))
     return gym.make(env_id, **kwargs)

@@ -38,10 +38,6 @@ PROGRAM_FILE = "program.json"
 SKIPPED_FOLDERS = frozenset({"_incomplete", "screenshots", "downloads", "graphs"})
 """Never searched for episodes: set-aside partial episodes and episodes' own folders."""
 
-_UNREPLAYED_ACTIONS = frozenset({"noop"})
-"""Actions a program leaves out: they change nothing a later step relies on."""
-
-
 class ProgramStep(BaseModel):
     """One recorded action and what a replay needs to run it again."""
 
@@ -150,7 +146,7 @@ def program_from_episode(directory: Path, kept: Sequence[int] | None = None) -> 
             action = parse_action(record.action)
         except ActionParseError:
             continue
-        if action.name in _UNREPLAYED_ACTIONS:
+        if not action.spec.replayed:  # it changes nothing a later step relies on
             continue
         lines = record.tree_lines()
         targets = locators_of(record, lines)
