@@ -17,7 +17,8 @@ from linewise.locators import (
     locate,
     resolve,
 )
-from linewise.records import TargetLocator
+from linewise.records import StepRecord, TargetLocator
+from linewise.runtime.replay.program import locators_of
 from tests.support.paths import TREES
 
 TREE_NAMES = sorted(p.name for p in TREES.glob("*.txt"))
@@ -429,3 +430,18 @@ def test_a_field_is_never_known_by_the_text_typed_into_it() -> None:
     assert locate(typed, "5").text is None
     assert locate(typed, "7").text is None
     assert locate(typed, "6").text == "12"
+
+
+def test_a_recorded_step_s_locators_are_read_again_from_its_tree() -> None:
+    """A locator an older version recorded lacks the words inside an unnamed element;
+    the step's own tree gives them, and a trace with no tree keeps what it recorded."""
+    tree = ["RootWebArea 'Click Tab Task'", "\t[25] tabpanel '1'",
+            "\t\t[30] generic, clickable", "\t\t\tStaticText 'lorem.'"]
+    old = TargetLocator(bid="30", role="generic", context=("tabpanel '1'",))
+    step = StepRecord(episode_id="e", task_id="t", index=0, url="http://x/", observation="",
+                      action="click('30')", targets=[old],
+                      axtree="\n".join(f"{n}|{line}" for n, line in enumerate(tree, 1)))
+    [again] = locators_of(step)
+    assert again.text == "lorem." and again.bid == "30"
+    treeless = step.model_copy(update={"axtree": ""})
+    assert locators_of(treeless) == [old]

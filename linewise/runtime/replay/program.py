@@ -107,17 +107,26 @@ def task_spec(task: AnyTask) -> dict[str, Any]:
 
 
 def locators_of(step: StepRecord, lines: Sequence[str] | None = None) -> list[TargetLocator]:
-    """The locators of the elements a recorded step's action named: recorded ones, or
-    derived from the step's recorded tree for traces written before they were recorded.
-    A bid in no line of the tree gives no locator (the list is then shorter)."""
-    if step.targets or step.action is None:
+    """The locators of the elements a recorded step's action named, read again from the
+    step's recorded tree; the recorded ones where the tree does not hold every element
+    (a trace that kept no tree).
+
+    The tree is what the recorded locators were read from: read again with this
+    version's rules, it gives what this version's resolver expects, where a locator an
+    older version recorded may lack what now identifies an element (the words inside an
+    unnamed one). A bid in no line of the tree, in a trace with no recorded locators,
+    gives no locator (the list is then shorter)."""
+    if step.action is None:
         return list(step.targets)
     try:
         bids = parse_action(step.action).bids
     except ActionParseError:
-        return []
+        return list(step.targets)
     tree = step.tree_lines() if lines is None else lines
-    return [found for bid in bids if (found := locate(tree, bid)) is not None]
+    derived = [found for bid in bids if (found := locate(tree, bid)) is not None]
+    if step.targets and len(derived) != len(bids):
+        return list(step.targets)
+    return derived
 
 
 def program_from_episode(directory: Path, kept: Sequence[int] | None = None) -> Program:
