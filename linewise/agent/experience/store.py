@@ -17,6 +17,7 @@ from typing import NamedTuple
 from pydantic import BaseModel, Field, ValidationError
 
 from linewise.errors import ConfigError
+from linewise.files import write_atomically
 from linewise.jsonl import read_jsonl
 
 MEMORY_VERSION = 1
@@ -93,14 +94,9 @@ class MemoryEntry(BaseModel):
 def write_memory(path: Path, entries: Iterable[MemoryEntry]) -> int:
     """Write ``entries`` as JSONL (replacing the file atomically); returns how many."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    count = 0
-    with tmp.open("w", encoding="utf-8") as handle:
-        for entry in entries:
-            handle.write(entry.model_dump_json() + "\n")
-            count += 1
-    tmp.replace(path)
-    return count
+    lines = [entry.model_dump_json() + "\n" for entry in entries]
+    write_atomically(path, "".join(lines))
+    return len(lines)
 
 
 def read_memory(path: Path) -> list[MemoryEntry]:

@@ -17,6 +17,7 @@ from linewise.apps.bench.report_markdown import render_markdown
 from linewise.apps.bench.state import bench_state
 from linewise.apps.viewer.build import write_viewer
 from linewise.apps.viewer.paths import VIEW_DIR, episode_page
+from linewise.files import write_atomically
 
 
 def write_report(out_dir: Path, prices: Prices | None = None,
@@ -38,8 +39,6 @@ def write_report(out_dir: Path, prices: Prices | None = None,
         ("report.json", report.model_dump_json(indent=2)),
     ):
         path = out_dir / name
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+        write_atomically(path, text)
         written.append(path)
     return report, written

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from linewise.apps.bench.plan import EpisodeKey, EpisodeSpec
 from linewise.errors import TraceWriteError
+from linewise.files import write_atomically
 from linewise.jsonl import append_line, split_lines
 from linewise.records import (
     FINAL_OUTCOMES,
@@ -358,10 +359,7 @@ def take_out(path: Path, keys: set[EpisodeKey], archive: Path) -> list[EpisodeRe
         handle.writelines(r.model_dump_json() + "\n" for r in taken)
         handle.flush()
         os.fsync(handle.fileno())
-    tmp = path.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8",
-                   errors="surrogateescape")  # a line that was not UTF-8 stays as it was
-    with tmp.open("rb") as handle:
-        os.fsync(handle.fileno())
-    tmp.replace(path)
+    # a line that was not UTF-8 stays as it was
+    write_atomically(path, "".join(line + "\n" for line in kept), durable=True,
+                     errors="surrogateescape")
     return taken

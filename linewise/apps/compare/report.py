@@ -22,6 +22,7 @@ from linewise.apps.compare.markdown import render_markdown
 from linewise.apps.compare.tables import title
 from linewise.apps.viewer.build import write_viewer
 from linewise.apps.viewer.paths import VIEW_DIR, episode_page
+from linewise.files import write_atomically
 
 
 def write_comparison(paths: list[Path], labels: list[str], out_dir: Path,
@@ -55,8 +56,6 @@ def write_comparison(paths: list[Path], labels: list[str], out_dir: Path,
         ("report.json", comparison.model_dump_json(indent=2)),
     ):
         path = out_dir / name
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+        write_atomically(path, text)
         written.append(path)
     return comparison, written

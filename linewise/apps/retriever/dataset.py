@@ -31,6 +31,7 @@ from linewise.apps.retriever.pages import snapshot_folders
 from linewise.apps.retriever.queries import WrittenStats, written_examples
 from linewise.apps.retriever.sources import PageSnapshot, read_snapshots
 from linewise.errors import ConfigError
+from linewise.files import write_atomically
 from linewise.runtime.browser.chromium import BrowserConfig
 
 __all__ = ["DatasetManifest", "DatasetOptions", "build_dataset", "load_dataset"]
@@ -92,10 +93,7 @@ async def build_dataset(out: Path, options: DatasetOptions, *, model: ChatModel 
                                            seed=options.seed,
                                            allow_evaluation=options.allow_evaluation,
                                            config=config, progress=say)
-        partial = pages_path.with_name(PAGES_FILE + ".partial")
-        partial.write_text("".join(s.model_dump_json() + "\n" for s in snapshots),
-                           encoding="utf-8")
-        partial.replace(pages_path)
+        write_atomically(pages_path, "".join(s.model_dump_json() + "\n" for s in snapshots))
         say(f"{len(snapshots)} pages read from {len(options.folders)} folders")
     else:
         snapshots = []

@@ -37,6 +37,7 @@ from linewise.agent.filters.context_embedding import Unit, page_units
 from linewise.agent.filters.tree import LineTree
 from linewise.apps.retriever.sources import PageSnapshot, check_family, page_family
 from linewise.errors import ConfigError, DamagedTraceError
+from linewise.files import write_atomically
 from linewise.runtime.trace import read_steps, read_summary
 
 __all__ = ["Example", "ExampleKind", "negatives_for", "page_examples", "read_examples",
@@ -254,9 +255,7 @@ def _step_example(action_text: str, lines: list[str], query: str, negatives: int
 def write_examples(examples: Sequence[Example], path: Path) -> None:
     """The examples as JSONL, one per line (written whole, then moved into place)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text("".join(e.model_dump_json() + "\n" for e in examples), encoding="utf-8")
-    partial.replace(path)
+    write_atomically(path, "".join(e.model_dump_json() + "\n" for e in examples))
 
 
 def read_examples(path: Path) -> list[Example]:

@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from linewise.agent.action_parser import ParsedAction, parse_action
 from linewise.errors import ActionParseError, DamagedTraceError, ProgramError
+from linewise.files import write_atomically
 from linewise.locators import element_state, locate, resolve
 from linewise.records import EpisodeSummary, StepRecord, TargetLocator
 from linewise.runtime.tasks.schema import AnyTask, BrowserGymTask, MiniWoBTask, WebTask
@@ -253,9 +254,7 @@ def read_versioned(path: Path, model: type[_Model], kind: str, version: int) -> 
 
 def write_program_file(program: Program, path: Path) -> None:
     """Write ``program`` to ``path`` whole or not at all (a temporary file renamed)."""
-    staging = path.with_name(f".{path.name}.writing")
-    staging.write_text(program.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    os.replace(staging, path)
+    write_atomically(path, program.model_dump_json(indent=2) + "\n")
 
 
 def load_programs(path: str | os.PathLike[str]) -> list[Program]:

@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 
 from linewise.agent.action_parser import ParsedAction
 from linewise.errors import ProgramError
+from linewise.files import write_atomically
 from linewise.locators import TreeIndex
 from linewise.records import TargetLocator
 from linewise.runtime.replay.program import Program, ProgramStep, read_versioned
@@ -144,9 +145,7 @@ def _bind_locator(locator: TargetLocator, arguments: dict[str, str]) -> TargetLo
 def write_skill(skill: Skill, directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{skill.name}.json"
-    staging = path.with_name(f".{path.name}.writing")
-    staging.write_text(skill.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    staging.replace(path)
+    write_atomically(path, skill.model_dump_json(indent=2) + "\n")
     return path
 
 
