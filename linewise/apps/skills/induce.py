@@ -237,11 +237,18 @@ def _rewrite_step(step: ProgramStep, values: dict[str, str]) -> ProgramStep:
               if isinstance(value, list) else value)
         for key, value in action.arguments.items()
     }
+    rewritten = type(action)(name=action.name, arguments=arguments)
+    states = [{k: swap(v) for k, v in s.items()} for s in step.state_after]
+    if action.spec.types_text and "{{" in str(rewritten):
+        # what a field shows after text a parameter typed is that text in the field's
+        # own form (a date typed 01/18/2019 shows 2019-01-18): kept only where it holds
+        # the parameter, for another value shows another text
+        states = [{k: v for k, v in s.items() if k != "value" or "{{" in v} for s in states]
     return step.model_copy(update={
-        "action": str(type(action)(name=action.name, arguments=arguments)),
+        "action": str(rewritten),
         "thought": swap(step.thought) if step.thought else step.thought,
         "targets": [_rewrite_locator(t, values) for t in step.targets],
-        "state_after": [{k: swap(v) for k, v in s.items()} for s in step.state_after],
+        "state_after": states,
     })
 
 

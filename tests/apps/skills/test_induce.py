@@ -96,3 +96,18 @@ def test_where_the_element_stood_is_left_out_and_its_own_words_are_the_parameter
     bound = skill.bind(skill.arguments_from('Click on the link "vel".') or {})
     assert TreeIndex(fourth).resolve(bound.steps[0].targets[0]).bid == "28"
     assert SkillLibrary([skill]).offered('Click on the link "vel".', fourth) == [skill]
+
+
+def test_a_field_s_value_in_its_own_form_is_not_checked_for_another_value() -> None:
+    """A date typed 02/04/2012 shows 2012-02-04: the skill types another date, so the
+    field will show another value, and the recorded one is no effect to check."""
+    date = ["RootWebArea 'Enter Date Task'", "\t[16] Date ''", "\t[17] button 'Submit'"]
+    index = TreeIndex(date)
+    field, submit = index.locate("16"), index.locate("17")
+    assert field is not None and submit is not None
+    program = _program("enter-date", 0, "Enter 02/04/2012 as the date and hit submit.",
+                       [("fill('16', '02/04/2012')", field), ("click('17')", submit)])
+    program.steps[0].state_after.append({"value": "2012-02-04"})
+    [skill] = induce_skills([program])
+    assert skill.steps[0].action == "fill('16', '{{value}}')"
+    assert skill.steps[0].state_after == [{}]
