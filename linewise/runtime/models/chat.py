@@ -36,7 +36,9 @@ from asyncio_throttle.throttler import Throttler
 from openai.types.chat import ChatCompletion
 from pydantic import ValidationError
 
+from linewise.agent.constraint import ConstraintKind
 from linewise.agent.models import Completion, TokenLogprob, Usage
+from linewise.agent.profile import ModelProfile
 from linewise.errors import (
     ContextOverflow,
     EndpointRefused,
@@ -44,7 +46,8 @@ from linewise.errors import (
     InvalidResponse,
     LLMError,
 )
-from linewise.settings import DEFAULT_CONTEXT_TOKENS, EndpointSettings
+from linewise.runtime.models.profiles import EMBEDDED, resolve_profile
+from linewise.settings import EndpointSettings
 
 log = structlog.get_logger(__name__)
 
@@ -63,20 +66,30 @@ context length", ``context_length_exceeded``) and others refuse an oversized req
 
 
 class ChatClient:
-    """One endpoint and model. Safe to share between concurrent episodes."""
+    """One endpoint and model. Safe to share between concurrent episodes.
 
-    def __init__(self, endpoint: EndpointSettings, *, embedded: bool = False) -> None:
-        """``embedded``: the endpoint is linewise's own llama.cpp server (its context,
-        windows and view budget apply wherever this client is used)."""
+    ``profile`` is what the model takes and needs (``agent.profile``); every caller
+    reads it, and constraints reach the endpoint in the request fields it names. The
+    client also remembers which constraint kinds its endpoint refused
+    (``refused_constraints``, see ``agent.structured``): each client its own.
+    """
+
+    def __init__(self, endpoint: EndpointSettings, *, profile: ModelProfile | None = None,
+                 embedded: bool = False) -> None:
+        """``profile``: resolved by the caller (``runtime.models.factory`` resolves it
+        from the run's settings); without one it is resolved from ``endpoint`` alone
+        (``profiles.resolve_profile``). ``embedded`` (deprecated: set the endpoint's
+        ``profile`` to ``embedded``): the endpoint is linewise's own llama.cpp server."""
         if not endpoint.base_url or not endpoint.model:
             raise LLMError("ChatClient needs a base URL and a model")
-        self.endpoint = endpoint
         self.base_url: str = endpoint.base_url
         self.model: str = endpoint.model
-        self.embedded = embedded
-        self.context_tokens: int = endpoint.context_tokens or DEFAULT_CONTEXT_TOKENS
-        """The context the action prompt is fitted into (``agent.prompt_fit``)."""
-        self.answer_tokens: int = endpoint.max_tokens
+        if embedded and endpoint.profile == "auto":
+            endpoint = endpoint.model_copy(update={"profile": EMBEDDED})
+        self.endpoint = endpoint
+        self.profile: ModelProfile = profile or resolve_profile(endpoint)
+        self.refused_constraints: set[ConstraintKind] = set()
+        """The constraint kinds this endpoint refused (asked without them from then on)."""
         self._client = openai.AsyncOpenAI(
             base_url=endpoint.base_url,
             api_key=endpoint.api_key or "not-needed",
@@ -85,6 +98,20 @@ class ChatClient:
         )
         self._in_flight = asyncio.Semaphore(endpoint.max_in_flight)
         self._throttler = _throttler(endpoint.requests_per_second)
+
+    @property
+    def context_tokens(self) -> int:
+        """The context the prompts are fitted into (the profile's)."""
+        return self.profile.context_tokens
+
+    @property
+    def answer_tokens(self) -> int:
+        return self.profile.answer_tokens
+
+    @property
+    def embedded(self) -> bool:
+        """Deprecated: read ``profile``. Whether the profile is the embedded model's."""
+        return self.profile.name == EMBEDDED
 
     @contextlib.asynccontextmanager
     async def _slot(self) -> AsyncIterator[None]:
@@ -188,11 +215,15 @@ class ChatClient:
                     if content else None)
         return Completion(text=text, usage=usage, logprobs=logprobs)
 
-    async def probe(self) -> None:
+    async def probe(self) -> str | None:
         """One cheap request (the model list), untried again: the one check of an
         endpoint, before a run and while a bench waits out an outage. Returns when the
         endpoint answers at all, raises ``EndpointRefused`` when it refuses the key and
         ``EndpointUnreachable`` when nothing answers (a refused connection, a timeout).
+
+        Returns who the list says serves the model (its ``owned_by``: ``llamacpp``,
+        ``vllm``…, the entry of this model's name, else the first), or None: what
+        ``profiles.resolve_profile`` reads when the endpoint's profile is ``auto``.
 
         Any status but 401/403 counts as an answer: a 404 (not every server lists
         models), and a 5xx too, which on a server that answers is most often a passing
@@ -201,7 +232,7 @@ class ChatClient:
         timeout_s = min(PROBE_TIMEOUT_S, self.endpoint.timeout_s)
         try:
             async with asyncio.timeout(timeout_s):
-                await self._client.models.list(timeout=timeout_s)
+                listed = await self._client.models.list(timeout=timeout_s)
         except TimeoutError as exc:
             raise EndpointUnreachable(self.base_url, f"no answer in {timeout_s:g} s") from exc
         except openai.APIConnectionError as exc:  # the client's own timeouts included
@@ -210,6 +241,8 @@ class ChatClient:
             if exc.status_code in REFUSED_STATUSES:
                 raise EndpointRefused(self.base_url, self.model, exc.status_code,
                                       str(exc.body or exc.message)[:300]) from exc
+            return None
+        return _owner(getattr(listed, "data", None) or [], self.model)
 
     async def close(self) -> None:
         await self._client.close()
@@ -249,6 +282,14 @@ def _names_model(body: str, model: str) -> bool:
     lowered = body.lower()
     return "model" in lowered and ("not found" in lowered or "not_found" in lowered
                                    or "does not exist" in lowered or model.lower() in lowered)
+
+
+def _owner(models: list[Any], name: str) -> str | None:
+    """The ``owned_by`` of the listed model called ``name``, else of the first."""
+    chosen = next((m for m in models if getattr(m, "id", None) == name),
+                  models[0] if models else None)
+    owner = getattr(chosen, "owned_by", None)
+    return owner if isinstance(owner, str) and owner else None
 
 
 def _throttler(requests_per_second: float | None) -> Throttler | None:
