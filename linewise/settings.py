@@ -522,6 +522,7 @@ class LinewiseSettings(BaseSettings):
                 "base_url": action.base_url,
                 "api_key": retriever.api_key or action.api_key,
                 "model": retriever.model or action.model,
+                "profile": action.profile if retriever.profile == "auto" else retriever.profile,
             })
         if action.base_url and not action.model:
             raise ConfigError(
@@ -536,29 +537,36 @@ class LinewiseSettings(BaseSettings):
             update={"filter": self.filter.model_copy(update={"name": name, **knobs})}
         )
 
+    # Deprecated: the four ``local=`` helpers below are kept for callers of earlier
+    # versions. The runtime reads each model's profile instead (agent/profile.py,
+    # resolved in runtime/models/profiles.py); runtime.filter_choice.filter_context lays
+    # the filter and agent settings over it, with the same arithmetic.
+
     def action_context_tokens(self, *, local: bool) -> int:
-        """The action model's context: set for the endpoint, else the local server's
-        (when the action model is the embedded one), else the default."""
+        """Deprecated (see above). The action model's context: set for the endpoint,
+        else the local server's (when the action model is the embedded one), else the
+        default."""
         if self.action.context_tokens is not None:
             return self.action.context_tokens
         return self.local.ctx_size if local else DEFAULT_CONTEXT_TOKENS
 
     def view_budget_tokens(self, *, local: bool) -> int:
-        """The page tokens the action model is shown comfortably (``AgentSettings``), at
-        most half its context."""
+        """Deprecated (see above). The page tokens the action model is shown comfortably
+        (``AgentSettings``), at most half its context."""
         budget = self.agent.view_budget_tokens or (
             LOCAL_VIEW_BUDGET_TOKENS if local else ENDPOINT_VIEW_BUDGET_TOKENS)
         return min(budget, self.action_context_tokens(local=local) // 2)
 
     def retriever_context_tokens(self, *, local: bool) -> int:
-        """The retriever's context: set explicitly, else the local server's (when the
-        retriever is the embedded model), else the default."""
+        """Deprecated (see above). The retriever's context: set explicitly, else the
+        local server's (when the retriever is the embedded model), else the default."""
         if self.filter.retriever_context_tokens is not None:
             return self.filter.retriever_context_tokens
         return self.local.ctx_size if local else DEFAULT_CONTEXT_TOKENS
 
     def retriever_window_tokens(self, *, local: bool) -> int | None:
-        """Observation tokens per retriever call (None: as much as the context holds)."""
+        """Deprecated (see above). Observation tokens per retriever call (None: as much
+        as the context holds)."""
         if self.filter.retriever_window_tokens is not None:
             return self.filter.retriever_window_tokens
         return self.local.retriever_window_tokens if local else None

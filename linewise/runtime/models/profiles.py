@@ -12,8 +12,10 @@ client is built (``runtime.models.factory``), from three things in this order:
 
 The named profile gives the request format and the capability flags; the sizes come
 from the settings: the endpoint's context and answer length, the comfortable view
-(``agent.view_budget_tokens`` if set, else the profile's, never more than half the
-context), and for the embedded model the local server's context and retriever window.
+(never more than half the context), and for the embedded model the local server's
+context and retriever window. What the user sets for a role (``agent.view_budget_tokens``,
+``filter.retriever_context_tokens``…) is laid over the profile where the role's
+numbers are used (``runtime.filter_choice.filter_context``).
 
 A new OpenAI-compatible backend is one entry in :data:`PROFILES` (and in
 :data:`SERVED_BY` if its model list names it), and one test.
@@ -26,7 +28,6 @@ from linewise.errors import ConfigError
 from linewise.settings import (
     DEFAULT_CONTEXT_TOKENS,
     LOCAL_VIEW_BUDGET_TOKENS,
-    AgentSettings,
     EndpointSettings,
     LocalModelSettings,
 )
@@ -70,20 +71,18 @@ def resolve_profile(
     endpoint: EndpointSettings,
     *,
     local: LocalModelSettings | None = None,
-    agent: AgentSettings | None = None,
     served_by: str | None = None,
 ) -> ModelProfile:
     """The profile of the model at ``endpoint``: the named profile (:func:`profile_name`)
-    with the sizes of the settings (``local`` and ``agent`` default to theirs)."""
+    with the endpoint's sizes, and for the embedded model the local server's (``local``,
+    default: its defaults)."""
     local = local or LocalModelSettings()
-    agent = agent or AgentSettings()
     named = PROFILES[profile_name(endpoint, served_by)]
     embedded = named.name == EMBEDDED
     context = endpoint.context_tokens or (local.ctx_size if embedded else DEFAULT_CONTEXT_TOKENS)
-    budget = agent.view_budget_tokens or named.view_budget_tokens
     return named.replace(
         context_tokens=context,
         answer_tokens=endpoint.max_tokens,
-        view_budget_tokens=min(budget, context // 2),
+        view_budget_tokens=min(named.view_budget_tokens, context // 2),
         window_tokens=local.retriever_window_tokens if embedded else named.window_tokens,
     )
