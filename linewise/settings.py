@@ -227,24 +227,25 @@ class AgentSettings(BaseModel):
     action_grammar: Literal["auto", "on", "off"] = Field(
         default="auto",
         description="Decode the action answer under a GBNF grammar (agent/action_grammar.py): "
-        "one call of the action space, with ids from the view. auto: on for the embedded "
-        "model and --gguf (llama.cpp), off for other endpoints; on: also for an endpoint "
-        "(it must accept llama.cpp's `grammar` field; one that refuses it is asked without).",
+        "one call of the action space, with ids from the view. auto: as the model's profile "
+        "says (on for the embedded model and --gguf, off for other endpoints); on: also for "
+        "an endpoint, in the grammar field its profile names (one that refuses it is asked "
+        "without; an openai profile takes none).",
     )
     answer_check: Literal["auto", "on", "off"] = Field(
         default="auto",
         description="When the action neither answers nor gives up, ask the model whether "
         "its reasoning already states the answer, and send it if its words are on the page "
         "(agent/answer_check.py). For goals that ask a question, where the agent's answer "
-        "ends the episode (not MiniWoB++); auto: with the embedded model and --gguf; on: "
-        "with any model.",
+        "ends the episode (not MiniWoB++); auto: as the model's profile says (the embedded "
+        "model and --gguf); on: with any model.",
     )
     past_thoughts: Literal["auto", "on", "off"] = Field(
         default="auto",
         description="Show the model its own past thoughts in the history of its steps, "
         "beside their actions and results. off: actions and results only (a small model "
-        "copies its last thought word for word and acts on it again); auto: off for the "
-        "embedded model and --gguf, on for endpoints.",
+        "copies its last thought word for word and acts on it again); auto: as the model's "
+        "profile says (off for the embedded model and --gguf, on for endpoints).",
     )
     memory: Path | None = Field(
         default=None,

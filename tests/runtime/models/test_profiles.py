@@ -194,3 +194,37 @@ async def test_the_embedding_client_tries_and_fails_as_the_chat_client_does() ->
             await embedder.embed(["a"])
         await embedder.close()
     assert failure.value.status == 400
+
+
+async def test_the_embedded_endpoint_names_its_profile_for_whoever_opens_it_next(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+) -> None:
+    """No base URL: the factory starts the local server (played here by a scripted one)
+    and hands on an endpoint that says it is the embedded model, as the Ray driver
+    hands it to its workers."""
+    with ScriptedChatServer(lambda _messages: "yes", owned_by="llamacpp") as llm:
+
+        class Served:
+            base_url, model_name = llm.base_url, llm.model
+
+            def __init__(self, *_args: Any, **_knobs: Any) -> None:
+                pass
+
+            async def __aenter__(self) -> Served:
+                return self
+
+            async def __aexit__(self, *_exc: object) -> None:
+                pass
+
+        monkeypatch.setattr(factory, "LocalModelServer", Served)
+        monkeypatch.setattr(factory, "resolve_model_path", lambda _path: tmp_path / "m.gguf")
+        settings = LinewiseSettings(local={"ctx_size": 8192}).resolved()
+        async with open_endpoints(settings) as (action, retriever):
+            assert action is not None and action is retriever
+            assert action.profile == resolve_profile(action.endpoint, local=settings.local)
+            assert action.profile.name == "embedded" and action.context_tokens == 8192
+            assert action.endpoint.max_retries == 0
+            handed_on = settings.model_copy(update={
+                "action": action.endpoint, "retriever": retriever.endpoint})
+        async with open_endpoints(handed_on) as (worker, _):
+            assert worker is not None and worker.profile == action.profile
