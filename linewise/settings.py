@@ -91,11 +91,11 @@ class EndpointSettings(BaseModel):
     backoff_max_s: float = Field(default=30.0, gt=0, description="Longest wait between tries.")
     profile: str = Field(
         default="auto", min_length=1,
-        description="What serves this endpoint (runtime/models/profiles.py): embedded, "
-        "llama.cpp, vllm, openai or openai-compatible. It decides the request fields of a "
-        "grammar and a JSON schema, and the defaults of a small model. auto: embedded when "
-        "there is no base URL, else what the endpoint's model list names, else "
-        "openai-compatible. Checked when the endpoint is opened.",
+        description="What serves this endpoint: a name of runtime/models/profiles.py's "
+        "PROFILES (--model-profile lists them). It decides the request fields of a grammar "
+        "and a JSON schema, and the defaults of a small model. auto: embedded when there is "
+        "no base URL, else what the endpoint's model list names, else openai-compatible. "
+        "Checked when the endpoint is opened.",
     )
 
     @field_validator("base_url")
