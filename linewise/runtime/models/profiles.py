@@ -42,6 +42,9 @@ PROFILES: dict[str, ModelProfile] = {
         answer_check=True, past_thoughts=False),
     # a llama.cpp server of someone else's, serving a model of unknown size
     "llama.cpp": DEFAULT_PROFILE.replace(name="llama.cpp"),
+    # vLLM takes a GBNF grammar in ``guided_grammar`` (and a bare schema in
+    # ``guided_json``; ``response_format`` too, kept here as for every other server)
+    "vllm": DEFAULT_PROFILE.replace(name="vllm", grammar_field="guided_grammar"),
     # OpenAI's API takes JSON schemas and refuses every grammar field
     "openai": DEFAULT_PROFILE.replace(name="openai", grammar_field=None),
     # anything else: asked as llama.cpp would be, and told no more than the protocol
@@ -50,7 +53,7 @@ PROFILES: dict[str, ModelProfile] = {
 }
 """Every named profile, its sizes still the defaults (see :func:`resolve_profile`)."""
 
-SERVED_BY: dict[str, str] = {"llamacpp": "llama.cpp"}
+SERVED_BY: dict[str, str] = {"llamacpp": "llama.cpp", "vllm": "vllm"}
 """A model list's ``owned_by`` to the profile of the server that wrote it."""
 
 

@@ -18,7 +18,7 @@ from linewise.runtime.filter_choice import filter_context
 from linewise.runtime.models import factory
 from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.models.factory import open_endpoints
-from linewise.runtime.models.profiles import resolve_profile
+from linewise.runtime.models.profiles import PROFILES, resolve_profile
 from linewise.settings import EndpointSettings, LinewiseSettings
 from linewise.testing import FunctionModel, ScriptedChatServer
 from linewise.testing.json_server import JSONServer, Reply
@@ -46,8 +46,20 @@ async def _ask(model: Any, constraint: Constraint) -> Any:
         reask=lambda error, _text: {"role": "user", "content": error})
 
 
+async def test_a_vllm_endpoint_is_sent_the_grammar_in_guided_grammar() -> None:
+    with ScriptedChatServer(lambda _messages: "yes") as server:
+        client = _client(server, "vllm")
+        assert (await _ask(client, GRAMMAR)).constrained
+        await _ask(client, SCHEMA)
+        await client.close()
+    grammar, schema = server.requests
+    assert grammar["guided_grammar"] == GRAMMAR.grammar and "grammar" not in grammar
+    assert schema["response_format"]["json_schema"]["name"] == "answer"
+
+
 @pytest.mark.parametrize(("owned_by", "name", "field"), [
-    ("llamacpp", "llama.cpp", "grammar"), ("someone", "openai-compatible", "grammar")])
+    ("vllm", "vllm", "guided_grammar"), ("llamacpp", "llama.cpp", "grammar"),
+    ("someone", "openai-compatible", "grammar")])
 async def test_auto_takes_the_server_its_model_list_names(owned_by: str, name: str,
                                                           field: str) -> None:
     with ScriptedChatServer(lambda _messages: "yes", owned_by=owned_by) as server:
@@ -60,11 +72,11 @@ async def test_auto_takes_the_server_its_model_list_names(owned_by: str, name: s
 
 
 async def test_the_setting_wins_over_the_model_list() -> None:
-    with ScriptedChatServer(lambda _messages: "yes", owned_by="llamacpp") as server:
+    with ScriptedChatServer(lambda _messages: "yes", owned_by="vllm") as server:
         settings = LinewiseSettings(action=EndpointSettings(
-            base_url=server.base_url, model=server.model, profile="openai"))
+            base_url=server.base_url, model=server.model, profile="llama.cpp"))
         async with open_endpoints(settings, retriever=False) as (action, _):
-            assert action is not None and action.profile.name == "openai"
+            assert action is not None and action.profile.name == "llama.cpp"
 
 
 async def test_openai_is_sent_schemas_in_response_format_and_never_a_grammar() -> None:
@@ -78,6 +90,12 @@ async def test_openai_is_sent_schemas_in_response_format_and_never_a_grammar() -
     assert not any(key in server.requests[1] for key in ("grammar", "guided_grammar",
                                                           "response_format"))
     assert not supports(client, "grammar") and supports(client, "json_schema")
+
+
+def test_a_profile_may_send_schemas_in_vllms_guided_json() -> None:
+    guided = PROFILES["vllm"].replace(json_schema_field="guided_json")
+    params = guided.with_constraint({"extra_body": {"top_k": 1}}, SCHEMA)
+    assert params == {"extra_body": {"top_k": 1, "guided_json": {"type": "object"}}}
 
 
 async def test_refusals_are_remembered_by_each_client_not_shared() -> None:
