@@ -82,9 +82,10 @@ async def run_prune(
                                                                      retriever=False))
             extractor = base
             if options.extractor_base_url:
+                # another server: the action endpoint's profile is not its own
                 extractor_client = chat_client(settings.action.model_copy(update={
-                    "base_url": options.extractor_base_url, "model": options.extractor_model}),
-                    settings)
+                    "base_url": options.extractor_base_url, "model": options.extractor_model,
+                    "profile": "auto"}), settings)
                 stack.push_async_callback(extractor_client.close)
                 extractor = extractor_client
         else:  # nothing to prune: do not start a model just to write empty files
