@@ -47,7 +47,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from docs_agent import ORACLE, Answer, load_tasks, matching_lines, select_tasks, serve_docs
 
 from linewise.agent.action_parser import ParsedAction
+from linewise.agent.constraint import Constraint
 from linewise.agent.models import ChatModel, Completion
+from linewise.agent.profile import profile_of
 from linewise.agent.response import parse_answer
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.log import configure_logging
@@ -90,7 +92,7 @@ class WaysModel:
         self.inner = inner
         self.ways = ways
         self.model = inner.model
-        self.embedded = getattr(inner, "embedded", False)
+        self.profile = profile_of(inner)
         self.asked: list[dict[str, Any]] = []
 
     async def complete(self, messages: list[dict[str, Any]], **params: Any) -> Completion:
@@ -114,9 +116,8 @@ class WaysModel:
 
     async def _qa(self, messages: list[dict[str, Any]], fallback: str) -> str:
         asked = [*messages, {"role": "user", "content": QUESTION}]
-        reply = await self.inner.complete(asked, temperature=0, response_format={
-            "type": "json_schema",
-            "json_schema": {"name": "answer", "schema": QUESTION_SCHEMA}})
+        reply = await self.inner.complete(asked, temperature=0, **self.profile.request_params(
+            Constraint.json_schema("answer", QUESTION_SCHEMA)))
         try:
             found = json.loads(reply.text)
         except ValueError:

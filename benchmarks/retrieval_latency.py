@@ -41,6 +41,7 @@ from typing import Any
 from linewise.agent.filters.base import FilterInput, FilterResult
 from linewise.agent.filters.registry import get_filter
 from linewise.agent.models import ChatModel
+from linewise.agent.profile import profile_of
 from linewise.runtime.filter_choice import build_filter_maker
 from linewise.runtime.run import open_endpoints
 from linewise.settings import LinewiseSettings
@@ -100,9 +101,10 @@ async def timed(flt: Any, observation: FilterInput) -> tuple[float, FilterResult
 
 
 async def measure(name: str, page: Page, settings: LinewiseSettings,
-                  model: ChatModel, *, local: bool) -> dict[str, Any]:
+                  model: ChatModel) -> dict[str, Any]:
     retriever = model if get_filter(name).needs_retriever else None
-    flt = build_filter_maker(settings, name, retriever=retriever, local_retriever=local)()
+    flt = build_filter_maker(settings, name, retriever=retriever,
+                             retriever_profile=profile_of(model))()
     full = count_tokens("\n".join(page.lines))
     first_s, first = await timed(flt, FilterInput(goal=page.goal, lines=page.lines,
                                                    tokens_full=full))
@@ -138,10 +140,9 @@ async def run(args: argparse.Namespace) -> None:
     async with open_endpoints(settings, action=False, retriever=args.embedded) as (_, served):
         model: ChatModel = served if args.embedded and served is not None else FunctionModel(
             first_shown_line)
-        local = args.embedded and settings.retriever.base_url is None
         for page in pages:
             for name in args.filters:
-                runs = [await measure(name, page, settings, model, local=local)
+                runs = [await measure(name, page, settings, model)
                         for _ in range(args.repeat)]
                 seconds = [statistics.median(r["seconds"][k] for r in runs) for k in range(3)]
                 calls = runs[0]["calls"]

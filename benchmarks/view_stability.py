@@ -31,6 +31,7 @@ from prompt_cache import shared_prefix
 from linewise.agent.filters.base import FilterInput
 from linewise.agent.history import PastAction
 from linewise.runtime.filter_choice import build_filter_maker
+from linewise.runtime.models.profiles import resolve_profile
 from linewise.settings import LinewiseSettings
 from linewise.testing import CallInfo, FunctionModel
 from linewise.tokens import get_encoding
@@ -58,8 +59,10 @@ async def replay(folder: Path, settings: LinewiseSettings) -> list[dict[str, Any
     def retriever(_messages: list[dict[str, Any]], _info: CallInfo) -> str:
         return json.dumps({"terms": current["terms"]})
 
+    embedded = resolve_profile(settings.action.model_copy(update={"profile": "embedded"}),
+                               local=settings.local)
     make = build_filter_maker(settings, "auto", retriever=FunctionModel(retriever),
-                              local_retriever=True, local_action=True)
+                              action_profile=embedded, retriever_profile=embedded)
     view_filter = make()
     encoder = get_encoding()
     earlier: list[list[int]] = []

@@ -88,6 +88,14 @@ class EndpointSettings(BaseModel):
         "with jitter, unless the endpoint sends Retry-After."
     )
     backoff_max_s: float = Field(default=30.0, gt=0, description="Longest wait between tries.")
+    profile: str = Field(
+        default="auto", min_length=1,
+        description="What serves this endpoint: a name of runtime/models/profiles.py's "
+        "PROFILES (--model-profile lists them). It decides the request fields of a grammar "
+        "and a JSON schema, and the defaults of a small model. auto: embedded when there is "
+        "no base URL, else what the endpoint's model list names, else openai-compatible. "
+        "Checked when the endpoint is opened.",
+    )
 
     @field_validator("base_url")
     @classmethod
@@ -218,24 +226,25 @@ class AgentSettings(BaseModel):
     action_grammar: Literal["auto", "on", "off"] = Field(
         default="auto",
         description="Decode the action answer under a GBNF grammar (agent/action_grammar.py): "
-        "one call of the action space, with ids from the view. auto: on for the embedded "
-        "model and --gguf (llama.cpp), off for other endpoints; on: also for an endpoint "
-        "(it must accept llama.cpp's `grammar` field; one that refuses it is asked without).",
+        "one call of the action space, with ids from the view. auto: as the model's profile "
+        "says (on for the embedded model and --gguf, off for other endpoints); on: also for "
+        "an endpoint, in the grammar field its profile names (one that refuses it is asked "
+        "without; an openai profile takes none).",
     )
     answer_check: Literal["auto", "on", "off"] = Field(
         default="auto",
         description="When the action neither answers nor gives up, ask the model whether "
         "its reasoning already states the answer, and send it if its words are on the page "
         "(agent/answer_check.py). For goals that ask a question, where the agent's answer "
-        "ends the episode (not MiniWoB++); auto: with the embedded model and --gguf; on: "
-        "with any model.",
+        "ends the episode (not MiniWoB++); auto: as the model's profile says (the embedded "
+        "model and --gguf); on: with any model.",
     )
     past_thoughts: Literal["auto", "on", "off"] = Field(
         default="auto",
         description="Show the model its own past thoughts in the history of its steps, "
         "beside their actions and results. off: actions and results only (a small model "
-        "copies its last thought word for word and acts on it again); auto: off for the "
-        "embedded model and --gguf, on for endpoints.",
+        "copies its last thought word for word and acts on it again); auto: as the model's "
+        "profile says (off for the embedded model and --gguf, on for endpoints).",
     )
     memory: Path | None = Field(
         default=None,
@@ -513,6 +522,7 @@ class LinewiseSettings(BaseSettings):
                 "base_url": action.base_url,
                 "api_key": retriever.api_key or action.api_key,
                 "model": retriever.model or action.model,
+                "profile": action.profile if retriever.profile == "auto" else retriever.profile,
             })
         if action.base_url and not action.model:
             raise ConfigError(
@@ -527,29 +537,36 @@ class LinewiseSettings(BaseSettings):
             update={"filter": self.filter.model_copy(update={"name": name, **knobs})}
         )
 
+    # Deprecated: the four ``local=`` helpers below are kept for callers of earlier
+    # versions. The runtime reads each model's profile instead (agent/profile.py,
+    # resolved in runtime/models/profiles.py); runtime.filter_choice.filter_context lays
+    # the filter and agent settings over it, with the same arithmetic.
+
     def action_context_tokens(self, *, local: bool) -> int:
-        """The action model's context: set for the endpoint, else the local server's
-        (when the action model is the embedded one), else the default."""
+        """Deprecated (see above). The action model's context: set for the endpoint,
+        else the local server's (when the action model is the embedded one), else the
+        default."""
         if self.action.context_tokens is not None:
             return self.action.context_tokens
         return self.local.ctx_size if local else DEFAULT_CONTEXT_TOKENS
 
     def view_budget_tokens(self, *, local: bool) -> int:
-        """The page tokens the action model is shown comfortably (``AgentSettings``), at
-        most half its context."""
+        """Deprecated (see above). The page tokens the action model is shown comfortably
+        (``AgentSettings``), at most half its context."""
         budget = self.agent.view_budget_tokens or (
             LOCAL_VIEW_BUDGET_TOKENS if local else ENDPOINT_VIEW_BUDGET_TOKENS)
         return min(budget, self.action_context_tokens(local=local) // 2)
 
     def retriever_context_tokens(self, *, local: bool) -> int:
-        """The retriever's context: set explicitly, else the local server's (when the
-        retriever is the embedded model), else the default."""
+        """Deprecated (see above). The retriever's context: set explicitly, else the
+        local server's (when the retriever is the embedded model), else the default."""
         if self.filter.retriever_context_tokens is not None:
             return self.filter.retriever_context_tokens
         return self.local.ctx_size if local else DEFAULT_CONTEXT_TOKENS
 
     def retriever_window_tokens(self, *, local: bool) -> int | None:
-        """Observation tokens per retriever call (None: as much as the context holds)."""
+        """Deprecated (see above). Observation tokens per retriever call (None: as much
+        as the context holds)."""
         if self.filter.retriever_window_tokens is not None:
             return self.filter.retriever_window_tokens
         return self.local.retriever_window_tokens if local else None

@@ -27,8 +27,9 @@ from linewise.prompts import render_prompt
 from linewise.records import LLMCall
 
 AnswerCheckMode = Literal["auto", "on", "off"]
-"""For goals that ask a question: ``auto``, with the embedded model (and ``--gguf``), the
-small models that need it; ``on``, with any model; ``off``: never."""
+"""For goals that ask a question: ``auto``, with the models whose profile asks for it
+(``ModelProfile.answer_check``: the small ones that need it); ``on``, with any model;
+``off``: never."""
 
 
 _QUESTION = re.compile(
@@ -64,9 +65,10 @@ def asks_a_question(goal: str) -> bool:
     return not _DO.search(goal) or bool(_TELL.search(goal))
 
 
-def applies(mode: AnswerCheckMode, goal: str, *, embedded: bool) -> bool:
-    """Whether the check runs for this goal and model."""
-    on = mode == "on" or (mode == "auto" and embedded)
+def applies(mode: AnswerCheckMode, goal: str, *, by_default: bool) -> bool:
+    """Whether the check runs for this goal; ``by_default``: what ``auto`` means for the
+    model (its profile's ``answer_check``)."""
+    on = mode == "on" or (mode == "auto" and by_default)
     return on and asks_a_question(goal)
 
 

@@ -15,6 +15,7 @@ from linewise.agent.action_parser import ParsedAction
 from linewise.agent.actions import ActionSet
 from linewise.agent.answer_check import answer_from_reasoning, applies
 from linewise.agent.models import ChatModel
+from linewise.agent.profile import profile_of
 from linewise.agent.prompt import (
     PageView,
     StepMemory,
@@ -31,7 +32,7 @@ from linewise.agent.targets import inert_bids, leads_to, offered_targets, pointe
 from linewise.axtree import AXLine, without_state
 from linewise.errors import ResponseFormatError
 from linewise.records import ActionDecoding, AnswerCheckRecord, LLMCall, RepeatEscape
-from linewise.settings import DEFAULT_CONTEXT_TOKENS, AgentSettings, EndpointSettings
+from linewise.settings import AgentSettings
 from linewise.tokens import count_message_tokens
 
 log = structlog.get_logger(__name__)
@@ -105,10 +106,11 @@ class ActionAgent:
     call: ``decide``'s ``spend_check`` is asked before each, so a spending limit holds
     within a step too.
 
-    Where the model decodes under a grammar (``settings.action_grammar``), every call
-    carries ``action_grammar``'s GBNF over the view's bids: the answer is one valid call
+    Where the model decodes under a grammar (``settings.action_grammar``; ``auto``: the
+    model's profile decides), every call carries ``action_grammar``'s GBNF over the
+    view's bids, in the request field the profile names: the answer is one valid call
     by construction, and re-asks for form are not needed. An endpoint that refuses the
-    grammar (HTTP 400) is asked again without it, for the rest of the run.
+    grammar (HTTP 400) is asked again without it, for as long as its client lives.
     """
 
     def __init__(
@@ -124,20 +126,16 @@ class ActionAgent:
         self.repeat_escapes = self.settings.repeat_escapes
         self.reask_temperature = self.settings.reask_temperature
         self.action_names = action_names
-        self.grammar_on = _grammar_on(self.settings.action_grammar, model)
-        # the opposite way round: auto hides them from the small model alone
-        self.past_thoughts = (self.settings.past_thoughts == "on"
-                              or (self.settings.past_thoughts == "auto"
-                                  and not getattr(model, "embedded", False)))
+        self.profile = profile_of(model)
+        """What the model takes and needs (``agent.profile``): every ``auto`` reads it."""
+        self.grammar_on = _chosen(self.settings.action_grammar, self.profile.grammar_by_default)
+        self.past_thoughts = _chosen(self.settings.past_thoughts, self.profile.past_thoughts)
         self.history: list[StepMemory] = []
         self.examples = ""
         """The memory's worked examples for this episode (``agent/experience``), shown
         in every step's prompt."""
-        self.limits = PromptLimits(
-            context_tokens=getattr(model, "context_tokens", None) or DEFAULT_CONTEXT_TOKENS,
-            answer_tokens=getattr(model, "answer_tokens", None)
-            or EndpointSettings.model_fields["max_tokens"].default,
-        )
+        self.limits = PromptLimits(context_tokens=self.profile.context_tokens,
+                                   answer_tokens=self.profile.answer_tokens)
 
     def view_room(self, goal: str, view: PageView) -> int:
         """The tokens the page may take in this step's prompt (``prompt_fit``): the
@@ -145,7 +143,8 @@ class ActionAgent:
         empty = view.model_copy(update={"text": ""})
         others = count_message_tokens(
             build_action_messages(goal, empty, self.history, self.action_names, self.examples,
-                                  past_thoughts=self.past_thoughts))
+                                  past_thoughts=self.past_thoughts),
+            self.profile.tokenizer)
         return self.limits.view_room(others)
 
     async def decide(
@@ -160,7 +159,7 @@ class ActionAgent:
         messages = build_action_messages(goal, view, self.history, self.action_names,
                                          self.examples, past_thoughts=self.past_thoughts)
         decision = Decision(page_key=view.page_key, url=view.url)
-        # Once the endpoint refused a grammar (remembered per model), none is built.
+        # Once the endpoint refused a grammar (remembered per client), none is built.
         grammar = (self._grammar(goal, view) if self.grammar_on and supports(self.model, "grammar")
                    else None)
         asking = _Asking(decision, grammar, spend_check)
@@ -215,7 +214,7 @@ class ActionAgent:
         return (decision.action is not None and decision.action.name != "send_msg_to_user"
                 and bool(decision.think and decision.think.strip())
                 and applies(self.settings.answer_check, goal,
-                            embedded=bool(getattr(self.model, "embedded", False)))
+                            by_default=self.profile.answer_check)
                 and (self.action_names is None or "send_msg_to_user" in self.action_names))
 
     async def _answer_from_reasoning(self, goal: str, view: PageView, asking: _Asking) -> None:
@@ -375,9 +374,6 @@ def _valid_answer(action_names: Collection[str] | None) -> Callable[[str], Agent
     return read
 
 
-def _grammar_on(mode: Literal["auto", "on", "off"], model: ChatModel) -> bool:
-    """Whether action answers are decoded under the grammar: ``auto`` trusts only
-    linewise's own llama.cpp server, which always takes one."""
-    if mode == "auto":
-        return bool(getattr(model, "embedded", False))
-    return mode == "on"
+def _chosen(mode: Literal["auto", "on", "off"], by_default: bool) -> bool:
+    """An ``auto``/``on``/``off`` setting: ``auto`` is the profile's default."""
+    return by_default if mode == "auto" else mode == "on"

@@ -4,12 +4,13 @@ A caller (the line retriever, focus's chooser, query expansion, the pruner's ext
 the action policy) describes what it wants and how to read it; :func:`ask_structured`
 holds the conversation:
 
-1. It asks under the caller's :class:`Constraint` — a JSON schema
-   (``response_format``, which llama.cpp and vLLM compile into a grammar) or a GBNF
-   grammar (llama.cpp's ``grammar`` field) — unless the model already refused that kind.
+1. It asks under the caller's :class:`Constraint` — a JSON schema or a GBNF grammar,
+   in the request fields the model's profile names (``agent.profile``) — unless the
+   profile has no field for that kind or the model's endpoint already refused it.
 2. An endpoint that refuses the constraint (HTTP 400) is remembered as refusing that
-   kind for as long as the model object lives (:func:`supports`), and the question is
-   asked again without it, in the words the caller gives for an unconstrained ask.
+   kind by the model object itself (:func:`mark_refused`: each client keeps its own
+   refusals, so two clients never share one), and the question is asked again without
+   it, in the words the caller gives for an unconstrained ask.
 3. An answer the caller's ``read`` refuses (``ResponseFormatError``, whose message is
    meant for the model) is shown back with the caller's re-ask message, up to
    ``retries`` times; ``history="last"`` keeps only the latest failed exchange.
@@ -24,14 +25,15 @@ stops the build).
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
 import structlog
 
+from linewise.agent.constraint import Constraint, ConstraintKind
 from linewise.agent.models import ChatModel, Purpose, call_model
+from linewise.agent.profile import profile_of
 from linewise.errors import LLMError, ResponseFormatError
 from linewise.records import LLMCall
 
@@ -39,7 +41,9 @@ log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 
-ConstraintKind = Literal["json_schema", "grammar"]
+__all__ = ["Constraint", "ConstraintKind", "StructureMode", "StructuredAnswer", "ask_structured",
+           "mark_refused", "supports", "will_constrain"]
+
 StructureMode = Literal["auto", "on", "off"]
 """``auto``: constrain, and ask without once the endpoint refuses; ``on``: constrain,
 and an endpoint that refuses fails the call; ``off``: never constrain."""
@@ -47,53 +51,32 @@ and an endpoint that refuses fails the call; ``off``: never constrain."""
 Messages = list[dict[str, Any]]
 
 
-@dataclass(frozen=True)
-class Constraint:
-    """What the answer must be, as the endpoint is told: a JSON schema or a grammar."""
-
-    kind: ConstraintKind
-    name: str
-    schema: dict[str, Any] | None = None
-    grammar: str | None = None
-
-    @classmethod
-    def json_schema(cls, name: str, schema: dict[str, Any]) -> Constraint:
-        return cls("json_schema", name, schema=schema)
-
-    @classmethod
-    def gbnf(cls, name: str, grammar: str) -> Constraint:
-        return cls("grammar", name, grammar=grammar)
-
-    def params(self) -> dict[str, Any]:
-        """The request parameters that carry it."""
-        if self.kind == "json_schema":
-            return {"response_format": {"type": "json_schema", "json_schema": {
-                "name": self.name, "schema": self.schema}}}
-        return {"extra_body": {"grammar": self.grammar}}
-
-
-_refused: weakref.WeakKeyDictionary[Any, set[ConstraintKind]] = weakref.WeakKeyDictionary()
+REFUSALS_ATTRIBUTE = "refused_constraints"
+"""The attribute where a model object keeps the constraint kinds its endpoint refused
+(a ``set``): ``ChatClient`` and ``FunctionModel`` have one."""
 
 
 def supports(model: ChatModel, kind: ConstraintKind) -> bool:
-    """Whether ``model`` has not refused constraints of this kind (yet)."""
-    try:
-        return kind not in _refused.get(model, ())
-    except TypeError:  # a model that cannot be weakly referenced is not remembered
-        return True
+    """Whether ``model``'s endpoint takes constraints of this kind: its profile has a
+    request field for it, and the endpoint has not refused one (yet)."""
+    return profile_of(model).takes(kind) and kind not in getattr(model, REFUSALS_ATTRIBUTE, ())
 
 
 def mark_refused(model: ChatModel, kind: ConstraintKind) -> None:
-    """Remember that ``model``'s endpoint refuses constraints of this kind."""
-    try:
-        _refused.setdefault(model, set()).add(kind)
-    except TypeError:
-        pass
+    """Remember, on ``model`` itself, that its endpoint refuses constraints of this kind.
+    A model with no such memory is not remembered: every ask tries the constraint again
+    (one refused call more, answered the same way)."""
+    refused = getattr(model, REFUSALS_ATTRIBUTE, None)
+    if isinstance(refused, set):
+        refused.add(kind)
 
 
 def will_constrain(model: ChatModel, kind: ConstraintKind, mode: StructureMode) -> bool:
-    """Whether an ask in ``mode`` would carry a constraint of this kind to ``model``."""
-    return mode == "on" or (mode == "auto" and supports(model, kind))
+    """Whether an ask in ``mode`` would carry a constraint of this kind to ``model``
+    (``on`` insists after a refusal, but cannot send what the profile has no field for)."""
+    if mode == "on":
+        return profile_of(model).takes(kind)
+    return mode == "auto" and supports(model, kind)
 
 
 @dataclass
@@ -153,6 +136,7 @@ async def ask_structured(
         params: sampling parameters of every call.
     """
     result: StructuredAnswer[T] = StructuredAnswer()
+    profile = profile_of(model)
     constrained = constraint is not None and will_constrain(model, constraint.kind, mode)
     first = messages(constrained)
     conversation = first
@@ -164,7 +148,7 @@ async def ask_structured(
             return result
         call_params = {**params, **((reask_params or {}) if attempt else {})}
         if constrained and constraint is not None:
-            call_params.update(constraint.params())
+            call_params = profile.with_constraint(call_params, constraint)
         result.constrained = constrained
         try:
             call = await call_model(model, conversation, purpose=purpose,

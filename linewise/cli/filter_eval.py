@@ -32,7 +32,8 @@ from linewise.cli.flags import (
     settings_from_args,
 )
 from linewise.runtime.filter_choice import build_filter_maker, resolve_filter
-from linewise.runtime.run import open_endpoints
+from linewise.runtime.models.factory import open_endpoints
+from linewise.runtime.models.profiles import resolve_profile
 
 log = structlog.get_logger(__name__)
 
@@ -84,11 +85,11 @@ def cmd_filter_eval(args: argparse.Namespace) -> int:
         async with open_endpoints(settings, action=False, retriever=needs_retriever) as (
             _, retriever
         ):
-            local = needs_retriever and settings.retriever.base_url is None
+            # No action model runs, but filters are sized for the one a run would use.
+            acting = resolve_profile(settings.action, local=settings.local)
             makers: dict[str, FilterMaker] = {
                 f.name: build_filter_maker(settings, f, retriever=retriever,
-                                           local_retriever=local,
-                                           local_action=settings.action.base_url is None)
+                                           action_profile=acting)
                 for f in chosen
             }
             log.info("evaluating filters", filters=names, cases=len(cases))

@@ -27,7 +27,8 @@ from linewise.agent.filters.focus_stages import (
 from linewise.agent.filters.registry import check_filter_name, filter_names
 from linewise.errors import ConfigError
 from linewise.runtime.browser.navigation import DomainPattern, PatternError
-from linewise.runtime.run import LOCAL_TIMEOUT_S
+from linewise.runtime.models.factory import LOCAL_TIMEOUT_S
+from linewise.runtime.models.profiles import PROFILES
 from linewise.settings import (
     DEFAULT_CONTEXT_TOKENS,
     DEFAULT_EPISODE_TIMEOUT_S,
@@ -43,6 +44,7 @@ SETTINGS_FLAGS: dict[str, tuple[SettingsPath, ...]] = {
     "base_url": (("action", "base_url"),),
     "model": (("action", "model"),),
     "api_key": (("action", "api_key"),),
+    "model_profile": (("action", "profile"),),
     "retriever_base_url": (("retriever", "base_url"),),
     "retriever_model": (("retriever", "model"),),
     "max_in_flight": (("action", "max_in_flight"), ("retriever", "max_in_flight")),
@@ -287,6 +289,10 @@ def add_model_flags(parser: argparse.ArgumentParser, *, model: str = "action",
                         + " (default: OPENAI_BASE_URL, else the embedded model)")
     parser.add_argument("--model", help=f"{model} model name")
     parser.add_argument("--api-key", help="API key (default: OPENAI_API_KEY)")
+    parser.add_argument("--model-profile", choices=["auto", *PROFILES],
+                        help=f"what serves the {model} model: its request fields and "
+                        f"small-model defaults ({default_of('model_profile')}: embedded "
+                        "without a base URL, else what the endpoint's model list names)")
     if agent:
         parser.add_argument("--retriever-base-url", metavar="URL",
                             help="endpoint of the retriever model")

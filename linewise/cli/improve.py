@@ -12,7 +12,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from linewise.agent.filters.embedders import make_embedder
+from linewise.agent.filters.embedders import embedder_for
 from linewise.apps.bench.local import BenchOptions
 from linewise.apps.improve.loop import SET_BY_THE_LOOP, ImproveLoop, ImproveOptions, SeedRange
 from linewise.apps.improve.report import REPORT_FILE, TABLE_FILE, improve_table
@@ -115,9 +115,7 @@ def cmd_improve(args: argparse.Namespace) -> int:
                 concurrency=args.concurrency,
                 episode_timeout_s=settings.episode_timeout_s or BenchOptions.episode_timeout_s),
             prune_options=PruneOptions(repeats=args.prune_repeats),
-            embedder=None if args.no_embed else make_embedder(
-                settings.filter.embedding_base_url, settings.filter.embedding_model,
-                api_key=settings.action.api_key),
+            embedder=None if args.no_embed else embedder_for(settings),
             progress=progress,
         )
         report = asyncio.run(loop.run())

@@ -14,7 +14,7 @@ from pathlib import Path
 from linewise.agent.experience.load import memory_for
 from linewise.agent.experience.retrieve import ExperienceMemory
 from linewise.agent.experience.store import read_memory, write_memory
-from linewise.agent.filters.embedders import Embedder, make_embedder
+from linewise.agent.filters.embedders import Embedder, embedder_for
 from linewise.apps.memory.build import build_memory
 from linewise.apps.pruning.export import TRAJECTORIES_FILE
 from linewise.apps.pruning.trajectory import require_episodes
@@ -62,8 +62,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def _embedder(settings: LinewiseSettings) -> Embedder:
-    return make_embedder(settings.filter.embedding_base_url, settings.filter.embedding_model,
-                         api_key=settings.action.api_key)
+    return embedder_for(settings)
 
 
 def cmd_build(args: argparse.Namespace) -> int:

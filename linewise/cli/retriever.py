@@ -175,7 +175,7 @@ async def _build(args: argparse.Namespace, options: DatasetOptions, command: str
     async with contextlib.AsyncExitStack() as stack:
         model = None
         if options.written_per_page:
-            from linewise.runtime.run import open_endpoints
+            from linewise.runtime.models.factory import open_endpoints
 
             settings = settings_from_args(args)
             model, _ = await stack.enter_async_context(

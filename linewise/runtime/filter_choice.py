@@ -22,6 +22,7 @@ from linewise.agent.filters.registry import (
     shared_embedder,
 )
 from linewise.agent.models import ChatModel
+from linewise.agent.profile import DEFAULT_PROFILE, ModelProfile, profile_of
 from linewise.settings import FilterSettings, LinewiseSettings
 
 FilterChoice = str | FilterRegistration | FilterFactory | ObservationFilter
@@ -89,19 +90,29 @@ def filter_needs_retriever(
 
 
 def filter_context(
-    settings: LinewiseSettings, retriever: ChatModel | None, *, local_retriever: bool = False,
-    local_action: bool = False,
+    settings: LinewiseSettings, retriever: ChatModel | None, *,
+    action_profile: ModelProfile | None = None, retriever_profile: ModelProfile | None = None,
 ) -> FilterContext:
-    """What a filter factory gets for ``settings.filter``; ``local_retriever``: the
-    retriever is the embedded model (its context and window sizes apply);
-    ``local_action``: so is the action model (its view budget applies)."""
+    """What a filter factory gets for ``settings.filter``. The retriever's context and
+    window are its profile's (``profile_of(retriever)``, or ``retriever_profile``)
+    unless the filter settings set them; the comfortable view is the action model's
+    (``action_profile``: the profile of the run's action model) unless the agent
+    settings set it, and never more than half the action model's context."""
+    chosen = settings.filter
+    retrieving = retriever_profile or profile_of(retriever)
+    acting = action_profile or DEFAULT_PROFILE
+    view_budget = settings.agent.view_budget_tokens or acting.view_budget_tokens
     return FilterContext(
-        settings=settings.filter,
+        settings=chosen,
         retriever=retriever,
-        embedder=shared_embedder(settings.filter, api_key=settings.action.api_key),
-        retriever_context_tokens=settings.retriever_context_tokens(local=local_retriever),
-        retriever_window_tokens=settings.retriever_window_tokens(local=local_retriever),
-        view_budget_tokens=settings.view_budget_tokens(local=local_action),
+        embedder=shared_embedder(chosen, api_key=settings.action.api_key),
+        retriever_context_tokens=(chosen.retriever_context_tokens
+                                  if chosen.retriever_context_tokens is not None
+                                  else retrieving.context_tokens),
+        retriever_window_tokens=(chosen.retriever_window_tokens
+                                 if chosen.retriever_window_tokens is not None
+                                 else retrieving.window_tokens),
+        view_budget_tokens=min(view_budget, acting.context_tokens // 2),
     )
 
 
@@ -110,13 +121,14 @@ def build_filter_maker(
     choice: FilterChoice | ResolvedFilter | None = None,
     *,
     retriever: ChatModel | None = None,
-    local_retriever: bool = False,
-    local_action: bool = False,
+    action_profile: ModelProfile | None = None,
+    retriever_profile: ModelProfile | None = None,
 ) -> FilterMaker:
-    """The per-episode filter maker for ``choice`` (default: ``settings.filter.name``)."""
+    """The per-episode filter maker for ``choice`` (default: ``settings.filter.name``);
+    the profiles as in ``filter_context``."""
     resolved = as_resolved(choice if choice is not None else settings.filter.name)
-    return resolved.bind(filter_context(settings, retriever, local_retriever=local_retriever,
-                                        local_action=local_action))
+    return resolved.bind(filter_context(settings, retriever, action_profile=action_profile,
+                                        retriever_profile=retriever_profile))
 
 
 def as_resolved(choice: FilterChoice | ResolvedFilter) -> ResolvedFilter:

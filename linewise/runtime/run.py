@@ -25,6 +25,7 @@ import structlog
 from linewise.agent.experience.load import memory_for
 from linewise.agent.filters.registry import FilterMaker
 from linewise.agent.models import ChatModel
+from linewise.agent.profile import profile_of
 from linewise.errors import TraceWriteError
 from linewise.files import write_atomically
 from linewise.records import EpisodeSummary
@@ -46,9 +47,12 @@ from linewise.runtime.filter_choice import (
     resolve_filter,
 )
 from linewise.runtime.log import configure_logging
-from linewise.runtime.models.chat import ChatClient
-from linewise.runtime.models.files import resolve_model_path
-from linewise.runtime.models.local_server import LocalModelServer
+from linewise.runtime.models.factory import (
+    LOCAL_TIMEOUT_S as LOCAL_TIMEOUT_S,  # importable from here, as before the factory
+)
+from linewise.runtime.models.factory import _local_slots as _local_slots
+from linewise.runtime.models.factory import open_endpoints as open_endpoints
+from linewise.runtime.models.factory import open_models as open_models
 from linewise.runtime.playwright_trace import trace_hooks
 from linewise.runtime.redaction import REDACTOR, redact_argv, redact_data
 from linewise.runtime.replay.cache import ReplayCache
@@ -58,11 +62,9 @@ from linewise.runtime.secrets import SecretStore, merge_secret_specs
 from linewise.runtime.tasks.loader import load_task_file
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 from linewise.runtime.tasks.schema import AnyTask, BrowserGymTask, MiniWoBTask, WebTask
-from linewise.settings import EndpointSettings, LinewiseSettings
+from linewise.settings import LinewiseSettings
 
 log = structlog.get_logger(__name__)
-
-LOCAL_TIMEOUT_S = 1800.0
 
 
 @dataclass
@@ -72,98 +74,18 @@ class RunResources:
     retriever_client: ChatModel | None
     """None when no filter of the run needs a retriever and none was given."""
     miniwob: MiniWoBServer | None
-    retriever_is_local: bool = False
-    """The retriever is the embedded model (its context and windows apply)."""
-    action_is_local: bool = False
-    """The action model is the embedded model (its context and view budget apply)."""
     spend: RunSpend = field(default_factory=RunSpend)
     """What the run's episodes have spent, against ``settings.budget``'s run limits."""
 
     def filter_maker(self, settings: LinewiseSettings, choice: ResolvedFilter) -> FilterMaker:
-        """The per-episode maker of ``choice`` on these resources' retriever."""
+        """The per-episode maker of ``choice`` on these resources' retriever, sized by
+        the profiles of the run's models."""
         return build_filter_maker(settings, choice, retriever=self.retriever_client,
-                                  local_retriever=self.retriever_is_local,
-                                  local_action=self.action_is_local)
+                                  action_profile=profile_of(self.action_client))
 
 
 def default_out_dir() -> Path:
     return Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
-
-
-@contextlib.asynccontextmanager
-async def open_endpoints(
-    settings: LinewiseSettings, *, action: bool = True, retriever: bool = True
-) -> AsyncIterator[tuple[ChatClient | None, ChatClient | None]]:
-    """Clients for the endpoints asked for (the others are None): the embedded model
-    server is started when an asked-for endpoint has no URL, and every endpoint is
-    checked before anything runs."""
-    async with contextlib.AsyncExitStack() as stack:
-        wanted = [e for e, asked in ((settings.action, action), (settings.retriever, retriever))
-                  if asked]
-        served: dict[str, object] = {}
-        if any(e.base_url is None for e in wanted):
-            model_path = resolve_model_path(
-                str(settings.local.gguf) if settings.local.gguf else None
-            )
-            server = LocalModelServer(
-                model_path,
-                ctx_size=settings.local.ctx_size,
-                threads=settings.local.threads,
-                parallel=settings.local.parallel,
-                startup_timeout_s=settings.local.startup_timeout_s,
-            )
-            log.info("starting local model", model=str(model_path))
-            await stack.enter_async_context(server)
-            served = {"base_url": server.base_url, "model": server.model_name, "api_key": "local",
-                      "max_retries": 0, "context_tokens": settings.local.ctx_size}
-
-        def endpoint(settings_of: EndpointSettings) -> EndpointSettings:
-            if settings_of.base_url is not None:
-                return settings_of
-            return settings_of.model_copy(update={**served, **_local_slots(settings_of, settings)})
-
-        action_endpoint = endpoint(settings.action) if action else None
-        retriever_endpoint = endpoint(settings.retriever) if retriever else None
-        action_client = (ChatClient(action_endpoint, embedded=settings.action.base_url is None)
-                         if action_endpoint is not None else None)
-        if action_client is not None:
-            stack.push_async_callback(action_client.close)
-        retriever_client = action_client if retriever_endpoint == action_endpoint else None
-        if retriever_endpoint is not None and retriever_client is None:
-            retriever_client = ChatClient(retriever_endpoint,
-                                          embedded=settings.retriever.base_url is None)
-            stack.push_async_callback(retriever_client.close)
-        probed: set[str] = set()
-        for client in (action_client, retriever_client):
-            if client is not None and client.base_url not in probed:
-                probed.add(client.base_url)
-                await client.probe()
-        yield action_client, retriever_client
-
-
-@contextlib.asynccontextmanager
-async def open_models(settings: LinewiseSettings) -> AsyncIterator[tuple[ChatClient, ChatClient]]:
-    """The action and retriever clients (see ``open_endpoints``)."""
-    async with open_endpoints(settings) as (action, retriever):
-        assert action is not None and retriever is not None
-        yield action, retriever
-
-
-def _local_slots(endpoint: EndpointSettings, settings: LinewiseSettings) -> dict[str, float]:
-    """The embedded server works on ``parallel`` requests at once; so may the client.
-
-    More requests in flight than slots would wait in the server's queue with their
-    timeout running (a retriever window timed out behind another window on a busy CPU),
-    and the client would then send the timed-out request again from scratch (hence
-    ``max_retries=0`` for the embedded server). Waiting happens in the client instead.
-    A CPU model may take many minutes over one long prompt on a busy machine, so its
-    timeout is at least ``LOCAL_TIMEOUT_S``, where a remote endpoint's default
-    (``EndpointSettings.timeout_s``) is much shorter.
-    """
-    return {
-        "max_in_flight": min(endpoint.max_in_flight, settings.local.parallel),
-        "timeout_s": max(endpoint.timeout_s, LOCAL_TIMEOUT_S),
-    }
 
 
 @contextlib.asynccontextmanager
@@ -199,11 +121,7 @@ async def open_run_resources(
         # BrowserGym's MiniWoB++ tasks read their pages from the same server (base_url).
         if any(isinstance(t, MiniWoBTask) for t in tasks) or "miniwob" in gym_families:
             miniwob = await stack.enter_async_context(MiniWoBServer())
-        yield RunResources(
-            browser, action, retriever, miniwob,
-            retriever_is_local=getattr(retriever, "embedded", False),
-            action_is_local=getattr(action, "embedded", False),
-        )
+        yield RunResources(browser, action, retriever, miniwob)
 
 
 def prepare_run(settings: LinewiseSettings, tasks: Sequence[AnyTask]) -> LinewiseSettings:

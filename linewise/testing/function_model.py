@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from linewise.agent.constraint import ConstraintKind
 from linewise.agent.models import Completion
 from linewise.errors import LLMError
 
@@ -50,6 +51,9 @@ class FunctionModel:
         self.function = function
         self.model = model
         self.requests: list[ModelRequest] = []
+        self.refused_constraints: set[ConstraintKind] = set()
+        """The constraint kinds a call refused with a 400 (``agent.structured``): asked
+        without them from then on, as a ``ChatClient`` is."""
 
     @classmethod
     def answering(cls, answers: Iterable[str], *, model: str = "function") -> FunctionModel:

@@ -133,8 +133,12 @@ class ScriptedChatServer(JSONServer):
         schedule: FaultSchedule | None = None,
         context_tokens: int | None = None,
         tokenizer_ratio: float = 1.11,
+        owned_by: str = "tests",
     ) -> None:
         super().__init__()
+        self.owned_by = owned_by
+        """Who the model list says serves the model (llama.cpp: ``llamacpp``, vLLM:
+        ``vllm``), which a client's probe reads."""
         self.context_tokens = context_tokens
         self.tokenizer_ratio = tokenizer_ratio
         self.refused_for_context: list[int] = []
@@ -173,7 +177,7 @@ class ScriptedChatServer(JSONServer):
     def handle(self, method: str, path: str, body: dict[str, Any]) -> Reply | RawReply:
         if method == "GET" and path.rstrip("/").endswith("/models"):
             return 200, {"object": "list", "data": [
-                {"id": self.model, "object": "model", "owned_by": "tests"}]}
+                {"id": self.model, "object": "model", "owned_by": self.owned_by}]}
         if method != "POST" or not path.endswith("/chat/completions"):
             return 404, {"error": {"message": f"no route {method} {path}"}}
         if self.delay_s:

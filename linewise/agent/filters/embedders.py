@@ -27,16 +27,18 @@ import numpy as np
 import openai
 import structlog
 
-from linewise.errors import ConfigError, EndpointUnreachable, LLMError, ModelError
+from linewise.agent.transport import Transport
+from linewise.errors import ConfigError, LLMError, ModelError
 from linewise.files import package_file, sha256_mismatch
+from linewise.settings import EndpointSettings, LinewiseSettings
 
 if TYPE_CHECKING:
-    from linewise.settings import EndpointSettings
+    from openai.types import CreateEmbeddingResponse
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["Embedder", "MiniLMEmbedder", "OpenAIEmbedder", "Vectors", "make_embedder",
-           "normalised"]
+__all__ = ["Embedder", "MiniLMEmbedder", "OpenAIEmbedder", "Vectors", "embedder_for",
+           "make_embedder", "normalised"]
 
 #: What :meth:`Embedder.embed` may return: one vector per text, in input order.
 Vectors = np.ndarray | Sequence[Sequence[float]]
@@ -76,7 +78,9 @@ class OpenAIEmbedder:
     Texts are sent ``batch_size`` at a time (up to ``max_in_flight`` requests at once)
     and the answer is put back in input order by each item's ``index``. Vectors come
     back L2-normalised as float32 rows. ``usage_tokens`` adds up what the server
-    reported.
+    reported. Requests are tried as the chat client's are (``agent.transport``: the
+    same retries, deadlines and errors); ``from_settings`` takes every knob of an
+    endpoint's settings.
     """
 
     def __init__(
@@ -90,7 +94,10 @@ class OpenAIEmbedder:
         dimensions: int | None = None,
         timeout_s: float = 60.0,
         max_retries: int = 2,
+        endpoint: EndpointSettings | None = None,
     ) -> None:
+        """``endpoint``: the retry knobs (budget, back-off, rate) besides the ones
+        given here; its URL and key are not read."""
         if batch_size < 1 or max_in_flight < 1:
             raise ConfigError("OpenAIEmbedder needs batch_size >= 1 and max_in_flight >= 1")
         self.model = model
@@ -101,10 +108,13 @@ class OpenAIEmbedder:
             base_url=base_url,
             api_key=api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
             timeout=timeout_s,
-            max_retries=max_retries,
+            max_retries=0,  # the transport's retries, not the client's
         )
         self.base_url = str(self._client.base_url)
-        self._in_flight = asyncio.Semaphore(max_in_flight)
+        tries = (endpoint or EndpointSettings()).model_copy(update={
+            "timeout_s": timeout_s, "max_retries": max_retries, "max_in_flight": max_in_flight})
+        self._transport = Transport(tries, base_url=self.base_url, model=model,
+                                    what="Embedding endpoint")
         self.usage_tokens = 0
 
     @classmethod
@@ -124,6 +134,7 @@ class OpenAIEmbedder:
             max_in_flight=endpoint.max_in_flight,
             timeout_s=endpoint.timeout_s,
             max_retries=endpoint.max_retries,
+            endpoint=endpoint,
         )
 
     async def embed(self, texts: list[str]) -> np.ndarray:
@@ -145,21 +156,12 @@ class OpenAIEmbedder:
         extra: dict[str, Any] = {}
         if self.dimensions is not None:
             extra["dimensions"] = self.dimensions
-        try:
-            async with self._in_flight:
-                response = await self._client.embeddings.create(
-                    model=self.model, input=batch, encoding_format="float", **extra
-                )
-        except openai.APITimeoutError as exc:
-            raise LLMError(f"Embedding endpoint {self.base_url} timed out") from exc
-        except openai.APIConnectionError as exc:
-            raise EndpointUnreachable(self.base_url, str(exc.__cause__ or exc)) from exc
-        except openai.APIStatusError as exc:
-            body = str(exc.body or exc.message)[:500]
-            raise LLMError(
-                f"Embedding endpoint {self.base_url} answered {exc.status_code} for model "
-                f"{self.model!r}: {body}"
-            ) from exc
+
+        async def send() -> CreateEmbeddingResponse:
+            return await self._client.embeddings.create(
+                model=self.model, input=batch, encoding_format="float", **extra)
+
+        response = await self._transport.call(send)
         if response.usage is not None:
             self.usage_tokens += response.usage.prompt_tokens or 0
         items = sorted(response.data, key=lambda item: item.index)
@@ -411,3 +413,12 @@ def make_embedder(
         model=model or DEFAULT_OPENAI_MODEL,
         batch_size=batch_size or 256,
     )
+
+
+def embedder_for(settings: LinewiseSettings) -> Embedder:
+    """The embedder of ``settings.filter``'s ``embedding_base_url`` and
+    ``embedding_model``, with the action endpoint's key (``make_embedder``): how the
+    commands that embed (``memory build``, ``improve``) make theirs, as the filters'
+    and the memory's are made."""
+    return make_embedder(settings.filter.embedding_base_url, settings.filter.embedding_model,
+                         api_key=settings.action.api_key)

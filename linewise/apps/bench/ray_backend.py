@@ -48,7 +48,7 @@ from linewise.errors import ConfigError, EndpointRefused, infra_kind_of
 from linewise.runtime import secret_env
 from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.budget import Budget, RunSpend, prices_of
-from linewise.runtime.run import open_models
+from linewise.runtime.models.factory import open_models
 from linewise.settings import LinewiseSettings
 
 log = structlog.get_logger(__name__)

@@ -1,7 +1,7 @@
 """The pruning pipeline: traces -> graphs -> vote -> rewritten trajectories -> dataset.
 
-``run_prune`` opens the models the way ``linewise run`` does (``open_models``: the
-embedded model when no endpoint is configured) and hands them to ``prune_trajectories``,
+``run_prune`` opens the models the way ``linewise run`` does (``runtime.models.factory``:
+the embedded model when no endpoint is configured) and hands them to ``prune_trajectories``,
 which tests and other callers can use with clients of their own.
 
 Trajectories are processed concurrently (``concurrency`` at a time; the chat clients
@@ -38,7 +38,6 @@ from linewise.apps.pruning.rewriter import ThoughtRewriter
 from linewise.apps.pruning.trajectory import Trajectory, collect_trajectories
 from linewise.apps.pruning.vote import ActionSet, tally
 from linewise.errors import GraphBuildError, GraphError
-from linewise.runtime.models.chat import ChatClient
 from linewise.settings import LinewiseSettings
 
 log = structlog.get_logger(__name__)
@@ -67,7 +66,7 @@ async def run_prune(
 ) -> PruneStats:
     """Collect the trajectories under ``run_dirs``, prune them and write ``out_dir``;
     ``progress`` shows each trajectory's verdict as it comes."""
-    from linewise.runtime.run import open_endpoints
+    from linewise.runtime.models.factory import chat_client, open_endpoints
 
     started = time.perf_counter()
     selection = collect_trajectories(run_dirs, include_failed=options.include_failed,
@@ -83,9 +82,12 @@ async def run_prune(
                                                                      retriever=False))
             extractor = base
             if options.extractor_base_url:
-                extractor = ChatClient(settings.action.model_copy(update={
-                    "base_url": options.extractor_base_url, "model": options.extractor_model}))
-                stack.push_async_callback(extractor.close)
+                # another server: the action endpoint's profile is not its own
+                extractor_client = chat_client(settings.action.model_copy(update={
+                    "base_url": options.extractor_base_url, "model": options.extractor_model,
+                    "profile": "auto"}), settings)
+                stack.push_async_callback(extractor_client.close)
+                extractor = extractor_client
         else:  # nothing to prune: do not start a model just to write empty files
             base = extractor = None
         stats = await prune_trajectories(trajectories, out_dir, extractor, base, options,

@@ -28,7 +28,9 @@ from dataclasses import dataclass
 
 import structlog
 
+from linewise.agent.constraint import Constraint
 from linewise.agent.models import ChatModel, TokenLogprob, call_model, call_model_with_logprobs
+from linewise.agent.profile import profile_of
 from linewise.agent.prompt import StepMemory, render_history
 from linewise.apps.pruning.dialogue import PrunedStep, step_messages
 from linewise.apps.pruning.trajectory import Trajectory, TrajectoryStep
@@ -156,10 +158,15 @@ class ThoughtRewriter:
         if self.scorer is None or self._no_scoring is not None:
             return None
         forced = f"{THINK_OPEN}{candidate}{THINK_CLOSE}"
+        profile = profile_of(self.scorer)
+        if not profile.takes("grammar"):
+            self._no_scoring = f"the base model's endpoint ({profile.name}) takes no grammar"
+            return None
+        params = profile.with_constraint(
+            {"temperature": 0.0, "max_tokens": min(4 * len(forced) + 16, 8192)},
+            Constraint.gbnf("thought", gbnf_literal(forced)))
         try:
-            call, logprobs = await call_model_with_logprobs(
-                self.scorer, messages, temperature=0.0, max_tokens=min(4 * len(forced) + 16, 8192),
-                extra_body={"grammar": gbnf_literal(forced)})
+            call, logprobs = await call_model_with_logprobs(self.scorer, messages, **params)
         except EndpointUnreachable:
             raise
         except LLMError as exc:
