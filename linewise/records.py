@@ -127,6 +127,9 @@ class FilterRecord(BaseModel):
     total_lines: int = 0
     tokens_full: int = 0
     tokens_shown: int = 0
+    tokens_full_view: int | None = Field(
+        default=None, description="Tokens of the whole tree rendered as the view renders "
+        "its lines: the baseline of ``reduction`` (None: ``tokens_full``).")
     reduction: float = 0.0
     latency_ms: float = 0.0
     retriever_prompt_tokens: int = 0

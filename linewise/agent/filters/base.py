@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from linewise.agent.filters.render import line_ranges, render_with_markers
 from linewise.agent.history import PastAction
-from linewise.axtree import bid_of
+from linewise.axtree import bid_of, without_state
 from linewise.records import FilterRecord, LLMCall
 from linewise.tokens import count_tokens
 
@@ -36,6 +36,7 @@ class FilterInput(BaseModel):
         description="Tokens of the whole tree, counted once per step by the loop; "
         "counted on first use when not given.",
     )
+    _stateless_tokens: int | None = PrivateAttr(default=None)
 
     @property
     def text(self) -> str:
@@ -47,6 +48,17 @@ class FilterInput(BaseModel):
         if self.tokens_full is None:
             self.tokens_full = count_tokens(self.text)
         return self.tokens_full
+
+    @property
+    def stateless_tokens(self) -> int:
+        """Tokens of the whole tree with every line as a structure-preserving view shows
+        it (without its state: ``axtree.without_state``): what such a view's cut is
+        measured against, so that dropping ``url=`` and ``focused`` is not counted as
+        lines the filter cut. Counted once per step."""
+        if self._stateless_tokens is None:
+            self._stateless_tokens = count_tokens(
+                "\n".join(without_state(line) for line in self.lines))
+        return self._stateless_tokens
 
     def keep(self, name: str, line_numbers: Iterable[int], **notes: object) -> FilterResult:
         """The view that shows these 1-based lines, each run of dropped lines replaced by
@@ -97,6 +109,10 @@ class FilterResult(BaseModel):
     )
     tokens_full: int = 0
     tokens_shown: int = 0
+    tokens_full_view: int | None = Field(
+        default=None, description="Tokens of the whole tree rendered as this view renders "
+        "its lines (a structure-preserving view shows them without their state); the "
+        "baseline of the cut. None: the tree as given (tokens_full).")
     latency_ms: float = 0.0
     calls: list[LLMCall] = Field(default_factory=list, description="Retriever LLM calls.")
     fallback_reason: str | None = Field(
@@ -117,6 +133,7 @@ class FilterResult(BaseModel):
             total_lines=total_lines,
             tokens_full=self.tokens_full,
             tokens_shown=self.tokens_shown,
+            tokens_full_view=self.tokens_full_view,
             reduction=self.reduction,
             latency_ms=self.latency_ms,
             retriever_prompt_tokens=sum(c.prompt_tokens for c in self.calls),
@@ -128,10 +145,15 @@ class FilterResult(BaseModel):
 
     @property
     def reduction(self) -> float:
-        """1 - |filtered| / |full| in tokens, as in the LineRetriever paper."""
-        if self.tokens_full <= 0:
+        """1 - |filtered| / |full| in tokens, as in the LineRetriever paper, with the full
+        tree rendered as the view renders lines (``tokens_full_view``): the tokens the
+        filter cut by leaving lines out, not by showing the ones it kept differently. A
+        view that keeps every line cuts nothing (never below 0: markers and context
+        lines can make a view longer than its baseline)."""
+        full = self.tokens_full_view if self.tokens_full_view is not None else self.tokens_full
+        if full <= 0:
             return 0.0
-        return 1.0 - self.tokens_shown / self.tokens_full
+        return max(0.0, 1.0 - self.tokens_shown / full)
 
 
 class ObservationFilter(Protocol):

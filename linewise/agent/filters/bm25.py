@@ -168,6 +168,7 @@ class BM25Filter:
             shown_bids=observation.bids_on([*view.kept_lines, *view.context_lines]),
             ranges=line_ranges(view.kept_lines), tokens_full=observation.full_tokens,
             tokens_shown=count_tokens(view.text),
+            tokens_full_view=observation.stateless_tokens,
             latency_ms=(time.perf_counter() - started) * 1000,
             notes={"hits": [i + 1 for i, _ in hits],
                    "guard_added_lines": sorted(i + 1 for i in guarded)},

@@ -121,4 +121,5 @@ def without_injections(
         "context_lines": context_lines,
         "shown_bids": observation.bids_on([*(k + 1 for k in kept), *context_lines]),
         "tokens_shown": count_tokens(text), "notes": notes,
+        "tokens_full_view": observation.stateless_tokens if structure else None,
     })

@@ -348,6 +348,7 @@ class FocusFilter:
             context_lines=view.context_lines, shown_bids=shown_bids,
             ranges=line_ranges(view.kept_lines), tokens_full=observation.full_tokens,
             tokens_shown=count_tokens(view.text), calls=calls,
+            tokens_full_view=observation.stateless_tokens,
             latency_ms=(time.perf_counter() - started) * 1000, notes=notes,
         )
 

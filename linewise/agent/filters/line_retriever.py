@@ -180,6 +180,7 @@ class LineRetrieverFilter:
             context_lines=context_lines,
             shown_bids=observation.bids_on([*(k + 1 for k in kept), *context_lines]),
             ranges=selection.ranges, tokens_full=tokens_full, tokens_shown=tokens_shown,
+            tokens_full_view=observation.stateless_tokens if self.config.structure else None,
             calls=selection.calls, latency_ms=(time.perf_counter() - started) * 1000,
             notes=notes,
         )

@@ -227,6 +227,7 @@ class GroupMetrics(BaseModel):
     success_rate: float | None
     success_se: float | None
     reduction: float | None
+    lines_kept: float | None = None
     steps: float
     action_tokens_per_step: float
     retriever_tokens_per_step: float
@@ -276,6 +277,7 @@ def summarize(results: list[EpisodeResult], label: dict[str, str], prices: Price
     results = [r for r in results if r.outcome not in REPLAY_OUTCOMES]
     n = len(agent)
     reductions = [r.reduction for r in agent if r.reduction is not None]
+    kept = [r.lines_kept for r in agent if r.lines_kept is not None]
     total_steps = sum(r.n_steps for r in agent)
     action = sum(r.action_tokens for r in agent)
     retriever = sum(r.retriever_tokens for r in agent)
@@ -298,6 +300,7 @@ def summarize(results: list[EpisodeResult], label: dict[str, str], prices: Price
         success_rate=rate,
         success_se=se,
         reduction=statistics.fmean(reductions) if reductions else None,
+        lines_kept=statistics.fmean(kept) if kept else None,
         steps=steps,
         action_tokens_per_step=action / total_steps if total_steps else 0.0,
         retriever_tokens_per_step=retriever / total_steps if total_steps else 0.0,

@@ -164,7 +164,7 @@ def group_columns(g: GroupMetrics, replays: bool = False, others: bool = False) 
         "-" if g.f_ae is None else f"{g.f_ae:.3f}",
         steps_text(g),
         *_means(g, [
-            pct(g.reduction),
+            pct(g.lines_kept), pct(g.reduction),
             tokens(g.action_tokens_per_step), tokens(g.retriever_tokens_per_step),
             tokens(g.action_tokens_per_episode), tokens(g.retriever_tokens_per_episode),
             f"${g.cost_per_episode:.4f}", f"{g.wall_s:.1f}"]),
@@ -184,12 +184,12 @@ AGENT_N = "agent outcomes (n)"
 
 GROUP_HEADER = [
     "episodes", AGENT_N, "success % ± SE", "infra endings", "assisted", "F-AE", "steps",
-    "reduction %", "action tok/step", "retriever tok/step", "action tok/episode",
+    "lines kept %", "tokens cut %", "action tok/step", "retriever tok/step", "action tok/episode",
     "retriever tok/episode", "cost/episode", "wall s/episode", "loops escaped / kept",
     "errors",
 ]
 TASK_HEADER = ["task", "filter", "agent", "episodes", AGENT_N, "success % ± SE",
-               "infra endings", "assisted", "steps", "reduction %", "tokens/episode",
+               "infra endings", "assisted", "steps", "tokens cut %", "tokens/episode",
                "errors"]
 OTHER_HEADER = "budget / stopped"
 
@@ -322,9 +322,11 @@ def preamble(report: Report) -> list[str]:
         "episodes whose actions a hook's code replaced ('+ N by code' there); "
         "errors: episodes that ended on an error by kind, then steps whose action failed "
         "or whose answer held no action; "
-        "reduction is 1 − shown/full observation tokens per step, averaged per episode "
-        "then over episodes; F-AE is WebClipper's accuracy–efficiency score with "
-        f"Max_Rounds = {rounds}.",
+        "lines kept is the share of the tree's lines a step's view kept, and tokens cut "
+        "is 1 − shown/full observation tokens with the full tree rendered as the view "
+        "renders its lines (a view that keeps every line cuts nothing), each per step, "
+        "averaged per episode then over episodes; F-AE is WebClipper's "
+        f"accuracy–efficiency score with Max_Rounds = {rounds}.",
         DENOMINATOR_NOTE,
         f"Cost at ${p.action_input:g}/${p.action_output:g} per 1M action input/output "
         f"tokens and ${p.retriever_input:g}/${p.retriever_output:g} per 1M retriever "

@@ -2,9 +2,9 @@
 
 Plots (inline SVG, no scripts, no external files):
 
-- success rate (± SE) against mean observation reduction, one point per agent/filter;
+- success rate (± SE) against the mean tokens cut, one point per agent/filter;
 - token distributions per episode, action model and retriever, per filter;
-- step reduction against the original tree's size, binned (LineRetriever's Figure 3).
+- the tokens cut per step against the original tree's size, binned (LineRetriever's Figure 3).
 
 The plots are of the agent's outcomes, the episodes the tables' means are over: an
 infrastructure ending's 0 tokens would stretch a box to 0, a replay's view is not the
@@ -79,8 +79,8 @@ def success_vs_reduction(report: Report, colors: dict[str, str]) -> str:
         if g.success_rate is not None
     ]
     return scatter(
-        "success-vs-reduction", points, title="Success rate vs observation reduction",
-        x_label="mean observation reduction (%)", y_label="success rate (%) ± SE",
+        "success-vs-reduction", points, title="Success rate vs tokens cut",
+        x_label="mean tokens cut (%)", y_label="success rate (%) ± SE",
         x_range=(0, 100), y_range=(0, 100),
     )
 
@@ -120,16 +120,18 @@ def _size_label(low: int, high: int) -> str:
 
 
 def reduction_vs_size(results: list[EpisodeResult], colors: dict[str, str]) -> str:
-    """Box plot of per-step reduction by original tree size (tokens), per filter.
+    """Box plot of per-step tokens cut by original tree size (tokens), per filter.
 
-    Filters that never reduce (``none``) are left out unless nothing else ran.
+    Every filter that ran has its boxes, those that cut nothing on these pages too (a
+    box at 0 says ``auto`` showed the whole tree); ``none``, which shows the whole tree
+    by definition, is left out unless nothing else ran.
     """
     steps = [
-        (r.filter, full, 1 - shown / full)
-        for r in results for full, shown in r.step_obs_tokens if full > 0
+        (r.filter, full, cut)
+        for r in results for (full, _shown), cut in zip(r.step_obs_tokens, _cuts(r),
+                                                        strict=False) if full > 0
     ]
-    reducing = {name for name, _, red in steps if red > 0}
-    shown_filters = [n for n in colors if n in reducing] or list(colors)
+    shown_filters = [n for n in colors if n != "none"] or list(colors)
     categories = []
     for low, high in size_bins([full for _, full, _ in steps]):
         boxes = [
@@ -140,9 +142,18 @@ def reduction_vs_size(results: list[EpisodeResult], colors: dict[str, str]) -> s
         if any(b.values for b in boxes):
             categories.append((_size_label(low, high), boxes))
     return box_plot("reduction-vs-size", categories,
-                    title="Reduction vs original tree size (per step)",
-                    x_label="original AXTree tokens", y_label="reduction (%)",
+                    title="Tokens cut vs original tree size (per step)",
+                    x_label="original AXTree tokens", y_label="tokens cut (%)",
                     y_range=(0, 100))
+
+
+def _cuts(result: EpisodeResult) -> list[float]:
+    """Each step's cut: recorded (``step_reductions``), or for results written before it
+    was, 1 - shown/full."""
+    if result.step_reductions:
+        return result.step_reductions
+    return [max(0.0, 1 - shown / full) if full > 0 else 0.0
+            for full, shown in result.step_obs_tokens]
 
 
 def _episode_links(g_label: dict[str, str], results: list[EpisodeResult],

@@ -116,11 +116,19 @@ class EpisodeResult(BaseModel):
     obs_tokens_full: int = 0
     obs_tokens_shown: int = 0
     reduction: float | None = Field(
-        default=None, description="Mean over steps of 1 - shown/full observation tokens."
+        default=None, description="Mean over steps of the tokens the filter cut: 1 - "
+        "shown/full, the full tree rendered as the view renders its lines (a view that "
+        "keeps every line cuts nothing)."
     )
+    lines_kept: float | None = Field(
+        default=None, description="Mean over steps of the share of the tree's lines the "
+        "view kept (context lines aside).")
     step_obs_tokens: list[tuple[int, int]] = Field(
         default_factory=list, description="(full tree tokens, tokens shown) per step."
     )
+    step_reductions: list[float] = Field(
+        default_factory=list, description="The cut of each step (see ``reduction``), in "
+        "the order of ``step_obs_tokens``; empty in results written before it existed.")
     wall_s: float = 0.0
     llm_s: float = 0.0
     filter_s: float = 0.0
@@ -201,6 +209,16 @@ def summary_values(summary: EpisodeSummary) -> dict[str, object]:
     return values
 
 
+def step_reduction(step: StepRecord) -> float:
+    """The tokens a step's filter cut (``FilterRecord.reduction``: against the whole
+    tree rendered as its view renders lines); for a step whose trace holds no filter
+    record, 1 - shown/full."""
+    if step.filter_result.total_lines > 0:
+        return step.filter_result.reduction
+    full, shown = step.obs_tokens_full, step.obs_tokens_shown
+    return max(0.0, 1 - shown / full) if full > 0 else 0.0
+
+
 def result_from_summary(
     spec: EpisodeSpec,
     summary: EpisodeSummary,
@@ -212,7 +230,10 @@ def result_from_summary(
     """The results line of an episode that ran (its summary and steps)."""
     values = summary_values(summary)
     pairs = [(s.obs_tokens_full, s.obs_tokens_shown) for s in steps]
-    reductions = [1 - shown / full for full, shown in pairs if full > 0]
+    cuts = [step_reduction(s) for s in steps]
+    reductions = [cut for s, cut in zip(steps, cuts, strict=True) if s.obs_tokens_full > 0]
+    kept = [s.filter_result.kept_lines / s.filter_result.total_lines for s in steps
+            if s.filter_result.total_lines > 0]
     carried = {name: value for name, value in values.items()
                if name in EpisodeResult.model_fields and name not in SUMMARY_ONLY}
     recorded = recorded_run(summary.replay.program) if summary.replay is not None else None
@@ -226,7 +247,9 @@ def result_from_summary(
         "max_steps": spec.task.max_steps,
         "error_kind": error_kind_of(summary.termination, summary.infra_kind, summary.error),
         "reduction": sum(reductions) / len(reductions) if reductions else None,
+        "lines_kept": sum(kept) / len(kept) if kept else None,
         "step_obs_tokens": pairs,
+        "step_reductions": cuts,
         "episode_dir": spec.relative_folder(),
         "backend": backend,
         "recovered": recovered,

@@ -374,3 +374,22 @@ def test_the_built_in_filters_declare_what_they_need() -> None:
                      "lines+structure": True}
     truncate = filter_maker(FilterContext(FilterSettings(name="truncate", max_obs_tokens=7)))()
     assert isinstance(truncate, TruncateFilter) and truncate.name == "truncate"
+
+
+async def test_a_view_that_keeps_every_line_cuts_no_tokens() -> None:
+    """bm25 keeps every line of a small MiniWoB++ page; its structure-preserving view
+    shows them without ``url=`` and ``focused``, which is how it renders, not a cut."""
+    lines = (TREES / "miniwob-login-user.txt").read_text(encoding="utf-8").splitlines()
+    observation = FilterInput(goal="Enter the username and the password and press login",
+                              lines=lines)
+    result = await get_filter("bm25").bind(FilterContext())().apply(observation)
+    assert len(result.kept_lines) == len(lines)
+    assert result.tokens_shown < result.tokens_full  # the state went
+    assert result.reduction == 0.0
+    assert result.record(len(lines)).tokens_full_view == observation.stateless_tokens
+    # a view that leaves lines out is measured against the same rendering
+    kept = rebuild_with_structure(LineTree(lines), range(3)).text
+    cut = FilterResult(name="x", text=kept, tokens_full=observation.full_tokens,
+                       tokens_shown=count_tokens(kept),
+                       tokens_full_view=observation.stateless_tokens)
+    assert cut.reduction == pytest.approx(1 - count_tokens(kept) / observation.stateless_tokens)

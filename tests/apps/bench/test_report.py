@@ -15,6 +15,7 @@ import pytest
 from linewise.apps.bench.metrics import Prices, f_ae, success_rate
 from linewise.apps.bench.report import write_report
 from linewise.apps.bench.report_data import build_report, task_columns
+from linewise.apps.bench.report_html import filter_colors, reduction_vs_size
 from linewise.apps.bench.results import EpisodeResult, ResultsWriter
 from linewise.apps.bench.svg import axis_ticks, tick_label
 from linewise.runtime.browser.chromium import BrowserSession
@@ -116,8 +117,9 @@ def test_report_numbers(tmp_path: Path) -> None:
     assert tasks[("miniwob.a", "none")].success_rate == 0.5
 
     markdown = (bench / "report.md").read_text()
+    # results lines written before lines kept was recorded have none: "-", not 0
     assert ("| gpt-x | none | 4 | 3 | 66.7 ± 27.2 (n=3) | 1 (timeout 1) | 0 | 0.683 | 3.0 "
-            "| 0.0 |") in markdown
+            "| - | 0.0 |") in markdown
     assert "timeout 1" in markdown and "model 1" in markdown
     assert "| 2 / 1 | timeout 1 |" in markdown
     assert "| miniwob.b | lines+structure | gpt-x | 1 | 1 | 100.0 (n=1) | 0 | 0 | 2.0 |" in markdown
@@ -252,3 +254,17 @@ def test_axis_ticks_are_round_cover_the_values_and_read_exactly(low: float, high
         label = tick_label(tick)
         scale = {"k": 1e3, "M": 1e6}.get(label[-1], 1)
         assert float(label.rstrip("kM")) * scale == pytest.approx(tick), label
+
+
+def test_a_filter_that_cut_nothing_keeps_its_boxes_in_the_size_plot() -> None:
+    """auto shows a small page whole: its boxes at 0 say so, where leaving it out read
+    as a filter that never ran; none, whole by definition, is left out."""
+    results = [
+        _result("miniwob.a", "auto", True, 2, step_obs_tokens=[(300, 300), (400, 400)],
+                step_reductions=[0.0, 0.0]),
+        _result("miniwob.a", "bm25", True, 2, step_obs_tokens=[(300, 120), (400, 200)],
+                step_reductions=[0.5, 0.4]),
+        _result("miniwob.a", "none", True, 2, step_obs_tokens=[(300, 300), (400, 400)]),
+    ]
+    svg = reduction_vs_size(results, filter_colors(results))
+    assert ">auto<" in svg and ">bm25<" in svg and ">none<" not in svg

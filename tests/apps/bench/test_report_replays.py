@@ -100,7 +100,8 @@ def test_a_cached_replay_in_a_bench_is_counted_apart_with_what_it_saved(
                                           "healed", "healed ok", "healed %")] == [
         "1", "1", "100.0", "0", "0", "-"]
     # nor are its empty views the filter's reduction, or its zero tokens the agent's
-    assert rows["truncate"]["reduction %"] == "-"
+    assert rows["truncate"]["tokens cut %"] == "-"
+    assert rows["truncate"]["lines kept %"] == "-"
     assert rows["truncate"]["action tok/episode"] == "-"
     assert rows["truncate"]["cost/episode"] == "-"
     [saved] = _table(markdown, "Replays")
