@@ -17,8 +17,8 @@ from pathlib import Path
 
 from linewise.agent.filters.cost_gate import Prices
 from linewise.apps.bench.driver import run_bench
-from linewise.apps.bench.local import BenchOptions
 from linewise.apps.bench.manifest import MANIFEST_FILE
+from linewise.apps.bench.options import BenchOptions
 from linewise.apps.bench.plan import expand
 from linewise.apps.bench.progress import make_progress
 from linewise.apps.bench.report import write_report

@@ -27,10 +27,10 @@ from linewise.agent.filters.focus_stages import (
 from linewise.agent.filters.registry import check_filter_name, filter_names
 from linewise.errors import ConfigError
 from linewise.runtime.browser.navigation import DomainPattern, PatternError
-from linewise.runtime.run import LOCAL_TIMEOUT_S
 from linewise.settings import (
     DEFAULT_CONTEXT_TOKENS,
     DEFAULT_EPISODE_TIMEOUT_S,
+    LOCAL_TIMEOUT_S,
     SECRET_NAME_PATTERN,
     FilterSettings,
     LinewiseSettings,

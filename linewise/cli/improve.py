@@ -13,11 +13,12 @@ import sys
 from pathlib import Path
 
 from linewise.agent.filters.embedders import make_embedder
-from linewise.apps.bench.local import BenchOptions
-from linewise.apps.improve.loop import SET_BY_THE_LOOP, ImproveLoop, ImproveOptions, SeedRange
+from linewise.apps.bench.options import BenchOptions
+from linewise.apps.improve.loop import ImproveLoop
+from linewise.apps.improve.options import SET_BY_THE_LOOP, ImproveOptions, SeedRange
 from linewise.apps.improve.report import REPORT_FILE, TABLE_FILE, improve_table
 from linewise.apps.progress import ProgressDisplay
-from linewise.apps.pruning.pipeline import PruneOptions
+from linewise.apps.pruning.options import PruneOptions
 from linewise.cli.commands import summary
 from linewise.cli.display import require_display
 from linewise.cli.flags import (

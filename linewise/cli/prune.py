@@ -11,7 +11,8 @@ from linewise.apps.progress import ProgressDisplay
 from linewise.apps.pruning.export import TRAJECTORIES_FILE, PruneStats
 from linewise.apps.pruning.graph import load_graph
 from linewise.apps.pruning.miner import necessary_actions
-from linewise.apps.pruning.pipeline import PruneOptions, run_prune
+from linewise.apps.pruning.options import PruneOptions
+from linewise.apps.pruning.pipeline import run_prune
 from linewise.apps.pruning.trajectory import require_episodes
 from linewise.cli.commands import summary
 from linewise.cli.exit_codes import EXIT_NOTHING_BUILT

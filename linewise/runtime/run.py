@@ -57,12 +57,9 @@ from linewise.runtime.secrets import SecretStore, merge_secret_specs
 from linewise.runtime.tasks.loader import load_task_file
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 from linewise.runtime.tasks.schema import AnyTask, BrowserGymTask, MiniWoBTask, WebTask
-from linewise.settings import EndpointSettings, LinewiseSettings
+from linewise.settings import LOCAL_TIMEOUT_S, EndpointSettings, LinewiseSettings
 
 log = structlog.get_logger(__name__)
-
-LOCAL_TIMEOUT_S = 1800.0
-
 
 @dataclass
 class RunResources:

@@ -27,7 +27,7 @@ import structlog
 
 from linewise.agent.experience.load import check_memory_leak
 from linewise.agent.experience.store import task_key
-from linewise.apps.bench.local import BenchOptions, run_local
+from linewise.apps.bench.local import run_local
 from linewise.apps.bench.manifest import (
     RunEnd,
     StopReason,
@@ -36,6 +36,7 @@ from linewise.apps.bench.manifest import (
     write_manifest,
 )
 from linewise.apps.bench.metrics import episode_cost
+from linewise.apps.bench.options import BenchOptions
 from linewise.apps.bench.plan import (
     INFRA_DIR,
     EpisodeSpec,
