@@ -16,20 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 from linewise.agent.filters.cost_gate import Prices
-from linewise.apps.bench.driver import run_bench
-from linewise.apps.bench.manifest import MANIFEST_FILE
 from linewise.apps.bench.options import BenchOptions
-from linewise.apps.bench.plan import expand
-from linewise.apps.bench.progress import make_progress
-from linewise.apps.bench.report import write_report
-from linewise.apps.bench.report_data import (
-    errors_text,
-    infra_text,
-    overall,
-    rate_text,
-    replay_line,
-)
-from linewise.apps.compare.report import write_comparison
 from linewise.cli.commands import summary
 from linewise.cli.display import require_display
 from linewise.cli.exit_codes import exit_code_for
@@ -51,11 +38,11 @@ from linewise.cli.flags import (
 )
 from linewise.cli.interrupt import run_interruptible
 from linewise.errors import ConfigError
-from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.budget import prices_of
-from linewise.runtime.log import configure_logging
-from linewise.runtime.tasks.loader import load_task_file, select_tasks
 from linewise.settings import LinewiseSettings
+
+# What the commands run (the bench driver, Playwright, the reports) is imported by
+# ``cmd_bench`` and ``cmd_report``, so that their ``--help`` appears at once.
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -146,6 +133,9 @@ def prices_from(args: argparse.Namespace, settings: LinewiseSettings | None = No
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from linewise.apps.bench.report import write_report
+    from linewise.apps.compare.report import write_comparison
+
     if len(args.dirs) == 1:
         if args.out is not None or args.labels:
             raise ConfigError("--out and --label are for comparing several benches; "
@@ -164,6 +154,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _out_dir(args: argparse.Namespace) -> Path:
+    from linewise.apps.bench.manifest import MANIFEST_FILE
+
     if args.out is not None:
         return Path(args.out)
     if args.resume or args.retry_errors:
@@ -175,6 +167,21 @@ def _out_dir(args: argparse.Namespace) -> Path:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    from linewise.apps.bench.driver import run_bench
+    from linewise.apps.bench.plan import expand
+    from linewise.apps.bench.progress import make_progress
+    from linewise.apps.bench.report import write_report
+    from linewise.apps.bench.report_data import (
+        errors_text,
+        infra_text,
+        overall,
+        rate_text,
+        replay_line,
+    )
+    from linewise.runtime.browser.chromium import BrowserConfig
+    from linewise.runtime.log import configure_logging
+    from linewise.runtime.tasks.loader import load_task_file, select_tasks
+
     if args.seeds < 1:
         raise ConfigError("--seeds must be at least 1")
     if args.concurrency < 1:

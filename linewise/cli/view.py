@@ -8,14 +8,13 @@ import argparse
 import time
 from pathlib import Path
 
-from linewise.apps.compare.benches import is_bench, is_improve, read_benches
-from linewise.apps.compare.index import view_benches, view_improve
-from linewise.apps.viewer.build import write_viewer
 from linewise.apps.viewer.paths import VIEW_DIR
-from linewise.apps.viewer.serve import require_loopback, serve_viewer
 from linewise.cli.commands import summary
 from linewise.cli.flags import add_log_level_flag
 from linewise.errors import ConfigError
+
+# What the command runs (the viewer's writer and server) is imported by ``cmd_view``, so
+# that ``linewise view --help`` appears at once.
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -47,6 +46,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def _write(args: argparse.Namespace) -> Path:
     """The viewer the arguments ask for; returns its index page."""
+    from linewise.apps.compare.benches import is_bench, is_improve, read_benches
+    from linewise.apps.compare.index import view_benches, view_improve
+    from linewise.apps.viewer.build import write_viewer
+
     paths: list[Path] = args.paths
     if len(paths) == 1:
         if args.out is not None or args.labels:
@@ -65,6 +68,9 @@ def _write(args: argparse.Namespace) -> Path:
 
 
 def cmd_view(args: argparse.Namespace) -> int:
+    from linewise.apps.compare.benches import is_bench, is_improve
+    from linewise.apps.viewer.serve import require_loopback, serve_viewer
+
     if args.serve:
         require_loopback(args.host)
         if len(args.paths) > 1 or (is_improve(args.paths[0]) and not is_bench(args.paths[0])):
