@@ -4,6 +4,7 @@
                    [--resume] [--retry-errors] [--backend local|ray]
                    [model, endpoint and browser flags]
     linewise report DIR [--max-rounds N] [--price-… $/1M]
+    linewise report IMPROVE_DIR                            (an improve folder's rounds)
     linewise report DIR DIR… --out DIR [--label NAME]…   (several benches side by side)
 """
 
@@ -92,7 +93,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     report = sub.add_parser("report", help=summary("report"))
     report.add_argument("dirs", type=Path, nargs="+", metavar="DIR",
                         help="a bench folder (holding results.jsonl): its report goes into "
-                        "it; several: each gets its own, and their comparison goes to --out")
+                        "it; an improve folder: its rounds report (improve.md, report.md, "
+                        ".html, .json) goes into it; several benches: each gets its own, "
+                        "and their comparison goes to --out")
     report.add_argument("--out", type=Path, metavar="DIR",
                         help="where the comparison of several benches goes (report.md, "
                         ".html, .json and view/index.html, one viewer index over them)")
@@ -134,13 +137,18 @@ def prices_from(args: argparse.Namespace, settings: LinewiseSettings | None = No
 
 def cmd_report(args: argparse.Namespace) -> int:
     from linewise.apps.bench.report import write_report
-    from linewise.apps.compare.report import write_comparison
+    from linewise.apps.compare.benches import is_bench, is_improve
+    from linewise.apps.compare.report import write_comparison, write_improve_report
 
     if len(args.dirs) == 1:
         if args.out is not None or args.labels:
             raise ConfigError("--out and --label are for comparing several benches; "
                               f"`linewise report {args.dirs[0]}` writes into that folder")
-        _, written = write_report(args.dirs[0], prices_from(args), args.max_rounds)
+        folder = args.dirs[0]
+        if folder.is_dir() and not is_bench(folder) and is_improve(folder):
+            _, written = write_improve_report(folder, prices_from(args), args.max_rounds)
+        else:
+            _, written = write_report(folder, prices_from(args), args.max_rounds)
     else:
         if args.out is None:
             raise ConfigError(f"comparing {len(args.dirs)} benches: give --out DIR, the "
