@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -196,3 +198,33 @@ def test_report_of_a_folder_that_is_neither_bench_nor_improve_is_refused(
     assert done.stderr.strip() == (f"linewise: error: {tmp_path} holds no results.jsonl: is "
                                    "it a bench folder?"), done.stderr
     assert not (tmp_path / "report.md").exists() and not (tmp_path / "improve.md").exists()
+
+
+async def test_serve_shows_an_improve_folder_as_its_rounds(
+    improve_dir: Path, session: BrowserSession,
+) -> None:
+    """Before: `linewise view IMPROVE_DIR --serve` was refused."""
+    view = subprocess.Popen([sys.executable, "-m", "linewise.cli.main", "view",
+                             str(improve_dir), "--serve", "--port", "0"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert view.stdout is not None
+        assert view.stdout.readline().startswith("viewer: ")  # written, as without --serve
+        url = view.stdout.readline().split()[1]
+        page = session.page
+        await page.goto(url)
+        await page.wait_for_selector("#rounds tbody tr")
+        rounds = await page.eval_on_selector_all(
+            "#rounds tbody tr", "trs => trs.map(tr => [...tr.cells].map(td => td.textContent))")
+        assert rounds == _table_cells((improve_dir / "improve.md").read_text()), rounds
+        hrefs = await page.eval_on_selector_all("a[href]", "as => as.map(a => a.href)")
+        assert hrefs and all(h.startswith(url.removesuffix("view/index.html")) for h in hrefs)
+        await page.click("#rounds tr[data-round='1'] td[data-bench='round-1/test'] a")
+        await page.wait_for_selector("#episodes tbody tr")
+        assert page.url.endswith("/bench/2/view/index.html"), page.url
+        outcomes = await page.eval_on_selector_all(
+            "#episodes tbody tr", "trs => trs.map(tr => tr.className)")
+        assert outcomes == ["success", "success"]
+    finally:
+        view.terminate()
+        view.wait(timeout=30)
