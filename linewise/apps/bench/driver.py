@@ -201,7 +201,7 @@ async def run_bench(
         end.reason, end.detail = "budget", budget_stop
     elif not_started and stop is not None and stop.is_set():
         end.reason = "interrupted"
-        end.detail = "asked to stop (Ctrl+C or SIGTERM) after the running steps"
+        end.detail = "asked to stop (Ctrl+C, SIGTERM or SIGHUP) after the running steps"
     try:
         record_end(out_dir, end)
     except (TraceWriteError, OSError, ValueError) as exc:  # every result is recorded already
@@ -216,7 +216,8 @@ async def run_bench(
 def _stop_of(exc: BaseException) -> tuple[StopReason, str]:
     """Why a run that raised ``exc`` stopped, for bench.json."""
     if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
-        return "interrupted", "stopped at once (a second Ctrl+C, or SIGTERM's grace ran out)"
+        return "interrupted", ("stopped at once (a second Ctrl+C, or the grace period of "
+                               "SIGTERM or SIGHUP ran out)")
     if isinstance(exc, EndpointRefused):
         return "refused", str(exc)
     if isinstance(exc, TraceWriteError):
