@@ -631,7 +631,7 @@ class EpisodeSummary(BaseModel):
     start_url: str = ""
     status: Literal["running", "finished", "failed", "stopped"] = "running"
     """``stopped``: the user or the runtime stopped the run, after a step (first Ctrl+C,
-    SIGTERM, ``q``) or at once (second Ctrl+C, SIGTERM's grace period over)."""
+    SIGTERM, SIGHUP, ``q``) or at once (second Ctrl+C, their grace period over)."""
     termination: Termination = "running"
     success: bool | None = None
     reward: float = 0.0
@@ -762,7 +762,7 @@ class EpisodeSummary(BaseModel):
     def mark_stopped(self, termination: Literal["interrupted", "user_stopped"],
                      message: str) -> None:
         """The user or the runtime stopped the episode before its end (Ctrl+C, SIGTERM,
-        ``q`` at the step-through prompt): after a step or at once, it is ``stopped``,
+        SIGHUP, ``q`` at the step-through prompt): after a step or at once, it is ``stopped``,
         neither the agent's failure nor a fault, and nothing is judged."""
         self.status = "stopped"
         self.termination = termination

@@ -46,6 +46,10 @@ overflows many contexts."""
 DEFAULT_EPISODE_TIMEOUT_S = 600.0
 """Every episode has a wall-clock limit unless one is set: a run must always end."""
 
+LOCAL_TIMEOUT_S = 1800.0
+"""The least request timeout of the locally served model: a CPU model may take many
+minutes over one long prompt on a busy machine (runtime/run.py ``_local_slots``)."""
+
 _FROZEN = ConfigDict(frozen=True)
 
 

@@ -4,6 +4,7 @@
                    [--resume] [--retry-errors] [--backend local|ray]
                    [model, endpoint and browser flags]
     linewise report DIR [--max-rounds N] [--price-… $/1M]
+    linewise report IMPROVE_DIR                            (an improve folder's rounds)
     linewise report DIR DIR… --out DIR [--label NAME]…   (several benches side by side)
 """
 
@@ -16,20 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 from linewise.agent.filters.cost_gate import Prices
-from linewise.apps.bench.driver import run_bench
-from linewise.apps.bench.local import BenchOptions
-from linewise.apps.bench.manifest import MANIFEST_FILE
-from linewise.apps.bench.plan import expand
-from linewise.apps.bench.progress import make_progress
-from linewise.apps.bench.report import write_report
-from linewise.apps.bench.report_data import (
-    errors_text,
-    infra_text,
-    overall,
-    rate_text,
-    replay_line,
-)
-from linewise.apps.compare.report import write_comparison
+from linewise.apps.bench.options import BenchOptions
 from linewise.cli.commands import summary
 from linewise.cli.display import require_display
 from linewise.cli.exit_codes import exit_code_for
@@ -51,11 +39,11 @@ from linewise.cli.flags import (
 )
 from linewise.cli.interrupt import run_interruptible
 from linewise.errors import ConfigError
-from linewise.runtime.browser.chromium import BrowserConfig
 from linewise.runtime.budget import prices_of
-from linewise.runtime.log import configure_logging
-from linewise.runtime.tasks.loader import load_task_file, select_tasks
 from linewise.settings import LinewiseSettings
+
+# What the commands run (the bench driver, Playwright, the reports) is imported by
+# ``cmd_bench`` and ``cmd_report``, so that their ``--help`` appears at once.
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -105,7 +93,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     report = sub.add_parser("report", help=summary("report"))
     report.add_argument("dirs", type=Path, nargs="+", metavar="DIR",
                         help="a bench folder (holding results.jsonl): its report goes into "
-                        "it; several: each gets its own, and their comparison goes to --out")
+                        "it; an improve folder: its rounds report (improve.md, report.md, "
+                        ".html, .json) goes into it; several benches: each gets its own, "
+                        "and their comparison goes to --out")
     report.add_argument("--out", type=Path, metavar="DIR",
                         help="where the comparison of several benches goes (report.md, "
                         ".html, .json and view/index.html, one viewer index over them)")
@@ -146,11 +136,19 @@ def prices_from(args: argparse.Namespace, settings: LinewiseSettings | None = No
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from linewise.apps.bench.report import write_report
+    from linewise.apps.compare.benches import is_bench, is_improve
+    from linewise.apps.compare.report import write_comparison, write_improve_report
+
     if len(args.dirs) == 1:
         if args.out is not None or args.labels:
             raise ConfigError("--out and --label are for comparing several benches; "
                               f"`linewise report {args.dirs[0]}` writes into that folder")
-        _, written = write_report(args.dirs[0], prices_from(args), args.max_rounds)
+        folder = args.dirs[0]
+        if folder.is_dir() and not is_bench(folder) and is_improve(folder):
+            _, written = write_improve_report(folder, prices_from(args), args.max_rounds)
+        else:
+            _, written = write_report(folder, prices_from(args), args.max_rounds)
     else:
         if args.out is None:
             raise ConfigError(f"comparing {len(args.dirs)} benches: give --out DIR, the "
@@ -164,6 +162,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _out_dir(args: argparse.Namespace) -> Path:
+    from linewise.apps.bench.manifest import MANIFEST_FILE
+
     if args.out is not None:
         return Path(args.out)
     if args.resume or args.retry_errors:
@@ -175,6 +175,21 @@ def _out_dir(args: argparse.Namespace) -> Path:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    from linewise.apps.bench.driver import run_bench
+    from linewise.apps.bench.plan import expand
+    from linewise.apps.bench.progress import make_progress
+    from linewise.apps.bench.report import write_report
+    from linewise.apps.bench.report_data import (
+        errors_text,
+        infra_text,
+        overall,
+        rate_text,
+        replay_line,
+    )
+    from linewise.runtime.browser.chromium import BrowserConfig
+    from linewise.runtime.log import configure_logging
+    from linewise.runtime.tasks.loader import load_task_file, select_tasks
+
     if args.seeds < 1:
         raise ConfigError("--seeds must be at least 1")
     if args.concurrency < 1:

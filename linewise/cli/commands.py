@@ -35,8 +35,8 @@ COMMANDS: dict[str, Command] = {
     "model": Command("setup", "the embedded local model"),
     "bench": Command("bench",
                      "run task lists × seeds × filters headless, resumably, with a report"),
-    "report": Command("bench", "write report.md/.html/.json for a bench folder, or "
-                      "compare several"),
+    "report": Command("bench", "write report.md/.html/.json for a bench or improve "
+                      "folder, or compare several benches"),
     "prune": Command("prune", "turn recorded traces into pruned fine-tuning data "
                      "(WebClipper)"),
     "mine": Command("prune", "print the necessary action ids of a state graph (Algorithm 1)"),

@@ -15,6 +15,8 @@
 - 7: ``linewise prune`` and ``linewise memory build`` only: nothing came out of episodes
   that were there (no trajectory made it into the dataset, no memory entry could be
   made); the summary says why;
+- 129: stopped by SIGHUP (the terminal was closed, an SSH connection dropped): like
+  SIGTERM; the episodes are ``stopped``, a bench is resumable, its report written;
 - 130: interrupted (Ctrl+C), or quit at the step-through prompt;
 - 141: any command: its output was closed before it ended (``linewise filters | head``);
   it stops quietly, with the code of a command killed by SIGPIPE (128 + 13).
@@ -35,6 +37,8 @@ EXIT_INFRASTRUCTURE = 4
 EXIT_OUTPUT = 5
 EXIT_REPLAY_FAILED = 6
 EXIT_NOTHING_BUILT = 7
+EXIT_HANGUP = 129
+"""128 + SIGHUP, as shells report a command stopped by a closed terminal."""
 EXIT_INTERRUPTED = 130
 """128 + SIGINT, as shells report a command stopped by Ctrl+C."""
 EXIT_OUTPUT_CLOSED = 141

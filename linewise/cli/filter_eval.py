@@ -5,21 +5,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 from pathlib import Path
-
-import structlog
+from typing import TYPE_CHECKING
 
 from linewise.agent.filters.registry import FilterMaker, filter_names
-from linewise.apps.filter_eval import (
-    LARGE_PAGE_LINES,
-    CaseScore,
-    evaluate_filters,
-    format_case_table,
-    format_kind_table,
-    format_table,
-    load_cases,
-    summarize,
-    summarize_kinds,
-)
 from linewise.cli.commands import summary
 from linewise.cli.flags import (
     add_focus_flags,
@@ -31,11 +19,12 @@ from linewise.cli.flags import (
     filter_name,
     settings_from_args,
 )
-from linewise.runtime.filter_choice import build_filter_maker, resolve_filter
-from linewise.runtime.models.factory import open_endpoints
-from linewise.runtime.models.profiles import resolve_profile
 
-log = structlog.get_logger(__name__)
+if TYPE_CHECKING:
+    from linewise.apps.filter_eval import CaseScore
+
+# What the command runs (the filters, the model clients) is imported by
+# ``cmd_filter_eval``, so that ``linewise filter-eval --help`` appears at once.
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -63,6 +52,23 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def cmd_filter_eval(args: argparse.Namespace) -> int:
+    import structlog
+
+    from linewise.apps.filter_eval import (
+        LARGE_PAGE_LINES,
+        evaluate_filters,
+        format_case_table,
+        format_kind_table,
+        format_table,
+        load_cases,
+        summarize,
+        summarize_kinds,
+    )
+    from linewise.runtime.filter_choice import build_filter_maker, resolve_filter
+    from linewise.runtime.models.factory import open_endpoints
+    from linewise.runtime.models.profiles import resolve_profile
+
+    log = structlog.get_logger(__name__)
     cases = load_cases(*args.cases)
     names: list[str] = args.filters or filter_names()
     settings = settings_from_args(args)

@@ -5,6 +5,11 @@ and the settings path(s) it overrides. ``settings_from_args`` reads the environm
 (``LinewiseSettings()``), lays every given flag on top and applies the fall-backs. A
 flag is "given" when its value is not None, so flags default to None (on/off flags
 store a constant), and a flag a subcommand does not have counts as not given.
+
+Every command's parser is built from here before its ``--help`` is printed, so this
+module imports only the settings and the names of things (filters, presets, domain
+patterns), never what a run needs (Playwright, BrowserGym, the model clients): see
+tests/cli/test_help.py.
 """
 
 from __future__ import annotations
@@ -27,11 +32,11 @@ from linewise.agent.filters.focus_stages import (
 from linewise.agent.filters.registry import check_filter_name, filter_names
 from linewise.errors import ConfigError
 from linewise.runtime.browser.navigation import DomainPattern, PatternError
-from linewise.runtime.models.factory import LOCAL_TIMEOUT_S
 from linewise.runtime.models.profiles import PROFILES
 from linewise.settings import (
     DEFAULT_CONTEXT_TOKENS,
     DEFAULT_EPISODE_TIMEOUT_S,
+    LOCAL_TIMEOUT_S,
     SECRET_NAME_PATTERN,
     FilterSettings,
     LinewiseSettings,

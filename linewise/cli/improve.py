@@ -12,12 +12,9 @@ import asyncio
 import sys
 from pathlib import Path
 
-from linewise.agent.filters.embedders import embedder_for
-from linewise.apps.bench.local import BenchOptions
-from linewise.apps.improve.loop import SET_BY_THE_LOOP, ImproveLoop, ImproveOptions, SeedRange
-from linewise.apps.improve.report import REPORT_FILE, TABLE_FILE, improve_table
-from linewise.apps.progress import ProgressDisplay
-from linewise.apps.pruning.pipeline import PruneOptions
+from linewise.apps.bench.options import BenchOptions
+from linewise.apps.improve.options import SET_BY_THE_LOOP, ImproveOptions, SeedRange
+from linewise.apps.pruning.options import PruneOptions
 from linewise.cli.commands import summary
 from linewise.cli.display import require_display
 from linewise.cli.flags import (
@@ -32,8 +29,9 @@ from linewise.cli.flags import (
     settings_from_args,
 )
 from linewise.errors import ConfigError
-from linewise.runtime.browser.chromium import BrowserConfig
-from linewise.runtime.tasks.loader import load_task_file, select_tasks
+
+# What the command runs (the loop's benches, the pruner, the embedder) is imported by
+# ``cmd_improve``, so that ``linewise improve --help`` appears at once.
 
 
 def seed_range(text: str) -> SeedRange:
@@ -97,6 +95,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def cmd_improve(args: argparse.Namespace) -> int:
+    from linewise.agent.filters.embedders import embedder_for
+    from linewise.apps.improve.loop import ImproveLoop
+    from linewise.apps.improve.report import REPORT_FILE, TABLE_FILE, improve_table
+    from linewise.apps.progress import ProgressDisplay
+    from linewise.runtime.browser.chromium import BrowserConfig
+    from linewise.runtime.tasks.loader import load_task_file, select_tasks
+
     if args.concurrency < 1 or args.rounds < 1 or args.prune_repeats < 1:
         raise ConfigError("--concurrency, --rounds and --prune-repeats must be at least 1")
     settings = settings_from_args(args)

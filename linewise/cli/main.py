@@ -4,7 +4,7 @@
     linewise run --url URL --goal TEXT
     linewise replay PATH [--no-model] [--update]
     linewise bench TASKS.yaml [--filter NAME]... [--seeds K] [--concurrency N] [--resume]
-    linewise report BENCH_DIR
+    linewise report BENCH_DIR|IMPROVE_DIR
     linewise view PATH [--serve]
     linewise show-trace EPISODE/playwright-trace/step-NNN.zip
     linewise filter-eval CASES [--filter NAME]...

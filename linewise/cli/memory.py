@@ -10,19 +10,19 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from linewise.agent.experience.load import memory_for
-from linewise.agent.experience.retrieve import ExperienceMemory
-from linewise.agent.experience.store import read_memory, write_memory
-from linewise.agent.filters.embedders import Embedder, embedder_for
-from linewise.apps.memory.build import build_memory
-from linewise.apps.pruning.export import TRAJECTORIES_FILE
-from linewise.apps.pruning.trajectory import require_episodes
 from linewise.cli.commands import summary
 from linewise.cli.exit_codes import EXIT_NOTHING_BUILT
 from linewise.cli.flags import add_log_level_flag, default_of, settings_from_args
 from linewise.errors import ConfigError
 from linewise.settings import LinewiseSettings
+
+if TYPE_CHECKING:
+    from linewise.agent.filters.embedders import Embedder
+
+# What the commands run (the embedder, the memory) is imported by the command
+# functions, so that their ``--help`` appears at once.
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -62,12 +62,19 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def _embedder(settings: LinewiseSettings) -> Embedder:
+    from linewise.agent.filters.embedders import embedder_for
+
     return embedder_for(settings)
 
 
 def cmd_build(args: argparse.Namespace) -> int:
     """Build and write the memory; exit 7, writing nothing, when no entry could be made
     (an empty memory would be used as if it held something)."""
+    from linewise.agent.experience.store import write_memory
+    from linewise.apps.memory.build import build_memory
+    from linewise.apps.pruning.export import TRAJECTORIES_FILE
+    from linewise.apps.pruning.trajectory import require_episodes
+
     require_episodes(args.runs)  # before anything is written
     for folder in args.pruned:
         if not (folder / TRAJECTORIES_FILE).is_file():
@@ -97,6 +104,10 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from linewise.agent.experience.load import memory_for
+    from linewise.agent.experience.retrieve import ExperienceMemory
+    from linewise.agent.experience.store import read_memory
+
     if args.goal is None:
         for entry in read_memory(args.memory):
             seed = "-" if entry.seed is None else entry.seed

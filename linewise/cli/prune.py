@@ -6,13 +6,9 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from linewise.apps.progress import ProgressDisplay
-from linewise.apps.pruning.export import TRAJECTORIES_FILE, PruneStats
-from linewise.apps.pruning.graph import load_graph
-from linewise.apps.pruning.miner import necessary_actions
-from linewise.apps.pruning.pipeline import PruneOptions, run_prune
-from linewise.apps.pruning.trajectory import require_episodes
+from linewise.apps.pruning.options import PruneOptions
 from linewise.cli.commands import summary
 from linewise.cli.exit_codes import EXIT_NOTHING_BUILT
 from linewise.cli.flags import (
@@ -24,6 +20,12 @@ from linewise.cli.flags import (
     settings_from_args,
 )
 from linewise.errors import ConfigError, GraphError
+
+if TYPE_CHECKING:
+    from linewise.apps.pruning.export import PruneStats
+
+# What the commands run (the pruner, the model clients) is imported by ``cmd_prune``
+# and ``cmd_mine``, so that their ``--help`` appears at once.
 
 DEFAULTS = PruneOptions()
 
@@ -100,6 +102,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 def cmd_mine(args: argparse.Namespace) -> int:
     """Print A*, one id per line. A broken graph is a usage error (exit 2)."""
+    from linewise.apps.pruning.graph import load_graph
+    from linewise.apps.pruning.miner import necessary_actions
+
     try:
         actions = necessary_actions(load_graph(args.graph))
     except GraphError as exc:
@@ -128,6 +133,10 @@ def parse_pass_rate(text: str | None) -> tuple[float, float] | None:
 def cmd_prune(args: argparse.Namespace) -> int:
     """Run the pipeline, showing each verdict as it comes; print the counts of stats.json,
     failures first. Exit 7 when no trajectory made it into the dataset."""
+    from linewise.apps.progress import ProgressDisplay
+    from linewise.apps.pruning.pipeline import run_prune
+    from linewise.apps.pruning.trajectory import require_episodes
+
     if args.repeats < 1:
         raise ConfigError("--repeats must be at least 1")
     if args.candidates < 1:
@@ -172,6 +181,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
 def summary_lines(stats: PruneStats, out: Path) -> list[str]:
     """What became of the episodes, failures named: "built 0" alone hid two failed
     builds."""
+    from linewise.apps.pruning.export import TRAJECTORIES_FILE
+
     beyond = stats.episodes_found - stats.skipped - stats.trajectories_in
     lines = [f"episodes {stats.episodes_found}: {stats.skipped} left out before pruning, "
              f"{stats.trajectories_in} to prune"

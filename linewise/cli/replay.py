@@ -20,9 +20,9 @@ from linewise.cli.flags import (
 )
 from linewise.cli.interrupt import run_interruptible
 from linewise.cli.results_table import print_summary_table
-from linewise.runtime.replay.program import load_programs
-from linewise.runtime.replays import replay
-from linewise.runtime.run import default_out_dir
+
+# What the command runs (Playwright, the model clients) is imported by ``cmd_replay``,
+# so that ``linewise replay --help`` appears at once.
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -51,6 +51,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    from linewise.runtime.replay.program import load_programs
+    from linewise.runtime.replays import replay
+    from linewise.runtime.run import default_out_dir
+
     if args.no_model and args.update:
         print("linewise: --update has nothing to write without a model (--no-model)",
               file=sys.stderr)

@@ -14,12 +14,18 @@ import contextlib
 import shlex
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from linewise.apps.retriever.dataset import DatasetManifest, DatasetOptions, build_dataset
-from linewise.apps.retriever.evaluate import StageScore
 from linewise.cli.commands import summary
 from linewise.cli.flags import add_log_level_flag, settings_from_args
 from linewise.errors import ConfigError
+
+if TYPE_CHECKING:
+    from linewise.apps.retriever.dataset import DatasetManifest, DatasetOptions
+    from linewise.apps.retriever.evaluate import StageScore
+
+# What the commands run (Chromium, JAX, the embedders) is imported by the command
+# functions, so that their ``--help`` appears at once.
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -101,6 +107,8 @@ def _add_eval(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def cmd_data(args: argparse.Namespace) -> int:
+    from linewise.apps.retriever.dataset import DatasetOptions
+
     for name in ("per_family", "per_page"):
         if getattr(args, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be at least 1")
@@ -172,6 +180,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 async def _build(args: argparse.Namespace, options: DatasetOptions, command: str,
                  ) -> DatasetManifest:
+    from linewise.apps.retriever.dataset import build_dataset
+
     async with contextlib.AsyncExitStack() as stack:
         model = None
         if options.written_per_page:

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from linewise.cli.commands import summary
 from linewise.cli.display import require_display
@@ -25,13 +26,15 @@ from linewise.cli.flags import (
 )
 from linewise.cli.interrupt import run_interruptible
 from linewise.cli.results_table import print_summary_table
-from linewise.cli.step_prompt import TerminalOperator, require_terminal
 from linewise.errors import ConfigError
-from linewise.runtime.debug.stepper import StepThroughHooks
-from linewise.runtime.run import default_out_dir, run_tasks
-from linewise.runtime.tasks.loader import adhoc_task, load_task_file, select_tasks
-from linewise.runtime.tasks.schema import AnyTask
 from linewise.settings import LinewiseSettings
+
+if TYPE_CHECKING:
+    from linewise.runtime.debug.stepper import StepThroughHooks
+    from linewise.runtime.tasks.schema import AnyTask
+
+# What the command runs (Playwright, the agent, the model clients) is imported by
+# ``cmd_run``, so that ``linewise run --help`` appears at once.
 
 ADHOC_MAX_STEPS = 15
 
@@ -62,6 +65,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def tasks_from_args(args: argparse.Namespace) -> list[AnyTask]:
+    from linewise.runtime.tasks.loader import adhoc_task, load_task_file, select_tasks
+
     if args.tasks and (args.url or args.goal):
         raise ConfigError("give either a task file or --url/--goal, not both")
     if args.url or args.goal:
@@ -80,6 +85,9 @@ def tasks_from_args(args: argparse.Namespace) -> list[AnyTask]:
 def step_through(args: argparse.Namespace, settings: LinewiseSettings) -> StepThroughHooks | None:
     """The step-through debugger for this run: with ``--step`` (which needs a terminal),
     and in a headed run from a terminal, where the first Ctrl+C pauses into it."""
+    from linewise.cli.step_prompt import TerminalOperator, require_terminal
+    from linewise.runtime.debug.stepper import StepThroughHooks
+
     if args.step:
         require_terminal()
     elif settings.browser.headless or not sys.stdin.isatty():
@@ -89,6 +97,8 @@ def step_through(args: argparse.Namespace, settings: LinewiseSettings) -> StepTh
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from linewise.runtime.run import default_out_dir, run_tasks
+
     tasks = tasks_from_args(args)
     settings = settings_from_args(args)
     require_display(args, settings)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 
 from linewise.cli.commands import summary
-from linewise.runtime.install import setup
-from linewise.runtime.models.files import ensure_embedded_model
+
+# What the commands run (the installer, the model files) is imported by them, so that
+# their ``--help`` appears at once.
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,11 +25,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def cmd_setup(args: argparse.Namespace) -> int:
+    from linewise.runtime.install import setup
+
     for what, where in setup(with_model=not args.no_model, with_xvfb=args.xvfb).items():
         print(f"{what}: {where}")
     return 0
 
 
 def cmd_model(args: argparse.Namespace) -> int:
+    from linewise.runtime.models.files import ensure_embedded_model
+
     print(ensure_embedded_model())
     return 0

@@ -13,7 +13,6 @@ from pathlib import Path
 from linewise.cli.commands import summary
 from linewise.cli.display import no_display
 from linewise.runtime.browser.display import display_problem
-from linewise.runtime.debug.show_trace import require_traces, show_trace
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,6 +28,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def cmd_show_trace(args: argparse.Namespace) -> int:
+    from linewise.runtime.debug.show_trace import require_traces, show_trace
+
     require_traces(args.traces)  # a wrong path is the first thing to say
     problem = display_problem()
     if problem is not None:

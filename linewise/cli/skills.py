@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from linewise.apps.skills.build import build_skills, describe_skill, show_skills
 from linewise.cli.commands import summary
 from linewise.cli.flags import add_log_level_flag
 
@@ -39,6 +38,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    from linewise.apps.skills.build import build_skills, describe_skill
+
     skills = build_skills(args.sources, args.out)
     for skill in skills:
         print(describe_skill(skill))
@@ -47,6 +48,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from linewise.apps.skills.build import show_skills
+
     lines = show_skills(args.directory, args.goal)
     print("\n".join(lines) if lines else "no skill fits this goal")
     return 0

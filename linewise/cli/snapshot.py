@@ -5,18 +5,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from playwright.async_api import Error as PlaywrightError
-
-from linewise.apps.filter_eval import snapshot_case
 from linewise.cli.commands import summary
 from linewise.cli.display import require_display
 from linewise.cli.flags import add_browser_flags, settings_from_args
 from linewise.errors import BrowserError
-from linewise.runtime.browser.chromium import Browser, BrowserConfig
-from linewise.runtime.browser.extraction import observe
-from linewise.runtime.trace import safe_name
+
+if TYPE_CHECKING:
+    from linewise.runtime.browser.chromium import BrowserConfig
+
+# What the command runs (Playwright, Chromium) is imported by ``cmd_snapshot``, so that
+# ``linewise snapshot --help`` appears at once.
 
 SCHEMES = ("http", "https", "file")
 """The URLs snapshot reads; a path of a local file is read as its ``file:`` URL."""
@@ -53,6 +54,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 async def page_lines(url: str, config: BrowserConfig) -> list[str]:
+    from playwright.async_api import Error as PlaywrightError
+
+    from linewise.runtime.browser.chromium import Browser
+    from linewise.runtime.browser.extraction import observe
+
     async with Browser(config) as browser:
         session = await browser.new_session()
         try:
@@ -67,6 +73,10 @@ async def page_lines(url: str, config: BrowserConfig) -> list[str]:
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
+    from linewise.apps.filter_eval import snapshot_case
+    from linewise.runtime.browser.chromium import BrowserConfig
+    from linewise.runtime.trace import safe_name
+
     settings = settings_from_args(args, resolve=False)
     require_display(args, settings)
     lines = asyncio.run(page_lines(args.url, BrowserConfig.from_settings(settings.browser)))

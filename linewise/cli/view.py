@@ -1,6 +1,6 @@
 """``linewise view PATH [--serve] [--port N]``: the trace viewer of an episode, run,
 bench or improve folder; ``linewise view A B … --out DIR [--label NAME]…``: one index
-over several benches."""
+over several benches (``--serve``: served live, ``compare/serve.py``)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,13 @@ import argparse
 import time
 from pathlib import Path
 
-from linewise.apps.compare.benches import is_bench, is_improve, read_benches
-from linewise.apps.compare.index import view_benches, view_improve
-from linewise.apps.viewer.build import write_viewer
 from linewise.apps.viewer.paths import VIEW_DIR
-from linewise.apps.viewer.serve import require_loopback, serve_viewer
 from linewise.cli.commands import summary
 from linewise.cli.flags import add_log_level_flag
 from linewise.errors import ConfigError
+
+# What the command runs (the viewer's writer and server) is imported by ``cmd_view``, so
+# that ``linewise view --help`` appears at once.
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,7 +35,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     view.add_argument("--serve", action="store_true",
                       help="serve the viewer on localhost and follow episodes still running "
                       "(only under the printed URL's random token, and only the viewer's "
-                      "pages and screenshots; one episode, run or bench folder)")
+                      "pages and screenshots); several benches or an improve folder: "
+                      "their index, each bench below it (--out optional: it also writes "
+                      "the index there)")
     view.add_argument("--host", default="127.0.0.1",
                       help="loopback address to serve on (127.0.0.1, ::1 or localhost)")
     view.add_argument("--port", type=int, default=8790,
@@ -45,8 +46,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     view.set_defaults(handler=cmd_view)
 
 
-def _write(args: argparse.Namespace) -> Path:
-    """The viewer the arguments ask for; returns its index page."""
+def _write(args: argparse.Namespace) -> Path | None:
+    """The viewer the arguments ask for; returns its index page (None: several benches
+    served with no --out, whose index is made by the server alone)."""
+    from linewise.apps.compare.benches import is_bench, is_improve, read_benches
+    from linewise.apps.compare.index import view_benches, view_improve
+    from linewise.apps.viewer.build import write_viewer
+
     paths: list[Path] = args.paths
     if len(paths) == 1:
         if args.out is not None or args.labels:
@@ -56,25 +62,45 @@ def _write(args: argparse.Namespace) -> Path:
         if path.is_dir() and not is_bench(path) and is_improve(path):
             return view_improve(path)
         return write_viewer(path)
-    if args.out is None:
+    if args.out is None and not args.serve:
         raise ConfigError(f"one index over {len(paths)} benches: give --out DIR, the folder "
                           "it goes to (DIR/view/index.html; each bench's own viewer is "
-                          "written into it as `linewise view BENCH` writes it)")
+                          "written into it as `linewise view BENCH` writes it), or --serve "
+                          "to serve it")
     benches = read_benches(paths, args.labels)
-    return view_benches(benches, args.out, title=" · ".join(b.label for b in benches))
+    if args.out is None:
+        for bench in benches:
+            write_viewer(bench.path)
+        return None
+    return view_benches(benches, args.out, title=_title(args))
+
+
+def _title(args: argparse.Namespace) -> str:
+    from linewise.apps.compare.benches import labels_for
+
+    return " · ".join(labels_for(args.paths, args.labels))
 
 
 def cmd_view(args: argparse.Namespace) -> int:
+    from linewise.apps.compare.benches import is_bench, is_improve, read_benches
+    from linewise.apps.compare.serve import LiveStudy
+    from linewise.apps.viewer.serve import require_loopback, serve_site, serve_viewer
+
     if args.serve:
         require_loopback(args.host)
-        if len(args.paths) > 1 or (is_improve(args.paths[0]) and not is_bench(args.paths[0])):
-            raise ConfigError("--serve follows one episode, run or bench folder: serve each "
-                              "bench on its own (`linewise view BENCH --serve`)")
     index = _write(args)
-    print(f"viewer: {index.resolve()}")
+    if index is not None:
+        print(f"viewer: {index.resolve()}")
     if not args.serve:
         return 0
-    server = serve_viewer(args.paths[0], args.host, args.port)
+    first = args.paths[0]
+    if len(args.paths) > 1:
+        site = LiveStudy.of_benches(read_benches(args.paths, args.labels), _title(args))
+        server = serve_site(site, args.host, args.port)
+    elif first.is_dir() and not is_bench(first) and is_improve(first):
+        server = serve_site(LiveStudy.of_improve(first), args.host, args.port)
+    else:
+        server = serve_viewer(first, args.host, args.port)
     print(f"serving {server.url} (Ctrl+C stops; the URL's token is the only way in, "
           "keep it to yourself)", flush=True)
     try:

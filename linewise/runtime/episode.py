@@ -312,10 +312,10 @@ class _Episode:
         except LinewiseError as exc:
             self._fail("error", f"{type(exc).__name__}: {exc}", infra_kind_of(exc))
         except asyncio.CancelledError:
-            # Stopped at once (second Ctrl+C, SIGTERM's grace period over, or the caller
-            # cancelled): the same stop as after a step, only sooner, so ``stopped`` and
-            # never ``failed``. The summary is still written below before the
-            # cancellation goes on.
+            # Stopped at once (second Ctrl+C, SIGTERM's or SIGHUP's grace period over, or
+            # the caller cancelled): the same stop as after a step, only sooner, so
+            # ``stopped`` and never ``failed``. The summary is still written below before
+            # the cancellation goes on.
             log.info("episode stopped at once", task_id=self.task_id)
             self.summary.mark_stopped("interrupted", "episode was interrupted")
             raise

@@ -125,6 +125,53 @@ def test_the_list_of_commands_imports_no_command_and_no_library_a_run_needs() ->
         "linewise.cli", "linewise.cli.commands", "linewise.cli.main"]
 
 
+RUN_ONLY = (*(m for m in HEAVY if m != "pydantic"), "jax", "httpx", "ray", "PIL", "bs4",
+            "yaml")
+"""What a command runs and its ``--help`` does not need: a command's help states the
+settings' defaults (pydantic), and nothing else it shows needs a browser, a model client,
+an array library or a task file parser. Importing them took over a second before any
+command's help appeared."""
+
+
+def help_commands() -> list[list[str]]:
+    """Every command and subcommand, as typed before ``--help``."""
+    words = []
+    for name, parser in subcommands().items():
+        words.append([name])
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                words += [[name, child] for child in action.choices]
+    return words
+
+
+def modules_after_help(command: list[str]) -> tuple[str, set[str]]:
+    """``linewise COMMAND --help`` in a fresh interpreter, as the ``linewise`` script runs
+    it: the help it printed and every module imported by then. (``-X importtime`` does
+    not see the command's module, which ``main`` imports with ``importlib``.)"""
+    code = "\n".join([
+        "import contextlib, io, json, sys",
+        "from linewise.cli.main import main",
+        "shown = io.StringIO()",
+        "with contextlib.redirect_stdout(shown), contextlib.suppress(SystemExit):",
+        f"    main({[*command, '--help']!r})",
+        "print(json.dumps([shown.getvalue(), sorted(sys.modules)]))",
+    ])
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    shown, modules = json.loads(result.stdout)
+    return shown, set(modules)
+
+
+@pytest.mark.parametrize("command", help_commands(), ids=" ".join)
+def test_a_command_s_help_imports_no_library_its_run_needs(command: list[str]) -> None:
+    shown, modules = modules_after_help(command)
+    assert shown.startswith(f"usage: linewise {' '.join(command)} ")  # it was the help
+    assert f"linewise.cli.{COMMANDS[command[0]].module}" in modules
+    heavy = sorted({m.split(".")[0] for m in modules if m.split(".")[0] in RUN_ONLY})
+    assert heavy == [], f"linewise {' '.join(command)} --help imports {heavy}"
+
+
 def test_the_list_of_commands_is_every_command_with_its_own_summary() -> None:
     result = linewise("--help", env={"COLUMNS": "500"}, timeout=60)  # no wrapping
     assert result.returncode == 0, result.stderr

@@ -34,27 +34,28 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import metadata
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
-from linewise.agent.filters.base import ObservationFilter
-from linewise.agent.filters.bm25 import BM25Filter
-from linewise.agent.filters.cost_gate import Prices
-from linewise.agent.filters.embedders import Embedder, make_embedder
-from linewise.agent.filters.embedding import EmbeddingFilter
-from linewise.agent.filters.focus import FocusConfig, FocusFilter
-from linewise.agent.filters.focus_outline import OutlineFirstFilter, ZoomMode
 from linewise.agent.filters.focus_stages import PRESETS, FocusPreset, check_stages, get_preset
-from linewise.agent.filters.learned import TrainedEmbedder
-from linewise.agent.filters.line_retriever import LineRetrieverConfig, LineRetrieverFilter
-from linewise.agent.filters.query_expansion import QueryExpander
-from linewise.agent.filters.truncate import NoFilter, TruncateFilter
-from linewise.agent.models import ChatModel
 from linewise.errors import ConfigError
 from linewise.settings import DEFAULT_CONTEXT_TOKENS, ENDPOINT_VIEW_BUDGET_TOKENS, FilterSettings
 
+if TYPE_CHECKING:
+    from linewise.agent.filters.base import ObservationFilter
+    from linewise.agent.filters.embedders import Embedder
+    from linewise.agent.filters.focus import FocusConfig
+    from linewise.agent.filters.focus_outline import ZoomMode
+    from linewise.agent.models import ChatModel
+
+# The filters themselves are imported by their factories, when an episode asks for one:
+# this module is read to list and check the names (every `--filter` flag's help, the
+# `--filter` argument), and the filters import the model clients, NumPy and the page
+# code, which took seconds before a command's help appeared.
+
+
 ENTRY_POINT_GROUP = "linewise.filters"
 
-EmbedderProvider = Callable[[], Embedder]
+EmbedderProvider = Callable[[], "Embedder"]
 
 
 @dataclass(frozen=True)
@@ -82,10 +83,10 @@ class FilterContext:
         return self.embedder()
 
 
-FilterFactory = Callable[[FilterContext], ObservationFilter]
+FilterFactory = Callable[[FilterContext], "ObservationFilter"]
 """What is registered: context in, a fresh filter out."""
 
-FilterMaker = Callable[[], ObservationFilter]
+FilterMaker = Callable[[], "ObservationFilter"]
 """A factory bound to its context: what an episode calls for its own filter."""
 
 
@@ -273,6 +274,9 @@ def shared_embedder(settings: FilterSettings, api_key: str | None = None) -> Emb
     made: list[Embedder] = []
 
     def provide() -> Embedder:
+        from linewise.agent.filters.embedders import make_embedder
+        from linewise.agent.filters.learned import TrainedEmbedder
+
         if not made:
             if settings.retriever_weights is not None:
                 made.append(TrainedEmbedder(settings.retriever_weights))
@@ -289,6 +293,9 @@ def shared_embedder(settings: FilterSettings, api_key: str | None = None) -> Emb
 
 
 def _line_retriever(context: FilterContext, *, structure: bool) -> ObservationFilter:
+    from linewise.agent.filters.cost_gate import Prices
+    from linewise.agent.filters.line_retriever import LineRetrieverConfig, LineRetrieverFilter
+
     settings = context.settings
     config = LineRetrieverConfig(
         structure=structure,
@@ -309,6 +316,8 @@ def _line_retriever(context: FilterContext, *, structure: bool) -> ObservationFi
 
 
 def _embedding(context: FilterContext) -> ObservationFilter:
+    from linewise.agent.filters.embedding import EmbeddingFilter
+
     return EmbeddingFilter(
         context.require_embedder("embedding"), top_k=context.settings.embedding_top_k
     )
@@ -323,6 +332,8 @@ def focus_config(settings: FilterSettings, preset: FocusPreset | None = None) ->
     """The ``focus`` filter's configuration: ``preset`` (a research alias's), else the
     settings' ``focus_preset`` with their ``focus_stages`` instead of its stages when
     set; an unknown preset or stage is a ConfigError listing the valid ones."""
+    from linewise.agent.filters.focus import FocusConfig
+
     chosen = preset if preset is not None else get_preset(settings.focus_preset)
     stages = chosen.stages
     if preset is None and settings.focus_stages is not None:
@@ -336,8 +347,9 @@ def focus_config(settings: FilterSettings, preset: FocusPreset | None = None) ->
     )
 
 
-def _asks_the_retriever(config: FocusConfig) -> bool:
-    return config.chooser == "model" or config.runs("expansion")
+def _asks_the_retriever(chooser: str, stages: tuple[str, ...]) -> bool:
+    """Whether a focus configuration (its chooser and stages) asks the retriever."""
+    return chooser == "model" or "expansion" in stages
 
 
 def _check_focus(settings: FilterSettings) -> bool:
@@ -349,7 +361,7 @@ def _check_focus(settings: FilterSettings) -> bool:
             "retriever chooses (" + ", ".join(
                 n for n, p in PRESETS.items() if p.chooser == "model") + ")"
         )
-    return _asks_the_retriever(config)
+    return _asks_the_retriever(config.chooser, config.stages)
 
 
 def _focus(context: FilterContext, preset: FocusPreset | None = None,
@@ -360,6 +372,9 @@ def _focus(context: FilterContext, preset: FocusPreset | None = None,
 def _focus_filter(context: FilterContext, config: FocusConfig, name: str) -> ObservationFilter:
     """A focus filter of ``config``, with the embedder, expander and retriever its stages
     and chooser ask for."""
+    from linewise.agent.filters.focus import FocusFilter
+    from linewise.agent.filters.query_expansion import QueryExpander
+
     settings = context.settings
     # The chunk embedding stage runs only where an embedder was chosen: the offline one
     # costs seconds per large page on a small machine. The units stage asks for one
@@ -409,15 +424,37 @@ register_filter(
     description="the whole tree when it fits the action model's view budget "
     "(`--view-budget`), else `focus` down to that budget; more when the agent is stuck",
 )
-register_filter("none", lambda context: NoFilter(), description="the full AXTree")
+def _none(context: FilterContext) -> ObservationFilter:
+    from linewise.agent.filters.truncate import NoFilter
+
+    return NoFilter()
+
+
+def _truncate(context: FilterContext) -> ObservationFilter:
+    from linewise.agent.filters.truncate import TruncateFilter
+
+    return TruncateFilter(context.settings.max_obs_tokens)
+
+
+def _bm25(context: FilterContext) -> ObservationFilter:
+    from linewise.agent.filters.bm25 import BM25Filter
+
+    return BM25Filter()
+
+
+_DEFAULT_FOCUS = get_preset(FilterSettings().focus_preset)
+"""The preset ``focus`` runs by default (with its own stages: the default settings name
+none)."""
+
+register_filter("none", _none, description="the full AXTree")
 register_filter(
-    "truncate", lambda context: TruncateFilter(context.settings.max_obs_tokens),
+    "truncate", _truncate,
     description="GenericAgent's bottom truncation to `--max-obs-tokens` (default 40,000), "
     "with a marker saying how many lines were cut",
 )
 register_filter(
     "focus", _focus,
-    needs_retriever=_asks_the_retriever(focus_config(FilterSettings())),
+    needs_retriever=_asks_the_retriever(_DEFAULT_FOCUS.chooser, _DEFAULT_FOCUS.stages),
     check_settings=lambda settings: _check_focus(settings),
     description="candidates, then (by preset) a choice: the configured stages propose "
     "lines until a fixed token budget is full; the view is those lines or the retriever's "
@@ -436,7 +473,7 @@ register_filter(
     "counted marker per run of dropped siblings",
 )
 register_filter(
-    "bm25", lambda context: BM25Filter(), description="BM25 line hits on goal, recent "
+    "bm25", _bm25, description="BM25 line hits on goal, recent "
     "actions and thoughts (pure Python, milliseconds): the 20 best ± 2 lines, as a valid "
     "smaller tree. Strong when the goal names the element, weak on paraphrases",
 )
@@ -449,12 +486,15 @@ register_filter(
 for _preset in PRESETS.values():
     register_filter(
         f"focus-{_preset.name}", _focus_alias(_preset),
-        needs_retriever=_preset.chooser == "model" or "expansion" in _preset.stages,
+        needs_retriever=_asks_the_retriever(_preset.chooser, _preset.stages),
         hidden=True, description=f"`focus --focus-preset {_preset.name}`: {_preset.description}",
     )
 
 
 def _focus_outline(context: FilterContext, *, zoom: ZoomMode, name: str) -> ObservationFilter:
+    from linewise.agent.filters.focus import FocusConfig
+    from linewise.agent.filters.focus_outline import OutlineFirstFilter
+
     settings = context.settings
     embedder = context.require_embedder(name) if _embedder_configured(settings) else None
     config = FocusConfig(

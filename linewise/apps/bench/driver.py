@@ -27,7 +27,7 @@ import structlog
 
 from linewise.agent.experience.load import check_memory_leak
 from linewise.agent.experience.store import task_key
-from linewise.apps.bench.local import BenchOptions, run_local
+from linewise.apps.bench.local import run_local
 from linewise.apps.bench.manifest import (
     RunEnd,
     StopReason,
@@ -36,6 +36,7 @@ from linewise.apps.bench.manifest import (
     write_manifest,
 )
 from linewise.apps.bench.metrics import episode_cost
+from linewise.apps.bench.options import BenchOptions
 from linewise.apps.bench.plan import (
     INFRA_DIR,
     EpisodeSpec,
@@ -200,7 +201,7 @@ async def run_bench(
         end.reason, end.detail = "budget", budget_stop
     elif not_started and stop is not None and stop.is_set():
         end.reason = "interrupted"
-        end.detail = "asked to stop (Ctrl+C or SIGTERM) after the running steps"
+        end.detail = "asked to stop (Ctrl+C, SIGTERM or SIGHUP) after the running steps"
     try:
         record_end(out_dir, end)
     except (TraceWriteError, OSError, ValueError) as exc:  # every result is recorded already
@@ -215,7 +216,8 @@ async def run_bench(
 def _stop_of(exc: BaseException) -> tuple[StopReason, str]:
     """Why a run that raised ``exc`` stopped, for bench.json."""
     if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
-        return "interrupted", "stopped at once (a second Ctrl+C, or SIGTERM's grace ran out)"
+        return "interrupted", ("stopped at once (a second Ctrl+C, or the grace period of "
+                               "SIGTERM or SIGHUP ran out)")
     if isinstance(exc, EndpointRefused):
         return "refused", str(exc)
     if isinstance(exc, TraceWriteError):

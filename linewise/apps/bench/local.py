@@ -23,12 +23,12 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 
 from linewise.agent.models import ChatModel
+from linewise.apps.bench.options import BenchOptions
 from linewise.apps.bench.outage import OutageHook, Probe
 from linewise.apps.bench.plan import EpisodeSpec, set_aside_unfinished
 from linewise.apps.bench.results import EpisodeResult, failed_result, result_from_summary
@@ -48,17 +48,6 @@ from linewise.runtime.trace import read_steps
 from linewise.settings import LinewiseSettings
 
 log = structlog.get_logger(__name__)
-
-@dataclass
-class BenchOptions:
-    """How the episodes run (not what they are)."""
-
-    concurrency: int = 1
-    episode_timeout_s: float = 600.0
-    close_grace_s: float = 30.0
-    """Beyond the episode's own timeout: time to close its context before it is
-    abandoned (a hung page can make even closing hang)."""
-
 
 class EpisodeRunner:
     """Runs one spec on shared resources and always returns its results line."""

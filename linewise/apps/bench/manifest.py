@@ -26,7 +26,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from linewise.apps.bench.local import BenchOptions
+from linewise.apps.bench.options import BenchOptions
 from linewise.apps.bench.plan import EpisodeKey, EpisodeSpec
 from linewise.errors import ConfigError
 from linewise.runtime.redaction import redact_argv, redact_data

@@ -31,8 +31,9 @@ from typing import Any
 
 import structlog
 
-from linewise.apps.bench.local import BenchOptions, endpoint_probe, open_runner
+from linewise.apps.bench.local import endpoint_probe, open_runner
 from linewise.apps.bench.metrics import episode_cost
+from linewise.apps.bench.options import BenchOptions
 from linewise.apps.bench.outage import OutageHook
 from linewise.apps.bench.plan import EpisodeSpec
 from linewise.apps.bench.results import EpisodeResult, failed_result

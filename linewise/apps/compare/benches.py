@@ -60,8 +60,9 @@ def is_improve(path: Path) -> bool:
 def read_bench(path: Path, label: str) -> Bench:
     """The bench in ``path``; one that has no results line yet (just started) has none."""
     if not path.is_dir() or not is_bench(path):
-        hint = (": it is an improve folder; compare its rounds with `linewise view "
-                f"{path}`" if path.is_dir() and is_improve(path) else "")
+        hint = (f": it is an improve folder; `linewise report {path}` reports its rounds "
+                f"and `linewise view {path}` shows them" if path.is_dir() and is_improve(path)
+                else "")
         raise ConfigError(f"{path} is not a bench folder (no {RESULTS_FILE} or "
                           f"{MANIFEST_FILE}){hint}")
     results = read_results(path / RESULTS_FILE) if (path / RESULTS_FILE).is_file() else []

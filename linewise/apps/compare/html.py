@@ -28,6 +28,7 @@ td.mixed { background: #fef7e0; } td.diff, td.cell { text-align: left; }
 td.cell a { margin-left: 0.3rem; font-size: 0.8rem; }
 a.ok { color: #137333; } a.bad { color: #c5221f; } a.aside { color: #666; }
 .bench-state { margin: 0.4rem 0; }
+#rounds td:nth-child(2), #rounds th:nth-child(2) { text-align: left; }
 """
 
 Links = dict[tuple[str, str], str]
@@ -98,10 +99,13 @@ def _task_row(comparison: Comparison, row: TaskRow, links: Links) -> str:
 
 
 def render_html(comparison: Comparison, bench_links: dict[str, str], links: Links,
-                index: str | None = None) -> str:
+                index: str | None = None, *, heading: str | None = None,
+                opening: str = "") -> str:
     """``bench_links``: each bench's folder relative to the report (by label); ``links``:
-    each episode's page; ``index``: the viewer index over every bench, if written."""
-    name = title(comparison)
+    each episode's page; ``index``: the viewer index over every bench, if written;
+    ``heading`` and ``opening`` (HTML before the benches) for a study of its own: an
+    improve folder's rounds."""
+    name = heading or title(comparison)
     notes = "".join(f'<p class="muted">{_esc(note)}</p>' for note in NOTES)
     if index is not None:
         notes += (f'<p class="muted">Every episode of every bench, step by step: '
@@ -120,6 +124,7 @@ def render_html(comparison: Comparison, bench_links: dict[str, str], links: Link
 <h1>{_esc(name)}</h1>
 <p class="muted">{len(comparison.benches)} benches, {len(comparison.arms)} agent and filter
 arms, {len(comparison.tasks)} tasks. Generated {_esc(comparison.generated_at)}.</p>
+{opening}
 <h2 id="benches">Benches</h2>
 {_benches(comparison, bench_links)}
 {notes}

@@ -14,7 +14,9 @@ numbers of the benches' table are their reports' (``compare.data``).
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,16 +37,18 @@ from linewise.apps.compare.tables import bench_opening
 from linewise.apps.improve.report import Success, read_report, success_cell
 from linewise.apps.viewer.build import (
     ASSETS,
+    StepsOf,
     asset_text,
     data_script,
     index_payload,
     page_html,
     write_viewer,
 )
-from linewise.apps.viewer.discover import find_episodes
+from linewise.apps.viewer.discover import EpisodeFolder, find_episodes
 from linewise.apps.viewer.output import ViewOutput
 from linewise.apps.viewer.paths import VIEW_DIR
 from linewise.errors import ConfigError
+from linewise.records import StepRecord
 
 
 class BenchEntry(BaseModel):
@@ -87,13 +91,24 @@ def link(target: Path, view_dir: Path) -> str:
     return Path(os.path.relpath(target.resolve(), view_dir.resolve())).as_posix()
 
 
-def _entry(bench: Bench, row: BenchRow, view_dir: Path) -> BenchEntry:
+Linker = Callable[[int, Bench, str], "str | None"]
+"""The link from the index to a file of bench number N (its path below the bench
+folder), or None where the index may not link to it: relative paths on disk
+(``disk_links``), the benches' places in the server's URLs under ``--serve``."""
+
+
+def disk_links(view_dir: Path) -> Linker:
+    """Links from an index written into ``view_dir`` to the benches' files on disk."""
+    return lambda number, bench, rel: link(bench.path / rel, view_dir)
+
+
+def _entry(bench: Bench, number: int, row: BenchRow, link_to: Linker) -> BenchEntry:
     report = bench.path / "report.html"
     state = row.state
     return BenchEntry(
         label=bench.label, path=str(bench.path),
-        index=link(bench.path / VIEW_DIR / "index.html", view_dir),
-        report=link(report, view_dir) if report.is_file() else None,
+        index=link_to(number, bench, f"{VIEW_DIR}/index.html") or "",
+        report=link_to(number, bench, "report.html") if report.is_file() else None,
         state=[line.text + (f" {line.command}" if line.command else "") + line.after
                for line in bench_opening(row)],
         complete=state.complete, planned=state.planned, ran=state.ran, left=state.left,
@@ -102,18 +117,21 @@ def _entry(bench: Bench, row: BenchRow, view_dir: Path) -> BenchEntry:
         errors=errors_text(row.total))
 
 
-def _rows(bench: Bench, number: int, view_dir: Path) -> tuple[list[Any], list[Any]]:
-    """The bench's index rows and not-run rows, labelled, their links made relative to
-    the index (``key`` too is made the bench's own: two benches share episode keys)."""
-    payload = index_payload(bench.path, "bench", find_episodes(bench.path))
-    own_view = bench.path / VIEW_DIR
+def _rows(bench: Bench, number: int, link_to: Linker,
+          steps_of: StepsOf | None) -> tuple[list[Any], list[Any]]:
+    """The bench's index rows and not-run rows, labelled, their links made the index's
+    (``key`` too is made the bench's own: two benches share episode keys); ``steps_of``
+    reads a running episode's steps (``--serve`` reads on from where it stopped)."""
+    episodes = find_episodes(bench.path)
+    payload = (index_payload(bench.path, "bench", episodes) if steps_of is None
+               else index_payload(bench.path, "bench", episodes, steps_of))
     for row in payload["episodes"] + payload["not_run"]:
         row["bench"] = bench.label
         if "key" in row:
             row["key"] = f"{number}:{row['key']}"
-            row["page"] = link(own_view / row["page"], view_dir)
+            row["page"] = link_to(number, bench, f"{VIEW_DIR}/{row['page']}")
         for attempt in row.get("attempts", []):
-            attempt["page"] = link(own_view / attempt["page"], view_dir)
+            attempt["page"] = link_to(number, bench, f"{VIEW_DIR}/{attempt['page']}")
     return payload["episodes"], payload["not_run"]
 
 
@@ -143,6 +161,42 @@ def _rounds(improve_dir: Path, benches: dict[str, Bench]) -> list[RoundEntry]:
     return rounds
 
 
+BenchSteps = Callable[[Bench, EpisodeFolder], list[StepRecord]]
+"""A running episode's steps so far, read by the server that follows its bench."""
+
+
+def study_rows(benches: list[Bench], link_to: Linker,
+               steps_of: BenchSteps | None = None) -> tuple[list[Any], list[Any]]:
+    """Every episode of every bench (the index's rows), then the planned ones not run."""
+    episodes: list[Any] = []
+    not_run: list[Any] = []
+    for number, bench in enumerate(benches):
+        ran, left = _rows(bench, number, link_to, None if steps_of is None else
+                          functools.partial(steps_of, bench))
+        episodes += ran
+        not_run += left
+    return episodes, not_run
+
+
+def study_payload(benches: list[Bench], rows: list[BenchRow], *, title: str,
+                  improve_dir: Path | None, link_to: Linker, comparison: str | None = None,
+                  steps_of: BenchSteps | None = None) -> dict[str, Any]:
+    """The index's data (``data/index.js``): the benches' table, an improve folder's
+    rounds, then every episode of every bench. ``steps_of``: a running episode's steps
+    so far (``--serve``)."""
+    episodes, not_run = study_rows(benches, link_to, steps_of)
+    payload: dict[str, Any] = {
+        "title": title, "kind": "improve" if improve_dir is not None else "benches",
+        "benches": [_entry(b, n, r, link_to).model_dump()
+                    for n, (b, r) in enumerate(zip(benches, rows, strict=True))],
+        "episodes": episodes, "not_run": not_run, "comparison": comparison,
+    }
+    if improve_dir is not None:
+        payload["rounds"] = [r.model_dump() for r in _rounds(
+            improve_dir, {b.label: b for b in benches})]
+    return payload
+
+
 def write_study_index(benches: list[Bench], rows: list[BenchRow], out_dir: Path, *,
                       title: str, improve_dir: Path | None = None,
                       comparison: Path | None = None) -> Path:
@@ -152,22 +206,9 @@ def write_study_index(benches: list[Bench], rows: list[BenchRow], out_dir: Path,
     opens the page); ``comparison``: a comparison report to link to. Returns the
     index page."""
     view_dir = out_dir / VIEW_DIR
-    episodes: list[Any] = []
-    not_run: list[Any] = []
-    for number, bench in enumerate(benches):
-        ran, left = _rows(bench, number, view_dir)
-        episodes += ran
-        not_run += left
-    payload: dict[str, Any] = {
-        "title": title, "kind": "improve" if improve_dir is not None else "benches",
-        "benches": [_entry(b, r, view_dir).model_dump() for b, r in zip(benches, rows,
-                                                                        strict=True)],
-        "episodes": episodes, "not_run": not_run,
-        "comparison": link(comparison, view_dir) if comparison is not None else None,
-    }
-    if improve_dir is not None:
-        payload["rounds"] = [r.model_dump() for r in _rounds(
-            improve_dir, {b.label: b for b in benches})]
+    payload = study_payload(
+        benches, rows, title=title, improve_dir=improve_dir, link_to=disk_links(view_dir),
+        comparison=link(comparison, view_dir) if comparison is not None else None)
     out_dir.mkdir(parents=True, exist_ok=True)
     out = ViewOutput(out_dir)
     for name in ASSETS:

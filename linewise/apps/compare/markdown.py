@@ -15,10 +15,14 @@ from linewise.apps.compare.tables import (
 )
 
 
-def render_markdown(comparison: Comparison) -> str:
-    out = [f"# {title(comparison)}", "",
+def render_markdown(comparison: Comparison, *, heading: str | None = None,
+                    opening: list[str] | None = None) -> str:
+    """``heading`` and ``opening`` (lines before the benches) for a study of its own:
+    an improve folder's rounds."""
+    out = [f"# {heading or title(comparison)}", "",
            f"{len(comparison.benches)} benches, {len(comparison.arms)} agent and filter "
            f"arms, {len(comparison.tasks)} tasks. Generated {comparison.generated_at}.", ""]
+    out += opening or []
     out += ["## Benches", ""]
     for row in comparison.benches:
         lines = [line.text + (f" `{line.command}`" if line.command else "") + line.after

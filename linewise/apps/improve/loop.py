@@ -35,15 +35,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import structlog
-from pydantic import BaseModel, Field
 
 from linewise.agent.experience.store import write_memory
 from linewise.agent.filters.embedders import Embedder
 from linewise.apps.bench.driver import run_bench
-from linewise.apps.bench.local import BenchOptions
+from linewise.apps.bench.options import BenchOptions
 from linewise.apps.bench.outage import OutageNotice
 from linewise.apps.bench.plan import EpisodeSpec, default_id, expand
 from linewise.apps.bench.results import EpisodeResult
+from linewise.apps.improve.options import SET_BY_THE_LOOP, ImproveOptions, SeedRange
 from linewise.apps.improve.report import (
     REPORT_FILE,
     TABLE_FILE,
@@ -55,7 +55,8 @@ from linewise.apps.improve.report import (
 )
 from linewise.apps.memory.build import build_memory
 from linewise.apps.progress import QUIET, ProgressDisplay, Tally
-from linewise.apps.pruning.pipeline import PruneOptions, run_prune
+from linewise.apps.pruning.options import PruneOptions
+from linewise.apps.pruning.pipeline import run_prune
 from linewise.apps.skills.build import build_skills
 from linewise.errors import ConfigError, ProgramError
 from linewise.runtime.browser.chromium import BrowserConfig
@@ -63,55 +64,6 @@ from linewise.runtime.tasks.schema import AnyTask, BrowserGymTask, MiniWoBTask
 from linewise.settings import LinewiseSettings
 
 log = structlog.get_logger(__name__)
-
-SET_BY_THE_LOOP = {"memory": "memory", "skills": "skills", "replay_cache": "replay cache"}
-"""The agent settings each bench of the loop gets from the loop (its memory of the
-rounds so far, its skills, its replay cache), by what they are: a value of the caller's
-would be overridden, so it is refused, and ``linewise improve`` offers no flag for them."""
-
-
-class SeedRange(BaseModel):
-    """Seeds ``first`` to ``last``, both included."""
-
-    first: int = Field(ge=0)
-    last: int = Field(ge=0)
-
-    @classmethod
-    def parse(cls, text: str) -> SeedRange:
-        """``A-B`` or ``A``."""
-        first, _, last = text.strip().partition("-")
-        try:
-            seeds = cls(first=int(first), last=int(last or first))
-        except ValueError as exc:
-            raise ConfigError(f"seeds must be A-B or A (A <= B, not negative), got {text!r}"
-                              ) from exc
-        if seeds.last < seeds.first:
-            raise ConfigError(f"seeds {text!r}: the first is after the last")
-        return seeds
-
-    @property
-    def count(self) -> int:
-        return self.last - self.first + 1
-
-    def overlaps(self, other: SeedRange) -> bool:
-        return self.first <= other.last and other.first <= self.last
-
-    def __str__(self) -> str:
-        return f"{self.first}-{self.last}"
-
-
-class ImproveOptions(BaseModel):
-    rounds: int = Field(default=1, ge=1)
-    train_seeds: SeedRange
-    test_seeds: SeedRange
-    baseline: bool = Field(default=True, description="Round 0: the test seeds, no memory.")
-    prune: bool = Field(default=True, description="Prune each training bench.")
-    skills: bool = Field(default=False, description="The skills arm: skills induced from "
-                         "the training benches, and a test bench with them.")
-    replay_cache: bool = Field(
-        default=True, description="The training benches replay the training tasks solved "
-        "in earlier rounds (DIR/replay-cache) instead of asking the model again.")
-
 
 def seeded_specs(tasks: list[AnyTask], seeds: SeedRange, filter_name: str) -> list[EpisodeSpec]:
     """The bench episodes of ``tasks`` on ``seeds`` (the bench plan's own expansion)."""

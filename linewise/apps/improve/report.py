@@ -61,6 +61,10 @@ class ImproveReport(BaseModel):
     prune: bool
     rounds: list[RoundResult] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    bench_notes: list[str] = Field(
+        default_factory=list, description="What `linewise report` found in the round "
+        "benches as it counted them again (a bench not finished, a round with no test "
+        "bench): rewritten each time, where ``notes`` are kept.")
 
 
 def read_report(out_dir: Path) -> ImproveReport:
@@ -110,6 +114,6 @@ def improve_table(report: ImproveReport) -> str:
             line += (f" {skills} | {success_cell(row.test_skills)} | "
                      f"{_calls(row.test)} ({_calls(row.test_skills)}) |")
         lines.append(line)
-    if report.notes:
-        lines += ["", *(f"Note: {note}" for note in report.notes)]
+    if report.notes or report.bench_notes:
+        lines += ["", *(f"Note: {note}" for note in [*report.notes, *report.bench_notes])]
     return "\n".join(lines) + "\n"

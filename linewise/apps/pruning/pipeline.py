@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import dataclasses
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
@@ -33,6 +32,7 @@ from linewise.apps.pruning.export import (
 from linewise.apps.pruning.extractor import ExtractorConfig, GraphExtractor
 from linewise.apps.pruning.graph import StateGraph, save_graph
 from linewise.apps.pruning.miner import MiningResult, mine
+from linewise.apps.pruning.options import PruneOptions
 from linewise.apps.pruning.render import render_svg
 from linewise.apps.pruning.rewriter import ThoughtRewriter
 from linewise.apps.pruning.trajectory import Trajectory, collect_trajectories
@@ -41,23 +41,6 @@ from linewise.errors import GraphBuildError, GraphError
 from linewise.settings import LinewiseSettings
 
 log = structlog.get_logger(__name__)
-
-
-@dataclass
-class PruneOptions:
-    repeats: int = 3
-    mode: str = "hybrid"
-    pass_rate: tuple[float, float] | None = None
-    include_failed: bool = False
-    limit: int | None = None
-    concurrency: int = 2
-    extract_temperature: float = 0.7
-    max_obs_tokens: int = 3000
-    build_retries: int = 2
-    candidates: int = 3
-    rewrite_temperature: float = 0.8
-    extractor_base_url: str | None = None
-    extractor_model: str | None = None
 
 
 async def run_prune(

@@ -15,6 +15,9 @@ loopback port. So the server listens on loopback only, answers only under a rand
 token that is in the printed URL alone, and hands out only what the viewer's pages
 load: the ``view/`` folder and the episodes' screenshots. Nothing else of the folder
 (``run.json``, ``steps.jsonl``, Playwright traces, downloads) is ever served.
+
+What is served is a ``Site``: one folder (``LiveTraces``), or one index over several
+benches, each bench served as its own folder below it (``compare/serve.py``).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Protocol
 from urllib.parse import unquote, urlsplit
 
 import structlog
@@ -58,6 +62,16 @@ few numbers per episode, where the whole index would be read again every time.""
 SCREENSHOTS_DIR = "screenshots"
 SERVED_SUFFIXES = frozenset({".html", ".js", ".css", ".png"})
 """What the viewer's pages load; any other file is not served, whatever its folder."""
+
+
+class Site(Protocol):
+    """What the server hands out, by path below its token (``/view/index.html``)."""
+
+    def answer(self, path: str) -> tuple[str, str] | None:
+        """(content type, text) of a page or data script made at the request."""
+
+    def file(self, path: str) -> tuple[str, bytes] | None:
+        """(name, content) of a file the viewer's pages may load from disk."""
 
 
 @dataclass
@@ -173,7 +187,7 @@ class LiveTraces:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    live: LiveTraces
+    live: Site
     token: str
 
     def do_GET(self) -> None:
@@ -243,9 +257,15 @@ def require_loopback(host: str) -> None:
 def serve_viewer(root: Path, host: str = "127.0.0.1", port: int = 0) -> ViewerServer:
     """Serve ``root`` (whose ``view/`` was written) in a background thread, on a
     loopback address, under a fresh random token."""
+    return serve_site(LiveTraces(root), host, port)
+
+
+def serve_site(site: Site, host: str = "127.0.0.1", port: int = 0) -> ViewerServer:
+    """Serve ``site`` in a background thread, on a loopback address, under a fresh
+    random token; its ``url`` opens ``view/index.html``."""
     require_loopback(host)
     token = secrets.token_urlsafe(24)
-    handler = type("ViewerHandler", (_Handler,), {"live": LiveTraces(root), "token": token})
+    handler = type("ViewerHandler", (_Handler,), {"live": site, "token": token})
     server_class = _IPv6Server if ":" in host else ThreadingHTTPServer
     server = server_class((host, port), handler)
     thread = threading.Thread(target=server.serve_forever, name="linewise-view", daemon=True)

@@ -1,14 +1,14 @@
 """Playwright's driver (a node process) and the Chromium it launches leave signals to
 linewise, which stops its episodes and then closes them itself.
 
-A terminal's Ctrl+C, and the SIGTERM of ``timeout`` or a CI runner, go to every process
-of linewise's process group, the driver included (Chromium is launched in a group of
-its own). Left to Playwright, the driver would close Chromium on either, or die, under
-the running episode, which would then end on a browser fault instead of stopping after
-its step (``cli/interrupt.py``). So every launch passes ``LAUNCH_SIGNALS``, and the
-driver starts under ``driver_environ``: with ``js/driver_signals.js`` loaded, SIGTERM no
-longer ends it (its own code already ignores SIGINT); it ends when linewise closes its
-pipe, or dies.
+A terminal's Ctrl+C, the SIGTERM of ``timeout`` or a CI runner, and the SIGHUP of a
+closed terminal go to every process of linewise's process group, the driver included
+(Chromium is launched in a group of its own). Left to Playwright, the driver would
+close Chromium on any of them, or die, under the running episode, which would then end
+on a browser fault instead of stopping after its step (``cli/interrupt.py``). So every
+launch passes ``LAUNCH_SIGNALS``, and the driver starts under ``driver_environ``: with
+``js/driver_signals.js`` loaded, SIGTERM and SIGHUP no longer end it (its own code
+already ignores SIGINT); it ends when linewise closes its pipe, or dies.
 """
 
 from __future__ import annotations
@@ -26,12 +26,13 @@ from linewise.runtime.secret_env import scrubbed_environ
 class LaunchSignals(TypedDict):
     handle_sigint: bool
     handle_sigterm: bool
+    handle_sighup: bool
 
 
-LAUNCH_SIGNALS = LaunchSignals(handle_sigint=False, handle_sigterm=False)
+LAUNCH_SIGNALS = LaunchSignals(handle_sigint=False, handle_sigterm=False,
+                               handle_sighup=False)
 """Keyword arguments of ``BrowserType.launch``: the driver does not close Chromium on
-SIGINT or SIGTERM (SIGHUP, a closed terminal, still closes it: nobody is left to stop
-the run)."""
+SIGINT, SIGTERM or SIGHUP; linewise stops the run and closes it."""
 
 SIGNALS_SCRIPT = Path(__file__).parent / "js" / "driver_signals.js"
 

@@ -25,13 +25,11 @@ from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.models.files import resolve_model_path
 from linewise.runtime.models.local_server import LocalModelServer
 from linewise.runtime.models.profiles import EMBEDDED, resolve_profile
-from linewise.settings import EndpointSettings, LinewiseSettings
+from linewise.settings import LOCAL_TIMEOUT_S, EndpointSettings, LinewiseSettings
 
 __all__ = ["LOCAL_TIMEOUT_S", "chat_client", "embedder_for", "open_endpoints", "open_models"]
 
 log = structlog.get_logger(__name__)
-
-LOCAL_TIMEOUT_S = 1800.0
 
 
 def chat_client(endpoint: EndpointSettings, settings: LinewiseSettings | None = None, *,

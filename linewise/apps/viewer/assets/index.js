@@ -182,24 +182,27 @@ function render() {
   }
 }
 
+// The filter and bench choices, kept as chosen when the index is loaded again (served,
+// a round of an improve loop that starts adds its benches).
+function setOptions(select, names) {
+  const known = [...select.options].map((o) => o.value).filter(Boolean);
+  for (const name of names) {
+    if (known.includes(name)) continue;
+    const option = document.createElement("option");
+    option.value = option.textContent = name;
+    select.append(option);
+  }
+}
+
 function receiveIndex(index) {
-  const first = LW.index === null;
   for (const row of index.episodes) row.attempt_count = (row.attempts || []).length + 1;
   LW.index = index;
-  if (first) {
-    const options = (select, names) => {
-      for (const name of names) {
-        const option = document.createElement("option");
-        option.value = option.textContent = name;
-        select.append(option);
-      }
-    };
-    options($("filter-name"), [...new Set(index.episodes.map((r) => r.filter))].sort());
-    if (index.benches) {
-      options($("bench-name"), index.benches.map((b) => b.label));
-      $("bench-name").hidden = $("bench-head").hidden = false;
-      renderStudy(index, (label) => { $("bench-name").value = label; render(); });
-    }
+  setOptions($("filter-name"), [...new Set(index.episodes.map((r) => r.filter))].sort());
+  if (index.benches) {
+    // served, the benches' table and rounds follow them too (ran, left, success)
+    setOptions($("bench-name"), index.benches.map((b) => b.label));
+    $("bench-name").hidden = $("bench-head").hidden = false;
+    renderStudy(index, (label) => { $("bench-name").value = label; render(); });
   }
   render();
   if (served && !polling) { polling = true; setTimeout(poll, POLL_MS); }
