@@ -21,16 +21,23 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import structlog
-import tiktoken
+from typing import TYPE_CHECKING, Any
 
 from linewise.cache import cache_root
 from linewise.errors import ConfigError
 from linewise.files import write_atomically
 
-log = structlog.get_logger(__name__)
+if TYPE_CHECKING:
+    import tiktoken
+
+# tiktoken and the logger are imported when a tokenizer is first needed: the command
+# line imports this module for its defaults (an encoding's name) on every --help.
+
+
+def _log() -> Any:
+    import structlog
+
+    return structlog.get_logger(__name__)
 
 DEFAULT_ENCODING = "o200k_base"
 
@@ -148,7 +155,7 @@ def seed_tiktoken_cache(encoding: str, *, force: bool = False) -> Path | None:
             )
         directory.mkdir(parents=True, exist_ok=True)
         write_atomically(target, data)
-    log.debug("tiktoken cache seeded", encoding=encoding, path=str(target))
+    _log().debug("tiktoken cache seeded", encoding=encoding, path=str(target))
     return target
 
 
@@ -167,10 +174,12 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
     Raises:
         ConfigError: the encoding is unknown or cannot be loaded.
     """
+    import tiktoken
+
     try:
         seed_tiktoken_cache(name)  # before tiktoken looks: a cache miss means a download
     except ConfigError as exc:  # tiktoken may still manage (a warm cache, or the network)
-        log.warning("cannot seed tiktoken's cache", encoding=name, error=str(exc))
+        _log().warning("cannot seed tiktoken's cache", encoding=name, error=str(exc))
     try:
         return tiktoken.get_encoding(name)
     except Exception as first:
@@ -179,7 +188,7 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
                 f"tiktoken cannot load the encoding {name!r} ({type(first).__name__}: "
                 f"{first}); offline, only {', '.join(sorted(OFFLINE_ENCODINGS))} are available"
             ) from first
-        log.warning("tiktoken failed, re-seeding its cache", encoding=name, error=str(first))
+        _log().warning("tiktoken failed, re-seeding its cache", encoding=name, error=str(first))
         seed_tiktoken_cache(name, force=True)
         try:
             return tiktoken.get_encoding(name)
