@@ -30,6 +30,7 @@ from linewise.agent.actions import ActionSet
 from linewise.agent.experience.load import memory_for
 from linewise.agent.experience.retrieve import ExperienceMemory
 from linewise.agent.filters.base import FilterInput, FilterResult, ObservationFilter
+from linewise.agent.filters.cost_gate import Prices
 from linewise.agent.filters.truncate import NoFilter
 from linewise.agent.history import PastAction
 from linewise.agent.models import ChatModel
@@ -66,7 +67,7 @@ from linewise.records import (
 from linewise.runtime.browser.chromium import Browser
 from linewise.runtime.browser.executor import ActionOutcome, SettleConfig
 from linewise.runtime.browser.observation import Observation
-from linewise.runtime.budget import Budget, RunSpend, prices_of
+from linewise.runtime.budget import Budget, RunSpend
 from linewise.runtime.envs.base import Environment
 from linewise.runtime.envs.factory import environment_for
 from linewise.runtime.replay.driver import ReplayDriver, ReplayPlan
@@ -126,7 +127,7 @@ class EpisodeConfig:
     ) -> EpisodeConfig:
         """The agent's knobs, secrets and budget from the settings; ``run_spend``: what
         the run's episodes share against its budget; ``fields`` set the rest."""
-        budget = Budget(settings.budget, prices_of(settings.filter), run_spend or RunSpend())
+        budget = Budget(settings.budget, Prices.of(settings.filter), run_spend or RunSpend())
         return cls(
             agent=settings.agent,
             screenshots=settings.screenshots,

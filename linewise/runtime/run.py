@@ -23,6 +23,7 @@ from typing import Any
 import structlog
 
 from linewise.agent.experience.load import memory_for
+from linewise.agent.filters.cost_gate import Prices
 from linewise.agent.filters.registry import FilterMaker
 from linewise.agent.models import ChatModel
 from linewise.agent.profile import profile_of
@@ -30,7 +31,7 @@ from linewise.errors import TraceWriteError
 from linewise.files import write_atomically
 from linewise.records import EpisodeSummary
 from linewise.runtime.browser.chromium import Browser, BrowserConfig
-from linewise.runtime.budget import Budget, RunSpend, prices_of
+from linewise.runtime.budget import Budget, RunSpend
 from linewise.runtime.debug.highlight import highlight_hooks
 from linewise.runtime.envs.browsergym_gym import check_family
 from linewise.runtime.envs.factory import environment_for
@@ -227,7 +228,7 @@ class EpisodeFactory:
             f.name: resources.filter_maker(settings, f) for f in filters}
         # Made once: a headless run says once that it ignores --highlight.
         self._hooks = [*highlight_hooks(settings, pause), *hooks]
-        self.budget = Budget(settings.budget, prices_of(settings.filter), resources.spend)
+        self.budget = Budget(settings.budget, Prices.of(settings.filter), resources.spend)
         """The run's limits (``run_exceeded``: no new episode once they are reached)."""
 
     async def run(self, task: AnyTask, directory: Path, filter: str, *,

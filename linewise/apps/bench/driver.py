@@ -27,6 +27,7 @@ import structlog
 
 from linewise.agent.experience.load import check_memory_leak
 from linewise.agent.experience.store import task_key
+from linewise.agent.filters.cost_gate import Prices
 from linewise.apps.bench.local import BenchOptions, run_local
 from linewise.apps.bench.manifest import (
     RunEnd,
@@ -53,7 +54,7 @@ from linewise.apps.bench.results import (
 )
 from linewise.errors import EndpointRefused, TraceWriteError
 from linewise.runtime.browser.chromium import BrowserConfig
-from linewise.runtime.budget import Budget, RunSpend, prices_of
+from linewise.runtime.budget import Budget, RunSpend
 from linewise.runtime.run import prepare_run
 from linewise.runtime.trace import read_steps, read_summary
 from linewise.settings import LinewiseSettings
@@ -248,7 +249,7 @@ async def _run_pending(
         progress.episode_started(str(spec.key))
 
     run_spend = RunSpend()
-    budget = Budget(settings.budget, prices_of(settings.filter), run_spend)
+    budget = Budget(settings.budget, Prices.of(settings.filter), run_spend)
 
     def on_result(result: EpisodeResult) -> None:
         writer.append(result)

@@ -31,6 +31,7 @@ from typing import Any
 
 import structlog
 
+from linewise.agent.filters.cost_gate import Prices
 from linewise.apps.bench.local import BenchOptions, endpoint_probe, open_runner
 from linewise.apps.bench.metrics import episode_cost
 from linewise.apps.bench.outage import OutageHook
@@ -47,7 +48,7 @@ from linewise.apps.bench.schedule import (
 from linewise.errors import ConfigError, EndpointRefused, infra_kind_of
 from linewise.runtime import secret_env
 from linewise.runtime.browser.chromium import BrowserConfig
-from linewise.runtime.budget import Budget, RunSpend, prices_of
+from linewise.runtime.budget import Budget, RunSpend
 from linewise.runtime.models.factory import open_models
 from linewise.settings import LinewiseSettings
 
@@ -155,7 +156,7 @@ async def run_ray(
                                      options, secret_env.kept())
 
             spend = RunSpend()
-            budget = Budget(settings.budget, prices_of(settings.filter), spend)
+            budget = Budget(settings.budget, Prices.of(settings.filter), spend)
 
             def recorded(result: EpisodeResult) -> None:
                 spend.add(result.action_tokens + result.retriever_tokens,
