@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from linewise.agent.filters.cost_gate import Prices
 from linewise.records import EpisodeSummary, LLMCall, StepRecord, TokenTotals
-from linewise.settings import BudgetSettings
+from linewise.settings import BudgetSettings, LinewiseSettings
 
 
 def totals_cost(prices: Prices, tokens: TokenTotals) -> float:
@@ -55,11 +55,17 @@ class RunSpend:
 
 @dataclass
 class Budget:
-    """The limits of one episode and of the run it belongs to."""
+    """The limits of one episode and of the run it belongs to. A run builds one
+    (``Budget.of``) and every episode of it checks and charges that one."""
 
     limits: BudgetSettings = field(default_factory=BudgetSettings)
     prices: Prices = field(default_factory=Prices)
     run: RunSpend = field(default_factory=RunSpend)
+
+    @classmethod
+    def of(cls, settings: LinewiseSettings) -> Budget:
+        """A run's budget: its limits and prices from the settings, nothing spent yet."""
+        return cls(settings.budget, Prices.of(settings.filter))
 
     def charge(self, record: StepRecord) -> None:
         """Count a finished step's calls into the run's spend."""

@@ -30,7 +30,6 @@ from linewise.agent.actions import ActionSet
 from linewise.agent.experience.load import memory_for
 from linewise.agent.experience.retrieve import ExperienceMemory
 from linewise.agent.filters.base import FilterInput, FilterResult, ObservationFilter
-from linewise.agent.filters.cost_gate import Prices
 from linewise.agent.filters.truncate import NoFilter
 from linewise.agent.history import PastAction
 from linewise.agent.models import ChatModel
@@ -67,7 +66,7 @@ from linewise.records import (
 from linewise.runtime.browser.chromium import Browser
 from linewise.runtime.browser.executor import ActionOutcome, SettleConfig
 from linewise.runtime.browser.observation import Observation
-from linewise.runtime.budget import Budget, RunSpend
+from linewise.runtime.budget import Budget
 from linewise.runtime.envs.base import Environment
 from linewise.runtime.envs.factory import environment_for
 from linewise.runtime.replay.driver import ReplayDriver, ReplayPlan
@@ -123,11 +122,10 @@ class EpisodeConfig:
 
     @classmethod
     def from_settings(
-        cls, settings: LinewiseSettings, *, run_spend: RunSpend | None = None, **fields: Any
+        cls, settings: LinewiseSettings, *, budget: Budget, **fields: Any
     ) -> EpisodeConfig:
-        """The agent's knobs, secrets and budget from the settings; ``run_spend``: what
-        the run's episodes share against its budget; ``fields`` set the rest."""
-        budget = Budget(settings.budget, Prices.of(settings.filter), run_spend or RunSpend())
+        """The agent's knobs and secrets from the settings; ``budget``: the run's (built
+        once per run, ``Budget.of``), which its episodes share; ``fields`` set the rest."""
         return cls(
             agent=settings.agent,
             screenshots=settings.screenshots,

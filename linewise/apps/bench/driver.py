@@ -27,7 +27,6 @@ import structlog
 
 from linewise.agent.experience.load import check_memory_leak
 from linewise.agent.experience.store import task_key
-from linewise.agent.filters.cost_gate import Prices
 from linewise.apps.bench.local import BenchOptions, run_local
 from linewise.apps.bench.manifest import (
     RunEnd,
@@ -36,7 +35,6 @@ from linewise.apps.bench.manifest import (
     record_end,
     write_manifest,
 )
-from linewise.apps.bench.metrics import episode_cost
 from linewise.apps.bench.plan import (
     INFRA_DIR,
     EpisodeSpec,
@@ -54,7 +52,7 @@ from linewise.apps.bench.results import (
 )
 from linewise.errors import EndpointRefused, TraceWriteError
 from linewise.runtime.browser.chromium import BrowserConfig
-from linewise.runtime.budget import Budget, RunSpend
+from linewise.runtime.budget import Budget
 from linewise.runtime.run import prepare_run
 from linewise.runtime.trace import read_steps, read_summary
 from linewise.settings import LinewiseSettings
@@ -248,15 +246,14 @@ async def _run_pending(
         running.add(str(spec.key))
         progress.episode_started(str(spec.key))
 
-    run_spend = RunSpend()
-    budget = Budget(settings.budget, Prices.of(settings.filter), run_spend)
+    # The bench's one budget: the backend's episodes charge it (the local backend's
+    # step by step, the Ray backend's as each result comes back).
+    budget = Budget.of(settings)
 
     def on_result(result: EpisodeResult) -> None:
         writer.append(result)
         running.discard(str(result.key))
         finished.add(str(result.key))
-        run_spend.add(result.action_tokens + result.retriever_tokens,
-                      episode_cost(budget.prices, result))
         progress.episode_finished(result)
 
     def on_retry(spec: EpisodeSpec, result: EpisodeResult) -> None:
@@ -268,12 +265,12 @@ async def _run_pending(
 
             stopped = await run_ray(
                 pending, settings, browser_config, out_dir, options, on_start, on_result,
-                stop, on_retry=on_retry, on_outage=progress.endpoint_down,
+                stop, on_retry=on_retry, on_outage=progress.endpoint_down, budget=budget,
             )
         else:
             stopped = await run_local(
                 pending, settings, browser_config, out_dir, options, on_start, on_result,
-                stop, on_retry=on_retry, on_outage=progress.endpoint_down,
+                stop, on_retry=on_retry, on_outage=progress.endpoint_down, budget=budget,
             )
     finally:
         progress.close()
