@@ -14,11 +14,11 @@ from linewise.agent.action_grammar import action_grammar
 from linewise.agent.action_parser import ParsedAction
 from linewise.agent.actions import ActionSet
 from linewise.agent.answer_check import answer_from_reasoning, applies
+from linewise.agent.history import PastStep
 from linewise.agent.models import ChatModel
 from linewise.agent.profile import profile_of
 from linewise.agent.prompt import (
     PageView,
-    StepMemory,
     build_action_messages,
     cycle_repeat_message,
     futile_repeat_message,
@@ -130,7 +130,7 @@ class ActionAgent:
         """What the model takes and needs (``agent.profile``): every ``auto`` reads it."""
         self.grammar_on = _chosen(self.settings.action_grammar, self.profile.grammar_by_default)
         self.past_thoughts = _chosen(self.settings.past_thoughts, self.profile.past_thoughts)
-        self.history: list[StepMemory] = []
+        self.history: list[PastStep] = []
         self.examples = ""
         """The memory's worked examples for this episode (``agent/experience``), shown
         in every step's prompt."""
@@ -341,7 +341,7 @@ class ActionAgent:
     def remember(self, decision: Decision, action_error: str | None) -> None:
         """Add the step to the history the next prompt shows."""
         self.history.append(
-            StepMemory(
+            PastStep(
                 think=decision.think,
                 action=str(decision.action) if decision.action else decision.action_text,
                 parsed=decision.action,

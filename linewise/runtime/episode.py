@@ -31,7 +31,6 @@ from linewise.agent.experience.load import memory_for
 from linewise.agent.experience.retrieve import ExperienceMemory
 from linewise.agent.filters.base import FilterInput, FilterResult, ObservationFilter
 from linewise.agent.filters.truncate import NoFilter
-from linewise.agent.history import PastAction
 from linewise.agent.models import ChatModel
 from linewise.agent.policy import ActionAgent, Decision, page_key
 from linewise.agent.prompt import PageView
@@ -552,8 +551,7 @@ class _Episode:
         return FilterInput(
             goal=goal,
             lines=obs.lines,
-            history=[PastAction.of(memory.parsed, memory.action or "", memory.error)
-                     for memory in history],
+            history=list(history),
             thoughts=[memory.think or "" for memory in history],
             focused_bid=obs.focused_bid,
             last_action_error=last_error,
