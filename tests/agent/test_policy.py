@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from linewise.agent.policy import ActionAgent, page_key
+from linewise.agent.page_view import page_key
+from linewise.agent.policy import ActionAgent
 from linewise.agent.prompt import PageView
 from linewise.axtree import element_lines
 from linewise.errors import LLMError

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from linewise.agent.action_parser import parse_action
 from linewise.agent.history import PastStep
-from linewise.agent.policy import page_key
+from linewise.agent.page_view import page_key
 from linewise.agent.repeats import (
     cycled_calls,
     find_repeat,

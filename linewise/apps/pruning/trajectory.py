@@ -21,7 +21,7 @@ from pathlib import Path
 import structlog
 from pydantic import BaseModel, Field
 
-from linewise.agent.policy import page_key
+from linewise.agent.page_view import page_key
 from linewise.errors import ConfigError
 from linewise.records import HUMAN_OPERATORS, Operator, Tab
 from linewise.runtime.trace import read_steps_checked, read_summary, safe_name
