@@ -1,9 +1,14 @@
-"""The step loop: observe, filter, decide, act, record — one loop for every environment.
+"""The step loop: observe, plan, show, decide, act, record — one loop for every environment.
 
-``run_episode`` runs one task to the end on the environment its kind needs (linewise's
-Chromium or BrowserGym's gym env) and writes its trace as it goes. Each step passes
-structured values from stage to stage (the parsed action, the failed element's bid, the
-bids the filtered view showed) and builds its ``StepRecord`` in one place.
+``run_in_environment`` runs one task to the end on the environment it is given
+(linewise's Chromium or BrowserGym's gym env, ``envs.factory.environment_for``) and
+writes its trace as it goes; a run's episodes are assembled on its shared resources in
+one place, ``runtime.run.EpisodeFactory``. Each step is a few named phases
+(``_Episode._step``): the page is observed, a replay or a running skill plans, the agent
+is shown its view of the page (the agent makes it: ``agent.page_view``), the step is
+decided, acted and recorded. The phases pass structured values along (the parsed
+action, the failed element's bid, the bids the filtered view showed), and the step's
+``StepRecord`` is built in one place.
 
 Hooks see every step at four fixed points — before the page is observed, after the
 filter built the view, before the action runs (a hook may replace or drop it), and after
@@ -60,20 +65,16 @@ from linewise.records import (
     TargetBox,
     Termination,
 )
-from linewise.runtime.browser.chromium import Browser
 from linewise.runtime.browser.executor import ActionOutcome, SettleConfig
 from linewise.runtime.browser.observation import Observation
 from linewise.runtime.budget import Budget
 from linewise.runtime.envs.base import Environment
-from linewise.runtime.envs.factory import environment_for
 from linewise.runtime.replay.driver import ReplayDriver, ReplayPlan
 from linewise.runtime.replay.program import Program
 from linewise.runtime.replay.skill import SkillLibrary, skills_for
 from linewise.runtime.replay.skill_runner import SkillRunner
 from linewise.runtime.secrets import SecretsEnvironment, SecretStore
 from linewise.runtime.tasks.browser_task import TaskStatus
-from linewise.runtime.tasks.miniwob_server import MiniWoBServer
-from linewise.runtime.tasks.schema import AnyTask
 from linewise.runtime.trace import EpisodeTraceWriter, safe_name
 from linewise.settings import AgentSettings, LinewiseSettings
 
@@ -141,15 +142,6 @@ class EpisodeConfig:
         return ActionAgent(model, agent, action_names=ActionSet.for_task(
             agent_can_end=agent_can_end, single_page=single_page,
             skills=self.skills is not None))
-
-
-@dataclass
-class EpisodeResources:
-    """What episodes share: the browser, the action model, the MiniWoB++ server."""
-
-    browser: Browser
-    action_model: ChatModel
-    miniwob: MiniWoBServer | None = None
 
 
 @dataclass
@@ -765,25 +757,9 @@ async def run_in_environment(
     config: EpisodeConfig | None = None,
     hooks: Sequence[StepHooks] = (),
 ) -> EpisodeSummary:
-    """The step loop on any environment, writing the trace into ``directory``."""
+    """The step loop on any environment, writing the trace into ``directory``. Never
+    raises for page, model or task trouble: the summary says what went wrong."""
     episode = _Episode(
         task_id, max_steps, env, action_model, directory, config or EpisodeConfig(), hooks
     )
     return await episode.run()
-
-
-async def run_episode(
-    task: AnyTask,
-    resources: EpisodeResources,
-    out_dir: Path,
-    config: EpisodeConfig | None = None,
-    hooks: Sequence[StepHooks] = (),
-) -> EpisodeSummary:
-    """Run one task to the end and write its trace under ``out_dir``. Never raises for
-    page, model or task trouble: the summary says what went wrong."""
-    config = config or EpisodeConfig()
-    directory = episode_directory(out_dir, task.id)
-    env = environment_for(task, resources.browser, resources.miniwob, config.settle, directory)
-    return await run_in_environment(
-        env, task.id, task.max_steps, resources.action_model, directory, config, hooks,
-    )
