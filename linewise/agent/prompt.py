@@ -44,7 +44,7 @@ class PageView(BaseModel):
     text: str
     last_action_error: str | None = None
     page_key: str = Field(
-        default="", description="Digest of the whole page (``policy.page_key``), not shown."
+        default="", description="Digest of the whole page (``page_view.page_key``), not shown."
     )
     elements: dict[str, AXLine | None] | None = Field(
         default=None, description="The elements the view shows (the filter's "

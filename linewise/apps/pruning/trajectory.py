@@ -48,7 +48,7 @@ class TrajectoryStep(BaseModel):
         default=None, description="A person's approval at the step-through prompt, if any."
     )
     page_key: str = Field(default="", description="The page the step acted on, whole "
-                          "(``agent.policy.page_key``): equal keys, the same page.")
+                          "(``agent.page_view.page_key``): equal keys, the same page.")
 
 
 class Trajectory(BaseModel):
