@@ -29,7 +29,7 @@ from typing import Any
 from prompt_cache import shared_prefix
 
 from linewise.agent.filters.base import FilterInput
-from linewise.agent.history import PastAction
+from linewise.agent.history import PastStep
 from linewise.runtime.filter_choice import build_filter_maker
 from linewise.runtime.models.profiles import resolve_profile
 from linewise.settings import LinewiseSettings
@@ -72,7 +72,7 @@ async def replay(folder: Path, settings: LinewiseSettings) -> list[dict[str, Any
             continue
         history = steps[:index]
         current["terms"] = _terms(step)
-        parsed = [PastAction.of_text(s.get("action") or "", s.get("action_error"))
+        parsed = [PastStep.of_text(s.get("action") or "", s.get("action_error"))
                   for s in history]
         must_keep = [bid for past in parsed[-RECALL_HISTORY:] for bid in past.bids]
         result = await view_filter.apply(FilterInput(

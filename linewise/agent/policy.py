@@ -1,55 +1,50 @@
 """The action policy: one LLM decision per step, re-asked when the answer is malformed
-or when it would repeat an action that changed nothing on the page as it is."""
+or when it would repeat an action that changed nothing on the page as it is. What the
+policy is shown of the page, it makes itself from the observation (``page_view``)."""
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Callable, Collection, Iterable
-from typing import Any, Literal
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
 from pydantic import BaseModel, Field
 
+from linewise.agent import page_view
 from linewise.agent.action_grammar import action_grammar
 from linewise.agent.action_parser import ParsedAction
 from linewise.agent.actions import ActionSet
 from linewise.agent.answer_check import answer_from_reasoning, applies
+from linewise.agent.filters.base import FilterInput, FilterResult, ObservationFilter
+from linewise.agent.history import PastStep
 from linewise.agent.models import ChatModel
 from linewise.agent.profile import profile_of
 from linewise.agent.prompt import (
     PageView,
-    StepMemory,
     build_action_messages,
     cycle_repeat_message,
     futile_repeat_message,
     retry_message,
 )
-from linewise.agent.prompt_fit import PromptLimits
+from linewise.agent.prompt_fit import PromptLimits, fit_view
 from linewise.agent.repeats import Repeat, find_repeat, futile_calls, is_futile
 from linewise.agent.response import AgentAnswer, parse_answer
 from linewise.agent.structured import Constraint, ask_structured, supports
 from linewise.agent.targets import inert_bids, leads_to, offered_targets, pointer_targets
-from linewise.axtree import AXLine, without_state
+from linewise.axtree import AXLine
 from linewise.errors import ResponseFormatError
-from linewise.records import ActionDecoding, AnswerCheckRecord, LLMCall, RepeatEscape
+from linewise.records import ActionDecoding, AnswerCheckRecord, LLMCall, MemoryShown, RepeatEscape
 from linewise.settings import AgentSettings
 from linewise.tokens import count_message_tokens
+
+if TYPE_CHECKING:
+    from linewise.agent.experience.retrieve import ExperienceMemory
 
 log = structlog.get_logger(__name__)
 
 SpendCheck = Callable[[list[LLMCall]], "str | None"]
 """Given the calls a step has made so far, why it may make no more (a spending limit),
 or None."""
-
-
-def page_key(url: str, lines: Iterable[str]) -> str:
-    """A digest of the page's content (URL and every AXTree line): equal keys, the same
-    page. Focus and the URL's fragment are left out (``axtree.without_state``): a click
-    that only focuses an element or scrolls to an anchor changed nothing on the page."""
-    digest = hashlib.sha1(url.partition("#")[0].encode())
-    for line in lines:
-        digest.update(b"\n" + without_state(line).encode())
-    return digest.hexdigest()
 
 
 class Decision(BaseModel):
@@ -130,12 +125,41 @@ class ActionAgent:
         """What the model takes and needs (``agent.profile``): every ``auto`` reads it."""
         self.grammar_on = _chosen(self.settings.action_grammar, self.profile.grammar_by_default)
         self.past_thoughts = _chosen(self.settings.past_thoughts, self.profile.past_thoughts)
-        self.history: list[StepMemory] = []
+        self.history: list[PastStep] = []
         self.examples = ""
         """The memory's worked examples for this episode (``agent/experience``), shown
         in every step's prompt."""
         self.limits = PromptLimits(context_tokens=self.profile.context_tokens,
                                    answer_tokens=self.profile.answer_tokens)
+
+    async def recall(self, memory: ExperienceMemory, task_id: str, goal: str,
+                     page: page_view.Page) -> MemoryShown | None:
+        """Take the memory's worked examples for this episode, from its first page: the
+        same examples in every prompt keep the prompt's prefix (and the server's cache
+        of it) unchanged. Returns what was shown, for the trace."""
+        examples = await memory.examples(task_id, goal, page.text)
+        self.examples = examples.text
+        return examples.shown
+
+    def look_at(self, goal: str, page: page_view.Page, *, last_error: str | None,
+                failed_bid: str | None = None) -> tuple[FilterInput, PageView]:
+        """The filter's input for this page (``page_view.filter_input``: the history's
+        elements kept in view) and the view the prompt will show, its text still to come
+        from the filter (``show``)."""
+        return (page_view.filter_input(goal, page, self.history, last_error=last_error,
+                                       failed_bid=failed_bid),
+                page_view.blank_view(page, last_error))
+
+    async def filter_view(self, goal: str, view: PageView, observation: FilterInput,
+                          observation_filter: ObservationFilter) -> FilterResult:
+        """The filter's view of the page, cut to the room this step's prompt leaves it
+        (``view_room``; ``prompt_fit.fit_view``)."""
+        return fit_view(observation, await observation_filter.apply(observation),
+                        self.view_room(goal, view))
+
+    def show(self, view: PageView, page: page_view.Page, filtered: FilterResult) -> PageView:
+        """``view`` completed from what the filter showed (``page_view.show``)."""
+        return page_view.show(view, page, filtered, self.history)
 
     def view_room(self, goal: str, view: PageView) -> int:
         """The tokens the page may take in this step's prompt (``prompt_fit``): the
@@ -341,7 +365,7 @@ class ActionAgent:
     def remember(self, decision: Decision, action_error: str | None) -> None:
         """Add the step to the history the next prompt shows."""
         self.history.append(
-            StepMemory(
+            PastStep(
                 think=decision.think,
                 action=str(decision.action) if decision.action else decision.action_text,
                 parsed=decision.action,

@@ -7,8 +7,8 @@ from functools import cache
 
 from pydantic import BaseModel, Field
 
-from linewise.agent.action_parser import ParsedAction
 from linewise.agent.actions import ActionSet
+from linewise.agent.history import PastStep
 from linewise.agent.targets import inert_bids, offered_targets, target_text
 from linewise.axtree import AXLine
 from linewise.prompts import load_prompt, render_prompt
@@ -44,7 +44,7 @@ class PageView(BaseModel):
     text: str
     last_action_error: str | None = None
     page_key: str = Field(
-        default="", description="Digest of the whole page (``policy.page_key``), not shown."
+        default="", description="Digest of the whole page (``page_view.page_key``), not shown."
     )
     elements: dict[str, AXLine | None] | None = Field(
         default=None, description="The elements the view shows (the filter's "
@@ -71,31 +71,11 @@ class PageView(BaseModel):
         "(``runtime/replay``).")
 
 
-class StepMemory(BaseModel):
-    """What the agent remembers of one past step."""
-
-    think: str | None = None
-    action: str | None = Field(
-        default=None, description="The action as shown in the prompt: canonical when it "
-        "parsed, else the text the model wrote."
-    )
-    parsed: ParsedAction | None = Field(default=None, description="The action, when it parsed.")
-    error: str | None = None
-    page_key: str = Field(default="", description="The page the action was taken on.")
-    url: str = Field(default="", description="Its URL, fragment included.")
-    target: AXLine | None = Field(
-        default=None, description="The line of the element the action named first, as it "
-        "was when the action was chosen.")
-    target_after: AXLine | None = Field(
-        default=None, description="The same element's line on the next page the agent saw "
-        "(None: not known, or not shown).")
-
-
 # Flags that change without saying what an action did: any click focuses its element.
 _UNTOLD_PROPERTIES = ("focused", "clickable", "url=")
 
 
-def render_history(history: list[StepMemory], max_steps: int = 20, page_key: str = "",
+def render_history(history: list[PastStep], max_steps: int = 20, page_key: str = "",
                    url: str = "", *, thoughts: bool = True) -> str:
     """The past steps, oldest first, with their thoughts (``thoughts``); a pointer action
     after which the page and its URL were the same (``page_key``, ``url``: the page as it
@@ -128,7 +108,7 @@ def render_history(history: list[StepMemory], max_steps: int = 20, page_key: str
     return "\n".join(lines) + "\n"
 
 
-def _state_change(step: StepMemory) -> str:
+def _state_change(step: PastStep) -> str:
     """How the element the step named changed state (``[22] checkbox 'a8h7' is now
     checked='true'``), "" when it did not or is not known. The view showed the box
     checked, and the 1.5B model clicked it again, unchecking it, six steps running."""
@@ -146,7 +126,7 @@ def _state_change(step: StepMemory) -> str:
     return f"{after.head(max_name=40)} {' and '.join(parts)}" if parts else ""
 
 
-def _moved_to(step: StepMemory, url: str) -> str:
+def _moved_to(step: PastStep, url: str) -> str:
     """Where the page went after ``step``, when its address changed ("" else). Once a
     link had taken it to the entry it was asked to open, the 1.5B model, not told, went
     on clicking the entry's own links and left it."""
@@ -158,7 +138,7 @@ def _moved_to(step: StepMemory, url: str) -> str:
     return f"the browser went to {url}"
 
 
-def _changed_nothing(step: StepMemory, after: StepMemory | None, page_key: str,
+def _changed_nothing(step: PastStep, after: PastStep | None, page_key: str,
                      url: str) -> bool:
     """Whether ``step``, a pointer action, left the page and its URL as they were
     (``after``: the next step, taken on the page it left; else the page is ``page_key``
@@ -170,7 +150,7 @@ def _changed_nothing(step: StepMemory, after: StepMemory | None, page_key: str,
     return step.page_key == page_key and step.url == url
 
 
-def repeated_action_note(history: list[StepMemory], threshold: int = 2) -> str:
+def repeated_action_note(history: list[PastStep], threshold: int = 2) -> str:
     """A nudge when the same successful action was repeated ``threshold`` times or more.
 
     Small models tend to loop on an action that already worked (filling a field again and
@@ -189,7 +169,7 @@ def repeated_action_note(history: list[StepMemory], threshold: int = 2) -> str:
     return "\n" + render_prompt("repeated_action.md", count=count, action=last)
 
 
-def pointed_at_nothing_note(goal: str, view: PageView, history: list[StepMemory]) -> str:
+def pointed_at_nothing_note(goal: str, view: PageView, history: list[PastStep]) -> str:
     """A note when the last step pointed at an element that answers no click and the page
     stayed as it was, naming what a pointer action may name next
     (``targets.offered_targets``)."""
@@ -240,7 +220,7 @@ def render_tabs(view: PageView) -> str:
 def build_action_messages(
     goal: str,
     view: PageView,
-    history: list[StepMemory],
+    history: list[PastStep],
     action_names: Collection[str] | None = None,
     examples: str = "",
     *,

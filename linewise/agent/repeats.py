@@ -21,16 +21,16 @@ from dataclasses import dataclass
 
 from linewise.agent.action_parser import ParsedAction
 from linewise.agent.actions import ActionSet
-from linewise.agent.prompt import StepMemory
+from linewise.agent.history import PastStep
 
 _CLICKS = ("click", "dblclick")
 
 
-def unchanged_run(history: Sequence[StepMemory], page_key: str) -> list[StepMemory]:
+def unchanged_run(history: Sequence[PastStep], page_key: str) -> list[PastStep]:
     """The latest steps taken on the page as it is now (``page_key``), oldest first."""
     if not page_key:
         return []
-    run: list[StepMemory] = []
+    run: list[PastStep] = []
     for step in reversed(history):
         if step.page_key != page_key:
             break
@@ -38,7 +38,7 @@ def unchanged_run(history: Sequence[StepMemory], page_key: str) -> list[StepMemo
     return run[::-1]
 
 
-def futile_calls(history: Sequence[StepMemory], page_key: str) -> list[ParsedAction]:
+def futile_calls(history: Sequence[PastStep], page_key: str) -> list[ParsedAction]:
     """The calls already made on the page as it is now, each once, oldest first."""
     calls: list[ParsedAction] = []
     for step in unchanged_run(history, page_key):
@@ -47,7 +47,7 @@ def futile_calls(history: Sequence[StepMemory], page_key: str) -> list[ParsedAct
     return calls
 
 
-def cycled_calls(history: Sequence[StepMemory], page_key: str) -> list[ParsedAction]:
+def cycled_calls(history: Sequence[PastStep], page_key: str) -> list[ParsedAction]:
     """The calls made on this page before it changed and came back, each once, oldest
     first, once the last step that changed the page was itself such a call: the loop is
     then being gone round a second time. The 1.5B model clicked one checkbox six times
@@ -68,7 +68,7 @@ def cycled_calls(history: Sequence[StepMemory], page_key: str) -> list[ParsedAct
     return calls
 
 
-def _made_before(history: Sequence[StepMemory], index: int) -> bool:
+def _made_before(history: Sequence[PastStep], index: int) -> bool:
     """Whether step ``index`` made a call already made on its page at an earlier step."""
     step = history[index]
     return bool(step.page_key) and step.parsed is not None and any(
@@ -121,7 +121,7 @@ class Repeat:
         return forbidden + [call for call in self.cycled if call not in forbidden]
 
 
-def find_repeat(action: ParsedAction | None, history: Sequence[StepMemory],
+def find_repeat(action: ParsedAction | None, history: Sequence[PastStep],
                 page_key: str) -> Repeat | None:
     """The repeat ``action`` makes on the page ``page_key``, or None if it is new there."""
     if action is None:

@@ -39,7 +39,6 @@ from linewise.cli.flags import (
 )
 from linewise.cli.interrupt import run_interruptible
 from linewise.errors import ConfigError
-from linewise.runtime.budget import prices_of
 from linewise.settings import LinewiseSettings
 
 # What the commands run (the bench driver, Playwright, the reports) is imported by
@@ -127,7 +126,7 @@ def prices_from(args: argparse.Namespace, settings: LinewiseSettings | None = No
     then defaults."""
     values: dict[str, float] = {}
     if settings is not None:
-        values = prices_of(settings.filter).model_dump()
+        values = Prices.of(settings.filter).model_dump()
     for field in Prices.model_fields:
         flag = getattr(args, f"price_{field}", None)
         if flag is not None:

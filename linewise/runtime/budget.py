@@ -7,8 +7,9 @@ infrastructure fault). Within a step, the policy asks ``exceeded`` with the step
 so far before every re-ask, and makes none past a limit. A call is not interrupted, so
 an episode may overshoot by one call, and a run by one call per episode running at once.
 
-Costs use ``Prices`` from the filter settings (``prices_of``): the numbers the cost gate
-and the bench report use. Tokens are the records' tiktoken counts, as in the report.
+Costs use ``Prices`` from the filter settings (``Prices.of``) and its one formula
+(``Prices.cost``): the numbers the cost gate and the bench report use. Tokens are the
+records' tiktoken counts, as in the report.
 """
 
 from __future__ import annotations
@@ -19,35 +20,22 @@ from dataclasses import dataclass, field
 
 from linewise.agent.filters.cost_gate import Prices
 from linewise.records import EpisodeSummary, LLMCall, StepRecord, TokenTotals
-from linewise.settings import BudgetSettings, FilterSettings
-
-
-def prices_of(settings: FilterSettings) -> Prices:
-    """The run's prices ($ per 1M tokens), from the filter settings."""
-    return Prices(
-        action_input=settings.price_action_input,
-        action_output=settings.price_action_output,
-        retriever_input=settings.price_retriever_input,
-        retriever_output=settings.price_retriever_output,
-    )
+from linewise.settings import BudgetSettings, LinewiseSettings
 
 
 def totals_cost(prices: Prices, tokens: TokenTotals) -> float:
     """Dollars for an episode's token totals."""
-    return (
-        tokens.action_prompt * prices.action_input
-        + tokens.action_completion * prices.action_output
-        + tokens.retriever_prompt * prices.retriever_input
-        + tokens.retriever_completion * prices.retriever_output
-    ) / 1e6
+    return prices.cost(tokens.action_prompt, tokens.action_completion,
+                       tokens.retriever_prompt, tokens.retriever_completion)
 
 
 def call_cost(prices: Prices, call: LLMCall) -> float:
+    """Dollars for one call: a retriever's at the retriever's prices, any other at the
+    action model's."""
     if call.purpose == "retriever":
-        return (call.prompt_tokens * prices.retriever_input
-                + call.completion_tokens * prices.retriever_output) / 1e6
-    return (call.prompt_tokens * prices.action_input
-            + call.completion_tokens * prices.action_output) / 1e6
+        return prices.cost(retriever_prompt=call.prompt_tokens,
+                           retriever_completion=call.completion_tokens)
+    return prices.cost(call.prompt_tokens, call.completion_tokens)
 
 
 @dataclass
@@ -67,11 +55,17 @@ class RunSpend:
 
 @dataclass
 class Budget:
-    """The limits of one episode and of the run it belongs to."""
+    """The limits of one episode and of the run it belongs to. A run builds one
+    (``Budget.of``) and every episode of it checks and charges that one."""
 
     limits: BudgetSettings = field(default_factory=BudgetSettings)
     prices: Prices = field(default_factory=Prices)
     run: RunSpend = field(default_factory=RunSpend)
+
+    @classmethod
+    def of(cls, settings: LinewiseSettings) -> Budget:
+        """A run's budget: its limits and prices from the settings, nothing spent yet."""
+        return cls(settings.budget, Prices.of(settings.filter))
 
     def charge(self, record: StepRecord) -> None:
         """Count a finished step's calls into the run's spend."""

@@ -1,9 +1,14 @@
-"""The step loop: observe, filter, decide, act, record — one loop for every environment.
+"""The step loop: observe, plan, show, decide, act, record — one loop for every environment.
 
-``run_episode`` runs one task to the end on the environment its kind needs (linewise's
-Chromium or BrowserGym's gym env) and writes its trace as it goes. Each step passes
-structured values from stage to stage (the parsed action, the failed element's bid, the
-bids the filtered view showed) and builds its ``StepRecord`` in one place.
+``run_in_environment`` runs one task to the end on the environment it is given
+(linewise's Chromium or BrowserGym's gym env, ``envs.factory.environment_for``) and
+writes its trace as it goes; a run's episodes are assembled on its shared resources in
+one place, ``runtime.run.EpisodeFactory``. Each step is a few named phases
+(``_Episode._step``): the page is observed, a replay or a running skill plans, the agent
+is shown its view of the page (the agent makes it: ``agent.page_view``), the step is
+decided, acted and recorded. The phases pass structured values along (the parsed
+action, the failed element's bid, the bids the filtered view showed), and the step's
+``StepRecord`` is built in one place.
 
 Hooks see every step at four fixed points — before the page is observed, after the
 filter built the view, before the action runs (a hook may replace or drop it), and after
@@ -31,13 +36,10 @@ from linewise.agent.experience.load import memory_for
 from linewise.agent.experience.retrieve import ExperienceMemory
 from linewise.agent.filters.base import FilterInput, FilterResult, ObservationFilter
 from linewise.agent.filters.truncate import NoFilter
-from linewise.agent.history import PastAction
 from linewise.agent.models import ChatModel
-from linewise.agent.policy import ActionAgent, Decision, page_key
+from linewise.agent.policy import ActionAgent, Decision
 from linewise.agent.prompt import PageView
-from linewise.agent.prompt_fit import fit_view
-from linewise.agent.targets import pointed_entry_links
-from linewise.axtree import bid_of, bids_in, element_lines
+from linewise.axtree import bid_of, bids_in
 from linewise.errors import (
     BrowserCrashed,
     BrowserStalled,
@@ -63,27 +65,20 @@ from linewise.records import (
     TargetBox,
     Termination,
 )
-from linewise.runtime.browser.chromium import Browser
 from linewise.runtime.browser.executor import ActionOutcome, SettleConfig
 from linewise.runtime.browser.observation import Observation
-from linewise.runtime.budget import Budget, RunSpend, prices_of
+from linewise.runtime.budget import Budget
 from linewise.runtime.envs.base import Environment
-from linewise.runtime.envs.factory import environment_for
 from linewise.runtime.replay.driver import ReplayDriver, ReplayPlan
 from linewise.runtime.replay.program import Program
 from linewise.runtime.replay.skill import SkillLibrary, skills_for
 from linewise.runtime.replay.skill_runner import SkillRunner
 from linewise.runtime.secrets import SecretsEnvironment, SecretStore
-from linewise.runtime.tasks.miniwob_server import MiniWoBServer
-from linewise.runtime.tasks.schema import AnyTask
+from linewise.runtime.tasks.browser_task import TaskStatus
 from linewise.runtime.trace import EpisodeTraceWriter, safe_name
 from linewise.settings import AgentSettings, LinewiseSettings
-from linewise.tokens import count_tokens
 
 log = structlog.get_logger(__name__)
-
-RECALL_HISTORY = 2
-"""How many past actions' elements the recall guard keeps visible."""
 
 REPLAY_SETTLE_S = (0.25, 0.5, 1.0)
 """The waits before a replay looks at a page again that is not ready for its next step
@@ -122,11 +117,10 @@ class EpisodeConfig:
 
     @classmethod
     def from_settings(
-        cls, settings: LinewiseSettings, *, run_spend: RunSpend | None = None, **fields: Any
+        cls, settings: LinewiseSettings, *, budget: Budget, **fields: Any
     ) -> EpisodeConfig:
-        """The agent's knobs, secrets and budget from the settings; ``run_spend``: what
-        the run's episodes share against its budget; ``fields`` set the rest."""
-        budget = Budget(settings.budget, prices_of(settings.filter), run_spend or RunSpend())
+        """The agent's knobs and secrets from the settings; ``budget``: the run's (built
+        once per run, ``Budget.of``), which its episodes share; ``fields`` set the rest."""
         return cls(
             agent=settings.agent,
             screenshots=settings.screenshots,
@@ -148,15 +142,6 @@ class EpisodeConfig:
         return ActionAgent(model, agent, action_names=ActionSet.for_task(
             agent_can_end=agent_can_end, single_page=single_page,
             skills=self.skills is not None))
-
-
-@dataclass
-class EpisodeResources:
-    """What episodes share: the browser, the action model, the MiniWoB++ server."""
-
-    browser: Browser
-    action_model: ChatModel
-    miniwob: MiniWoBServer | None = None
 
 
 @dataclass
@@ -387,60 +372,88 @@ class _Episode:
     async def _step(
         self, index: int, goal: str, previous: ActionOutcome | None, last_error: str | None
     ) -> tuple[StepRecord, ActionOutcome | None, str | None]:
+        """One step, phase by phase: observe the page, plan from a replay or a running
+        skill, show the agent its view, decide, act, and record. Returns the step's record,
+        its outcome and what the next step is told went wrong."""
         step = StepContext(task_id=self.task_id, index=index, goal=goal, env=self.env.inner,
                            directory=self.writer.directory)
         started = time.perf_counter()
+        obs = await self._observe(step)
+        plan = self._plan(obs)
+        view = await self._show(step, plan, previous, last_error)
+        observed = time.perf_counter()
+        timings = StepTimings(observe_ms=(observed - started) * 1000)
+        step.replay = plan
+        await self._decide(step, plan, view, timings, started)
+        timings.agent_ms = (time.perf_counter() - observed) * 1000
+        stage: StepStage = "act"
+        try:
+            error = await self._act(step, plan, timings)
+            stage = "status"
+            status = await self.env.status()
+        except BaseException as exc:
+            self._record_failure(step, view, timings, started, stage, exc)
+            raise
+        return self._finish(step, view, timings, started, status, error)
+
+    async def _observe(self, step: StepContext) -> Observation:
+        """Observe: the ``before_observe`` hooks, then the page as it is (looked at again
+        while a replay or a running skill waits for it to settle)."""
         for hook in self.hooks:
             await hook.before_observe(step)
-        obs = await self._observe_ready()
-        step.observation = obs
-        step.filter_input = self._filter_input(goal, obs, previous, last_error)
+        step.observation = await self._observe_ready()
+        return step.observation
+
+    def _plan(self, obs: Observation) -> ReplayPlan | None:
+        """Plan: what a replay does on this page (a recorded action, or healing), else
+        what a running skill does next; None when the model decides alone.
+
+        Raises:
+            _Diverged: the replay cannot go on and may not heal.
+        """
         plan = self.replay.plan(obs) if self.replay is not None else None
         if plan is not None and plan.stop is not None:
             raise _Diverged(plan.stop)
         if plan is None and self.skills is not None:
             plan = self.skills.next_step(obs)
-        if index == 0 and self.config.memory is not None:
-            # Once per episode, on its first page: the same examples in every prompt keep
-            # the prompt's prefix (and the server's cache of it) unchanged.
-            examples = await self.config.memory.examples(self.task_id, goal, obs.text)
-            self.agent.examples, self.memory_shown = examples.text, examples.shown
-        view = PageView(
-            url=obs.url,
-            tabs=obs.tabs,
-            focused_bid=obs.focused_bid,
-            text="",
-            last_action_error=last_error,
-            page_key=page_key(obs.url, obs.lines),
-        )
+        return plan
+
+    async def _show(self, step: StepContext, plan: ReplayPlan | None,
+                    previous: ActionOutcome | None, last_error: str | None) -> PageView:
+        """Show: the agent's view of the page, which the agent makes (``page_view``).
+        A replayed step's view is the elements its recorded action names, no filter
+        asked; any other's is the filter's, fitted to the prompt, with the skills on
+        offer and a replay's or skill's guidance. The ``after_filter`` hooks see the
+        filter's view before the agent's is made of it."""
+        obs = step.observation
+        assert obs is not None
+        if step.index == 0 and self.config.memory is not None:
+            self.memory_shown = await self.agent.recall(self.config.memory, self.task_id,
+                                                        step.goal, obs)
+        step.filter_input, view = self.agent.look_at(
+            step.goal, obs, last_error=last_error,
+            failed_bid=previous.failed_bid if previous is not None else None)
         if plan is not None and plan.decision is not None:
-            # a replayed step asks no model: its view is the elements it acts on
-            step.filtered = step.filter_input.keep("replay", _lines_of(
-                obs.lines, plan.decision.action.bids if plan.decision.action else []))
+            action = plan.decision.action
+            step.filtered = step.filter_input.keep(
+                "replay", _lines_of(obs.lines, action.bids if action else []))
         else:
             if self.skills is not None:
                 view.guidance = self.skills.take_note()
-                view.skills = self.skills.offers(goal, obs.lines)
+                view.skills = self.skills.offers(step.goal, obs.lines)
             if plan is not None:
                 view.guidance = plan.guidance or ""
-            step.filtered = fit_view(step.filter_input,
-                                     await self.filter.apply(step.filter_input),
-                                     self.agent.view_room(goal, view))
+            step.filtered = await self.agent.filter_view(step.goal, view, step.filter_input,
+                                                         self.filter)
         for hook in self.hooks:
             await hook.after_filter(step)
-        observed = time.perf_counter()
-        view.text = step.filtered.text
-        lines = element_lines(obs.lines, step.filtered.shown_bids)
-        view.elements = {bid: lines.get(bid) for bid in step.filtered.shown_bids}
-        view.clickable = frozenset(bid for bid in view.elements
-                                   if (found := obs.elements.get(bid)) and found.clickable)
-        if (last := self.agent.history[-1].parsed if self.agent.history else None) is not None:
-            view.entry_links = pointed_entry_links(
-                last, obs.lines, frozenset(bid for bid in last.bids
-                                           if (found := obs.elements.get(bid)) and found.clickable),
-                obs.url)
-        timings = StepTimings(observe_ms=(observed - started) * 1000)
-        step.replay = plan
+        return self.agent.show(view, obs, step.filtered)
+
+    async def _decide(self, step: StepContext, plan: ReplayPlan | None, view: PageView,
+                      timings: StepTimings, started: float) -> None:
+        """Decide: a replayed step's recorded action, else the skill the goal names on
+        the first step, else the model's answer. A model that fails leaves the step
+        written with its calls before the failure ends the episode."""
         try:
             if plan is not None and plan.decision is not None:
                 step.decision = plan.decision
@@ -448,62 +461,79 @@ class _Episode:
                     view, first_step=not self.agent.history)) is not None:
                 step.decision = by_goal
             else:
-                step.decision = await self.agent.decide(goal, view, self._spend_check)
+                step.decision = await self.agent.decide(step.goal, view, self._spend_check)
         except LLMError as exc:
             step.decision = Decision(error=str(exc), calls=[exc.call] if exc.call else [])
             self.writer.write_step(self._record(step, view, timings, started))
             raise
-        decided = time.perf_counter()
-        timings.agent_ms = (decided - observed) * 1000
+
+    async def _act(self, step: StepContext, plan: ReplayPlan | None,
+                   timings: StepTimings) -> str | None:
+        """Act: the ``before_act`` hooks may replace the decided action or drop it; a
+        ``run_skill`` call starts its skill and runs the skill's first step; the
+        ``after_act`` hooks see the outcome. Returns the action's error, if any."""
+        assert step.decision is not None and step.observation is not None
         step.action = step.decision.action
-        stage: StepStage = "act"
-        try:
-            for hook in self.hooks:
-                await hook.before_act(step)
-                replaced: object = step.action
-                if isinstance(replaced, str):  # set as text, not through replace_action
-                    step.replace_action(replaced)
-            # Code that changed the action is marked as a person's decision is: what
-            # runs is no longer the model's choice (a person's own decision, recorded in
-            # ``operator``, is theirs and not code's).
-            step.hook_replaced = (step.operator in (None, "approved")
-                                  and step.action != step.decision.action)
-            if step.action is not None and step.action.name == "run_skill":
-                skill = (self.skills.begin(step.action, obs,
-                                           by_model=bool(step.decision.calls))
-                         if self.skills is not None else "No skills are loaded (--skills).")
-                if isinstance(skill, str):
-                    step.outcome = ActionOutcome(error=skill)
-                else:
-                    assert skill.decision is not None
-                    step.replay, step.action = skill, skill.decision.action
-            if step.outcome is None and step.action is not None:
-                step.outcome = await self.env.act(step.action)
-                timings.act_ms = step.outcome.duration_ms
-                timings.settle_ms = step.outcome.settle_ms
-                self._note_agent_messages(step.action)
-            for hook in self.hooks:
-                await hook.after_act(step)
-            error = step.outcome.error if step.outcome else None
-            self.agent.remember(_what_ran(step), error)
-            if plan is not None and self.replay is not None:
-                if plan.guidance is not None:
-                    self.replay.heal_chose(plan, step.action)
-                self.replay.ran(plan, error or (step.decision.error
-                                                if step.action is None else None))
-            elif step.replay is not None and self.skills is not None:
-                self.skills.ran(step.replay, error)
-            stage = "status"
-            status = await self.env.status()
-        except BaseException as exc:
-            # The model answered: the step is written with its answer and the failure,
-            # whatever ends the episode (a stall, a crash, its timeout, Ctrl+C).
-            failure = StepFailure(stage=stage, kind=self._failure_kind(exc),
-                                  message=str(exc) or type(exc).__name__)
-            record = self._record(step, view, timings, started, failure=failure)
-            self.writer.write_step(record)
-            self.summary.add_step(record)
-            raise
+        for hook in self.hooks:
+            await hook.before_act(step)
+            replaced: object = step.action
+            if isinstance(replaced, str):  # set as text, not through replace_action
+                step.replace_action(replaced)
+        # Code that changed the action is marked as a person's decision is: what runs is
+        # no longer the model's choice (a person's own decision, recorded in
+        # ``operator``, is theirs and not code's).
+        step.hook_replaced = (step.operator in (None, "approved")
+                              and step.action != step.decision.action)
+        if step.action is not None and step.action.name == "run_skill":
+            skill = (self.skills.begin(step.action, step.observation,
+                                       by_model=bool(step.decision.calls))
+                     if self.skills is not None else "No skills are loaded (--skills).")
+            if isinstance(skill, str):
+                step.outcome = ActionOutcome(error=skill)
+            else:
+                assert skill.decision is not None
+                step.replay, step.action = skill, skill.decision.action
+        if step.outcome is None and step.action is not None:
+            step.outcome = await self.env.act(step.action)
+            timings.act_ms = step.outcome.duration_ms
+            timings.settle_ms = step.outcome.settle_ms
+            self._note_agent_messages(step.action)
+        for hook in self.hooks:
+            await hook.after_act(step)
+        error = step.outcome.error if step.outcome else None
+        self._remember(step, plan, error)
+        return error
+
+    def _remember(self, step: StepContext, plan: ReplayPlan | None, error: str | None) -> None:
+        """What ran goes into the agent's history, and to the replay or the skill that
+        planned it: whether it ran, failed, or was healed."""
+        assert step.decision is not None
+        self.agent.remember(_what_ran(step), error)
+        if plan is not None and self.replay is not None:
+            if plan.guidance is not None:
+                self.replay.heal_chose(plan, step.action)
+            self.replay.ran(plan, error or (step.decision.error
+                                            if step.action is None else None))
+        elif step.replay is not None and self.skills is not None:
+            self.skills.ran(step.replay, error)
+
+    def _record_failure(self, step: StepContext, view: PageView, timings: StepTimings,
+                        started: float, stage: StepStage, exc: BaseException) -> None:
+        """Record a step the model answered that failed while acting or reading the
+        task's status: written with its answer and the failure, whatever ends the
+        episode (a stall, a crash, its timeout, Ctrl+C)."""
+        failure = StepFailure(stage=stage, kind=self._failure_kind(exc),
+                              message=str(exc) or type(exc).__name__)
+        record = self._record(step, view, timings, started, failure=failure)
+        self.writer.write_step(record)
+        self.summary.add_step(record)
+
+    def _finish(self, step: StepContext, view: PageView, timings: StepTimings,
+                started: float, status: TaskStatus, error: str | None,
+                ) -> tuple[StepRecord, ActionOutcome | None, str | None]:
+        """Record: the step's record, whether the episode ended, and what the next step
+        is told went wrong (the action's error, or why no action came out)."""
+        assert step.decision is not None
         done = self._ended(status.done, step.action)
         record = self._record(step, view, timings, started, reward=status.reward, done=done,
                               navigation=self.env.take_navigation_events())
@@ -539,28 +569,6 @@ class _Episode:
             expired = self._deadline is not None and self._deadline.expired()
             return "timeout" if expired else "interrupted"
         return type(exc).__name__
-
-    def _filter_input(
-        self, goal: str, obs: Observation, previous: ActionOutcome | None, last_error: str | None
-    ) -> FilterInput:
-        history = self.agent.history
-        must_keep = [
-            bid for memory in history[-RECALL_HISTORY:] if memory.parsed
-            for bid in memory.parsed.bids
-        ]
-        if previous is not None and previous.failed_bid:
-            must_keep.append(previous.failed_bid)
-        return FilterInput(
-            goal=goal,
-            lines=obs.lines,
-            history=[PastAction.of(memory.parsed, memory.action or "", memory.error)
-                     for memory in history],
-            thoughts=[memory.think or "" for memory in history],
-            focused_bid=obs.focused_bid,
-            last_action_error=last_error,
-            must_keep_bids=list(dict.fromkeys(must_keep)),
-            tokens_full=count_tokens(obs.text),
-        )
 
     def _note_agent_messages(self, action: ParsedAction) -> None:
         """The agent's words to the user, kept structured from its action's arguments."""
@@ -749,25 +757,9 @@ async def run_in_environment(
     config: EpisodeConfig | None = None,
     hooks: Sequence[StepHooks] = (),
 ) -> EpisodeSummary:
-    """The step loop on any environment, writing the trace into ``directory``."""
+    """The step loop on any environment, writing the trace into ``directory``. Never
+    raises for page, model or task trouble: the summary says what went wrong."""
     episode = _Episode(
         task_id, max_steps, env, action_model, directory, config or EpisodeConfig(), hooks
     )
     return await episode.run()
-
-
-async def run_episode(
-    task: AnyTask,
-    resources: EpisodeResources,
-    out_dir: Path,
-    config: EpisodeConfig | None = None,
-    hooks: Sequence[StepHooks] = (),
-) -> EpisodeSummary:
-    """Run one task to the end and write its trace under ``out_dir``. Never raises for
-    page, model or task trouble: the summary says what went wrong."""
-    config = config or EpisodeConfig()
-    directory = episode_directory(out_dir, task.id)
-    env = environment_for(task, resources.browser, resources.miniwob, config.settle, directory)
-    return await run_in_environment(
-        env, task.id, task.max_steps, resources.action_model, directory, config, hooks,
-    )

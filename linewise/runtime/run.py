@@ -14,7 +14,7 @@ import os
 import platform
 import sys
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from importlib import metadata
 from pathlib import Path
@@ -30,7 +30,7 @@ from linewise.errors import TraceWriteError
 from linewise.files import write_atomically
 from linewise.records import EpisodeSummary
 from linewise.runtime.browser.chromium import Browser, BrowserConfig
-from linewise.runtime.budget import Budget, RunSpend, prices_of
+from linewise.runtime.budget import Budget
 from linewise.runtime.debug.highlight import highlight_hooks
 from linewise.runtime.envs.browsergym_gym import check_family
 from linewise.runtime.envs.factory import environment_for
@@ -74,8 +74,6 @@ class RunResources:
     retriever_client: ChatModel | None
     """None when no filter of the run needs a retriever and none was given."""
     miniwob: MiniWoBServer | None
-    spend: RunSpend = field(default_factory=RunSpend)
-    """What the run's episodes have spent, against ``settings.budget``'s run limits."""
 
     def filter_maker(self, settings: LinewiseSettings, choice: ResolvedFilter) -> FilterMaker:
         """The per-episode maker of ``choice`` on these resources' retriever, sized by
@@ -203,7 +201,8 @@ class EpisodeFactory:
     here to the run's models; an episode names the one it runs with. ``hooks`` see every
     step after ``--highlight``'s box and before the Playwright trace's chunk starts (see
     ``run_tasks``); ``pause`` cuts the highlight's wait short. Once ``stop`` is set, a
-    running episode ends after its step.
+    running episode ends after its step. ``budget``: the run's (``Budget.of`` the
+    settings when not given), checked and charged by every episode made here.
     """
 
     def __init__(
@@ -216,6 +215,7 @@ class EpisodeFactory:
         hooks: Sequence[StepHooks] = (),
         pause: asyncio.Event | None = None,
         stop: asyncio.Event | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.settings = settings
         cache = settings.agent.replay_cache
@@ -227,7 +227,7 @@ class EpisodeFactory:
             f.name: resources.filter_maker(settings, f) for f in filters}
         # Made once: a headless run says once that it ignores --highlight.
         self._hooks = [*highlight_hooks(settings, pause), *hooks]
-        self.budget = Budget(settings.budget, prices_of(settings.filter), resources.spend)
+        self.budget = budget if budget is not None else Budget.of(settings)
         """The run's limits (``run_exceeded``: no new episode once they are reached)."""
 
     async def run(self, task: AnyTask, directory: Path, filter: str, *,
@@ -255,7 +255,7 @@ class EpisodeFactory:
             timeout_s=self.timeout_s,
             retriever_model=retriever.model if retriever is not None else "",
             make_filter=self.makers[filter],
-            run_spend=self.resources.spend,
+            budget=self.budget,
             stop=self.stop,
             program=program,
             heal=heal,

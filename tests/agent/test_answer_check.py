@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from linewise.agent.answer_check import asks_a_question, grounded
-from linewise.agent.policy import ActionAgent, page_key
+from linewise.agent.page_view import page_key
+from linewise.agent.policy import ActionAgent
 from linewise.agent.prompt import PageView
 from linewise.runtime.models.chat import ChatClient
 from linewise.settings import AgentSettings, EndpointSettings

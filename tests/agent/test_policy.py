@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from linewise.agent.policy import ActionAgent, page_key
+from linewise.agent.page_view import page_key
+from linewise.agent.policy import ActionAgent
 from linewise.agent.prompt import PageView
 from linewise.axtree import element_lines
 from linewise.errors import LLMError
@@ -382,10 +383,11 @@ async def test_after_a_click_on_an_element_that_answers_none_only_elements_that_
 
 def test_the_history_says_which_pointer_actions_left_the_page_as_it_was() -> None:
     from linewise.agent.action_parser import parse_action
-    from linewise.agent.prompt import StepMemory, render_history
+    from linewise.agent.history import PastStep
+    from linewise.agent.prompt import render_history
 
-    def step(call: str, key: str, error: str | None = None) -> StepMemory:
-        return StepMemory(action=call, parsed=parse_action(call), page_key=key, error=error)
+    def step(call: str, key: str, error: str | None = None) -> PastStep:
+        return PastStep(action=call, parsed=parse_action(call), page_key=key, error=error)
 
     history = [step("click('30')", "a"), step("click('33')", "a"), step("fill('4', 'x')", "b"),
                step("click('5')", "b", error="Element 5 is hidden"), step("hover('9')", "c")]
@@ -396,7 +398,7 @@ def test_the_history_says_which_pointer_actions_left_the_page_as_it_was() -> Non
     assert [unchanged in block for block in blocks] == [True, False, False, False, True]
     assert render_history(history, page_key="d").count(unchanged) == 1
     # a link to an anchor changes the URL alone (the page key leaves fragments out)
-    anchored = [StepMemory(action="click('33')", parsed=parse_action("click('33')"),
+    anchored = [PastStep(action="click('33')", parsed=parse_action("click('33')"),
                            page_key="a", url="http://docs/t.html")]
     went = render_history(anchored, page_key="a", url="http://docs/t.html#asyncio.to_thread")
     assert unchanged not in went

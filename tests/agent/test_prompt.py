@@ -8,7 +8,7 @@ from linewise.agent.actions import describe_action
 from linewise.agent.actions import fill as fill_action
 from linewise.agent.prompt import (
     PageView,
-    StepMemory,
+    PastStep,
     build_action_messages,
     render_history,
     repeated_action_note,
@@ -24,7 +24,7 @@ def test_action_prompt_has_every_part() -> None:
         text="RootWebArea 'Form'\n\t[7] textbox 'Name {with braces}'",
         last_action_error="Element with bid '99': not in the current page observation.",
     )
-    history = [StepMemory(think="Fill the name.", action="fill('7', 'Al')", error=None)]
+    history = [PastStep(think="Fill the name.", action="fill('7', 'Al')", error=None)]
     system, user = build_action_messages("Sign up as $Alice", view, history)
     assert system["role"] == "system" and "exactly ONE action" in system["content"]
     content = user["content"]
@@ -41,7 +41,7 @@ def test_action_prompt_has_every_part() -> None:
 
 
 def test_history_is_bounded_and_thoughts_shortened() -> None:
-    steps = [StepMemory(think="t" * 1000, action=f"noop({i})") for i in range(30)]
+    steps = [PastStep(think="t" * 1000, action=f"noop({i})") for i in range(30)]
     text = render_history(steps, max_steps=5)
     assert text.startswith("(25 earlier step(s) not shown)") and "Step 26:" in text
     assert "Step 25:" not in text and "t" * 401 not in text
@@ -57,14 +57,14 @@ def test_templates_load_and_demand_every_value() -> None:
 
 
 def test_repeated_successful_action_gets_a_note() -> None:
-    fill = StepMemory(think="t", action="fill('16', 'Myron')")
+    fill = PastStep(think="t", action="fill('16', 'Myron')")
     assert repeated_action_note([fill]) == ""
     note = repeated_action_note([fill, fill])
     assert "last 2 actions were all fill('16', 'Myron')" in note
     assert "last 3 actions" in repeated_action_note([fill, fill, fill])
-    failed = StepMemory(action="fill('16', 'Myron')", error="boom")
+    failed = PastStep(action="fill('16', 'Myron')", error="boom")
     assert repeated_action_note([fill, failed]) == ""  # errors have their own feedback
-    other = StepMemory(action="click('17')")
+    other = PastStep(action="click('17')")
     assert repeated_action_note([fill, fill, other]) == ""
     view = PageView(url="u", text="t")
     assert "last 2 actions" in build_action_messages("g", view, [fill, fill])[1]["content"]
@@ -75,8 +75,8 @@ def test_the_history_says_how_the_named_element_changed_but_not_that_it_took_the
     from linewise.agent.action_parser import parse_action
     from linewise.axtree import parse_line
 
-    def step(call: str, before: str, after: str | None) -> StepMemory:
-        return StepMemory(action=call, parsed=parse_action(call), target=parse_line(before),
+    def step(call: str, before: str, after: str | None) -> PastStep:
+        return PastStep(action=call, parsed=parse_action(call), target=parse_line(before),
                           target_after=parse_line(after) if after else None)
 
     box = "[22] checkbox 'a8h7', checked='false'"

@@ -4,8 +4,8 @@ run, futile and cycled calls, and what an escape forbids."""
 from __future__ import annotations
 
 from linewise.agent.action_parser import parse_action
-from linewise.agent.policy import page_key
-from linewise.agent.prompt import StepMemory
+from linewise.agent.history import PastStep
+from linewise.agent.page_view import page_key
 from linewise.agent.repeats import (
     cycled_calls,
     find_repeat,
@@ -15,8 +15,8 @@ from linewise.agent.repeats import (
 )
 
 
-def _step(call: str, key: str) -> StepMemory:
-    return StepMemory(action=call, parsed=parse_action(call), page_key=key)
+def _step(call: str, key: str) -> PastStep:
+    return PastStep(action=call, parsed=parse_action(call), page_key=key)
 
 
 def test_the_unchanged_run_ends_where_the_page_last_changed() -> None:

@@ -15,7 +15,8 @@ from types import ModuleType
 import pytest
 
 from linewise.agent.filters.escalation import _CANNOT_FIND
-from linewise.agent.prompt import PageView, StepMemory, build_action_messages
+from linewise.agent.history import PastStep
+from linewise.agent.prompt import PageView, build_action_messages
 from linewise.runtime.tasks.loader import load_task_file
 from linewise.runtime.tasks.schema import WebTask
 
@@ -70,7 +71,7 @@ def test_the_pages_are_new_to_the_filters(docs_agent: ModuleType) -> None:
         assert f"{package}:{page}" not in used, task.id
 
 
-def prompt(goal: str, tree: str, history: list[StepMemory] | None = None) -> list[dict]:
+def prompt(goal: str, tree: str, history: list[PastStep] | None = None) -> list[dict]:
     view = PageView(url="http://127.0.0.1:8771/page.html", text=tree)
     return build_action_messages(goal, view, history or [])
 
@@ -112,7 +113,7 @@ def test_the_oracle_opens_the_entry_then_reports(docs_agent: ModuleType) -> None
     assert "<action>click('894')</action>" in first
     think = re.search(r"<think>(.*)</think>", first)
     assert think is not None
-    done = oracle(prompt(goal, tree, [StepMemory(think=think.group(1),
+    done = oracle(prompt(goal, tree, [PastStep(think=think.group(1),
                                                  action="click('894')")]))
     assert "send_msg_to_user(" in done and "RewriteMap" in done
 

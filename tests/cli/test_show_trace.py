@@ -27,11 +27,11 @@ from playwright.sync_api import sync_playwright
 
 from linewise.cli.main import main
 from linewise.runtime.browser.chromium import Browser, find_chromium
-from linewise.runtime.episode import EpisodeResources, run_episode
 from linewise.runtime.playwright_trace import PlaywrightTraceHooks
 from linewise.runtime.tasks.schema import WebTask
 from linewise.testing import CallInfo, FunctionModel, StaticServer, bid_matching, prompt_section
 from tests.support.cli import linewise
+from tests.support.episodes import resources_of, run_episode
 from tests.support.terminal import xvfb_display
 
 SHOTS = Path("/tmp/see-shots")
@@ -237,7 +237,7 @@ async def test_a_steps_chunk_shows_the_agents_action_not_linewise_s_own_calls(
     task = WebTask(id="form", url=pages.url("form.html"), goal="Click the button",
                    max_steps=1)
     model = FunctionModel(clicks_the_button)
-    summary = await run_episode(task, EpisodeResources(browser, model), tmp_path,
+    summary = await run_episode(task, resources_of(browser, model), tmp_path,
                                 hooks=[PlaywrightTraceHooks()])
     assert summary.directory is not None
     chunk = summary.directory / "playwright-trace" / "step-000.zip"

@@ -16,13 +16,14 @@ from linewise.cli.results_table import print_summary_table
 from linewise.records import EpisodeSummary
 from linewise.runtime.browser.chromium import Browser
 from linewise.runtime.debug.stepper import Choice, PendingStep, StepThroughHooks
-from linewise.runtime.episode import EpisodeConfig, EpisodeResources, run_episode
+from linewise.runtime.episode import EpisodeConfig
 from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 from linewise.runtime.tasks.schema import MiniWoBTask
 from linewise.runtime.trace import read_steps
 from linewise.settings import EndpointSettings
 from linewise.testing import ScriptedChatServer, miniwob_solver
+from tests.support.episodes import resources_of, run_episode
 
 
 class RunsTheModelsActionAsAnOverride:
@@ -52,7 +53,7 @@ async def test_an_overridden_episode_is_assisted_never_the_agents_success(
     task = MiniWoBTask(miniwob="click-button", seed=3, max_steps=3)
     with ScriptedChatServer(miniwob_solver) as llm:
         client = ChatClient(EndpointSettings(base_url=llm.base_url, model=llm.model))
-        env = EpisodeResources(browser, client, miniwob_server)
+        env = resources_of(browser, client, miniwob_server)
         stepper = StepThroughHooks(RunsTheModelsActionAsAnOverride())
         assisted = await run_episode(task, env, tmp_path / "assisted", hooks=[stepper])
         alone = await run_episode(task, env, tmp_path / "alone")
@@ -101,7 +102,7 @@ async def test_a_guessed_bid_is_not_a_filter_miss_and_its_errors_are_counted(
     task = MiniWoBTask(miniwob="click-button", seed=3, max_steps=2)
     with ScriptedChatServer(guesses_a_bid) as llm:
         client = ChatClient(EndpointSettings(base_url=llm.base_url, model=llm.model))
-        env = EpisodeResources(browser, client, miniwob_server)
+        env = resources_of(browser, client, miniwob_server)
         # A filter that drops lines: the guess is what it did not hide, all the same.
         config = EpisodeConfig(make_filter=lambda: TruncateFilter(max_tokens=40))
         summary = await run_episode(task, env, tmp_path, config)

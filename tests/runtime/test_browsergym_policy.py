@@ -11,10 +11,10 @@ import pytest
 
 from linewise.records import StepRecord
 from linewise.runtime.browser.chromium import Browser, BrowserConfig
-from linewise.runtime.episode import EpisodeResources, run_episode
 from linewise.runtime.tasks.schema import BrowserGymTask
 from linewise.runtime.trace import read_steps
 from linewise.settings import BrowserSettings, NavigationSettings
+from tests.support.episodes import resources_of, run_episode
 from tests.support.sites import Site, Step, click, scripted
 
 STEPS: list[Step] = [
@@ -47,7 +47,7 @@ async def _run(site: Site, tmp_path: Path, plan: list[Step], *, enforce: bool
     )
     async with Browser(config) as browser:
         summary = await run_episode(_task(site, len(steps)),
-                                    EpisodeResources(browser, scripted(steps)), tmp_path)
+                                    resources_of(browser, scripted(steps)), tmp_path)
     assert summary.status == "finished", summary.error
     records = read_steps(tmp_path / "bgym-policy")
     assert len(records) == len(steps)
@@ -102,7 +102,7 @@ async def test_no_channel_of_a_redirected_page_leaves_in_browsergym(
         task_kwargs={"start_url": f"http://127.0.0.1:{site.port}/to-leaky", "goal": "Look."},
     )
     async with Browser(BrowserConfig()) as browser:
-        summary = await run_episode(task, EpisodeResources(browser, scripted(
+        summary = await run_episode(task, resources_of(browser, scripted(
             ["noop(1000)", "noop(1000)"])), tmp_path)
     assert summary.status == "finished", summary.error
     assert site.hits["/sync"] == 1  # the page went through every channel

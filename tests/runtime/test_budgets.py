@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from linewise.agent.filters.cost_gate import Prices
 from linewise.records import EpisodeSummary, StepRecord, TokenTotals
-from linewise.runtime.budget import Budget, call_cost, prices_of, totals_cost
+from linewise.runtime.budget import Budget, call_cost, totals_cost
 from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.run import run_tasks
 from linewise.runtime.tasks.loader import adhoc_task
@@ -44,7 +45,7 @@ async def test_an_episode_stops_cleanly_at_its_cost_limit(
     assert summary.termination == "budget" and summary.status == "finished"
     assert summary.error is None and "--max-cost" in (summary.budget_stop or "")
     assert 1 <= summary.n_steps < 20 and calls == summary.tokens.llm_calls
-    prices = prices_of(FilterSettings())
+    prices = Prices.of(FilterSettings())
     spent = totals_cost(prices, summary.tokens)
     assert spent >= 0.005
     # One step's calls at most beyond the limit: without the last step it was under.

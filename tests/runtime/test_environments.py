@@ -13,17 +13,13 @@ import pytest
 from linewise.agent.action_parser import parse_action
 from linewise.runtime.browser.chromium import Browser
 from linewise.runtime.envs.factory import environment_for
-from linewise.runtime.episode import (
-    EpisodeResources,
-    StepContext,
-    StepHooks,
-    run_episode,
-)
+from linewise.runtime.episode import StepContext, StepHooks
 from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.tasks.miniwob import MiniWoBServer
 from linewise.runtime.tasks.schema import BrowserGymTask, MiniWoBTask
 from linewise.settings import EndpointSettings
 from linewise.testing import ScriptedChatServer
+from tests.support.episodes import resources_of, run_episode
 
 _BID = re.compile(r"\[[A-Za-z0-9]+\] ")
 
@@ -96,7 +92,7 @@ async def test_hooks_see_each_step_and_may_replace_the_action(
     hooks = _Recorder()
     with ScriptedChatServer(script) as llm:
         model = ChatClient(EndpointSettings(base_url=llm.base_url, model="scripted"))
-        resources = EpisodeResources(browser, model, miniwob_server)
+        resources = resources_of(browser, model, miniwob_server)
         task = MiniWoBTask(miniwob="click-test", seed=0, max_steps=2)
         summary = await run_episode(task, resources, tmp_path, hooks=[hooks])
         await model.close()

@@ -14,7 +14,7 @@ import structlog.testing
 from linewise.agent.filters.truncate import NoFilter, TruncateFilter
 from linewise.records import EpisodeSummary, StepRecord
 from linewise.runtime.browser.chromium import Browser
-from linewise.runtime.episode import EpisodeConfig, EpisodeResources, run_episode
+from linewise.runtime.episode import EpisodeConfig
 from linewise.runtime.log import configure_logging
 from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
@@ -29,6 +29,7 @@ from linewise.testing import (
     miniwob_solver,
     prompt_section,
 )
+from tests.support.episodes import resources_of, run_episode
 
 
 def _client(server: ScriptedChatServer) -> ChatClient:
@@ -59,7 +60,7 @@ async def test_scripted_model_solves_two_miniwob_tasks(
     browser: Browser, miniwob_server: MiniWoBServer, tmp_path: Path
 ) -> None:
     with ScriptedChatServer(miniwob_solver) as llm:
-        env = EpisodeResources(browser, _client(llm), miniwob_server)
+        env = resources_of(browser, _client(llm), miniwob_server)
         for name, seed, n_steps in (("click-button", 3, 1), ("enter-text", 1, 2)):
             task = MiniWoBTask(miniwob=name, seed=seed, max_steps=5)
             summary = await run_episode(task, env, tmp_path)
@@ -91,7 +92,7 @@ async def test_a_loop_on_an_unchanged_page_is_broken(
     task = MiniWoBTask(miniwob="enter-text", seed=2, max_steps=4)
     outcomes = {}
     with ScriptedChatServer(looping_typist) as llm:
-        env = EpisodeResources(browser, _client(llm), miniwob_server)
+        env = resources_of(browser, _client(llm), miniwob_server)
         for escapes in (2, 0):
             out = tmp_path / f"escapes{escapes}"
             config = EpisodeConfig(agent=AgentSettings(repeat_escapes=escapes))
@@ -124,7 +125,7 @@ async def test_malformed_answers_are_retried_then_fed_back(
         "<think>Done.</think><action>send_msg_to_user('all done')</action>",
     ])
     with ScriptedChatServer(lambda _messages: next(answers)) as llm:
-        env = EpisodeResources(browser, _client(llm), None)
+        env = resources_of(browser, _client(llm), None)
         task = WebTask(id="form", url=pages.url("form.html"), goal="Say done.", max_steps=5)
         configure_logging(json_lines=False, level="INFO")  # step lines are info
         try:
@@ -153,7 +154,7 @@ async def test_unreachable_url_is_recorded_and_run_goes_on(
     browser: Browser, miniwob_server: MiniWoBServer, tmp_path: Path
 ) -> None:
     with ScriptedChatServer(miniwob_solver) as llm:
-        env = EpisodeResources(browser, _client(llm), miniwob_server)
+        env = resources_of(browser, _client(llm), miniwob_server)
         dead = WebTask(id="dead", url="http://127.0.0.1:9/nothing", goal="x", max_steps=2)
         summary = await run_episode(dead, env, tmp_path)
         assert summary.status == "failed" and summary.termination == "error"
@@ -173,7 +174,7 @@ async def test_success_check_on_a_web_task(
         return f"<action>click('{bid_matching(tree, 'link .Go to page two')}')</action>"
 
     with ScriptedChatServer(script) as llm:
-        env = EpisodeResources(browser, _client(llm), None)
+        env = resources_of(browser, _client(llm), None)
         task = WebTask.model_validate({
             "id": "nav", "url": pages.url("form.html"), "goal": "Go to page two.",
             "max_steps": 4, "success": {"url_contains": "page2", "answer_contains": "page two"},
@@ -192,7 +193,7 @@ async def test_log_lines_name_the_task_and_the_filter(
     structlog.configure(processors=[structlog.contextvars.merge_contextvars, capture])
     try:
         await asyncio.gather(*(
-            run_episode(task, EpisodeResources(browser, FunctionModel.answering(
+            run_episode(task, resources_of(browser, FunctionModel.answering(
                 ["<action>noop(10)</action>", "<action>noop(20)</action>"])), tmp_path / name,
                 EpisodeConfig(make_filter=make))
             for name, make in (("none", NoFilter), ("truncate", lambda: TruncateFilter(9)))
@@ -223,7 +224,7 @@ async def test_a_click_inside_a_reference_entry_is_shown_the_link_that_opens_it(
         return f"<action>click('{bid_matching(below, 'paragraph')}')</action>"
 
     with ScriptedChatServer(script) as llm:
-        env = EpisodeResources(browser, _client(llm), None)
+        env = resources_of(browser, _client(llm), None)
         task = WebTask.model_validate({
             "id": "entry", "url": pages.url("reference.html"), "max_steps": 4,
             "goal": "Which helper connects to a TCP service? Open its entry.",
@@ -252,7 +253,7 @@ async def test_the_history_says_how_the_element_an_action_named_changed(
         return f"<action>click('{radio}')</action>"
 
     with ScriptedChatServer(script) as llm:
-        env = EpisodeResources(browser, _client(llm), miniwob_server)
+        env = resources_of(browser, _client(llm), miniwob_server)
         task = MiniWoBTask(miniwob="click-option", seed=4, max_steps=3)
         summary = await run_episode(task, env, tmp_path)
     assert summary.success is True and summary.n_steps == 2

@@ -10,13 +10,14 @@ import pytest
 
 from linewise.agent.filters.registry import FilterContext, filter_maker, shared_embedder
 from linewise.runtime.browser.chromium import Browser
-from linewise.runtime.episode import EpisodeConfig, EpisodeResources, run_episode
+from linewise.runtime.episode import EpisodeConfig
 from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 from linewise.runtime.tasks.schema import MiniWoBTask
 from linewise.runtime.trace import read_steps
 from linewise.settings import EndpointSettings, FilterSettings
 from linewise.testing import ScriptedChatServer, miniwob_solver
+from tests.support.episodes import resources_of, run_episode
 
 
 def retriever_or_actor(messages: list[dict[str, Any]]) -> str:
@@ -38,7 +39,7 @@ async def test_episode_with_filter(
         settings = FilterSettings(name=name, cost_gate=False, json_schema="off")
         context = FilterContext(settings, retriever=chat, embedder=shared_embedder(settings))
         config = EpisodeConfig(make_filter=filter_maker(context))
-        env = EpisodeResources(browser, chat, miniwob_server)
+        env = resources_of(browser, chat, miniwob_server)
         task = MiniWoBTask(miniwob="click-button", seed=3, max_steps=3)
         summary = await run_episode(task, env, tmp_path, config)
         await chat.close()
@@ -94,7 +95,7 @@ async def test_a_filter_miss_is_resolved_and_recorded(
         config = EpisodeConfig(make_filter=filter_maker(FilterContext(settings, retriever=chat)))
         summary = await run_episode(
             MiniWoBTask(miniwob="click-button", seed=0, max_steps=2),
-            EpisodeResources(browser, chat, miniwob_server), tmp_path, config)
+            resources_of(browser, chat, miniwob_server), tmp_path, config)
         await chat.close()
     [step] = read_steps(tmp_path / "miniwob.click-button.seed0")
     assert f"[{hidden_bid[0]}]" not in step.observation

@@ -20,13 +20,14 @@ from linewise.apps.viewer.build import write_viewer
 from linewise.cli.results_table import print_summary_table
 from linewise.records import EpisodeSummary
 from linewise.runtime.browser.chromium import Browser, BrowserSession
-from linewise.runtime.episode import EpisodeResources, StepContext, StepHooks, run_episode
+from linewise.runtime.episode import StepContext, StepHooks
 from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 from linewise.runtime.tasks.schema import MiniWoBTask
 from linewise.runtime.trace import read_steps
 from linewise.settings import EndpointSettings
 from linewise.testing import ScriptedChatServer, bid_matching, miniwob_solver
+from tests.support.episodes import resources_of, run_episode
 
 SHOTS = Path("/tmp/see-shots")
 HOOKED_TASK = MiniWoBTask(miniwob="click-button", seed=3, max_steps=3)
@@ -56,9 +57,9 @@ async def _episodes(browser: Browser, miniwob_server: MiniWoBServer, out: Path
     with ScriptedChatServer(guesses_a_bid) as wrong, ScriptedChatServer(miniwob_solver) as right:
         guessing = ChatClient(EndpointSettings(base_url=wrong.base_url, model=wrong.model))
         solving = ChatClient(EndpointSettings(base_url=right.base_url, model=right.model))
-        hooked = await run_episode(HOOKED_TASK, EpisodeResources(browser, guessing, miniwob_server),
+        hooked = await run_episode(HOOKED_TASK, resources_of(browser, guessing, miniwob_server),
                                    out / "none", hooks=[ClicksTheGoalsButton()])
-        alone = await run_episode(ALONE_TASK, EpisodeResources(browser, solving, miniwob_server),
+        alone = await run_episode(ALONE_TASK, resources_of(browser, solving, miniwob_server),
                                   out / "none")
     return hooked, alone
 

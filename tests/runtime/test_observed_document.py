@@ -20,11 +20,12 @@ import pytest
 
 from linewise.records import EpisodeSummary, StepRecord
 from linewise.runtime.browser.chromium import Browser
-from linewise.runtime.episode import EpisodeConfig, EpisodeResources, run_episode
+from linewise.runtime.episode import EpisodeConfig
 from linewise.runtime.tasks.schema import WebTask
 from linewise.runtime.trace import read_steps
 from linewise.testing import bid_matching
 from tests.runtime.test_secret_binding import GO, Model, _page, until
+from tests.support.episodes import resources_of, run_episode
 from tests.support.sites import Site
 
 LEARN = ("<script>window.learned = null; new MutationObserver((changes) => { for (const c "
@@ -93,7 +94,7 @@ async def episode(browser: Browser, site: Site, evil: Site, path: str, model: Mo
                    max_steps=max_steps,
                    allowed_domains=(f"127.0.0.1:{site.port}", f"127.0.0.1:{evil.port}",
                                     f"localhost:{evil.port}"))
-    summary = await run_episode(task, EpisodeResources(browser, model), out,
+    summary = await run_episode(task, resources_of(browser, model), out,
                                 EpisodeConfig(screenshots=False))
     return summary, read_steps(out / "observed")
 

@@ -14,11 +14,12 @@ from PIL import Image
 from linewise.apps.viewer.build import write_viewer
 from linewise.apps.viewer.paths import episode_page
 from linewise.runtime.browser.chromium import Browser, BrowserSession
-from linewise.runtime.episode import EpisodeConfig, EpisodeResources, run_episode
+from linewise.runtime.episode import EpisodeConfig
 from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 from linewise.runtime.tasks.schema import BrowserGymTask, MiniWoBTask, WebTask
 from linewise.runtime.trace import read_steps
 from linewise.testing import CallInfo, FunctionModel, StaticServer, miniwob_solver
+from tests.support.episodes import resources_of, run_episode
 
 SHOTS = Path("/tmp/see-shots")
 BACKDROP = (0x55, 0x55, 0x55)
@@ -55,7 +56,7 @@ async def test_miniwob_screenshots_are_cut_to_the_task_and_its_box_follows(
     browser: Browser, miniwob_server: MiniWoBServer, pages: StaticServer,
     session: BrowserSession, tmp_path: Path,
 ) -> None:
-    resources = EpisodeResources(browser, FunctionModel(solver), miniwob_server)
+    resources = resources_of(browser, FunctionModel(solver), miniwob_server)
     config = EpisodeConfig(screenshots=True)
     task = MiniWoBTask(miniwob="enter-text", seed=1, max_steps=3)
     summary = await run_episode(task, resources, tmp_path / "run", config)
@@ -83,7 +84,7 @@ async def test_miniwob_screenshots_are_cut_to_the_task_and_its_box_follows(
     # a web page's screenshot is the whole viewport, as before
     web = await run_episode(
         WebTask(id="form", url=pages.url("form.html"), goal="Look", max_steps=1),
-        EpisodeResources(browser, FunctionModel.answering(["<action>noop(1)</action>"])),
+        resources_of(browser, FunctionModel.answering(["<action>noop(1)</action>"])),
         tmp_path / "web", config)
     assert web.directory is not None
     [page_step] = read_steps(web.directory)
@@ -109,7 +110,7 @@ async def test_browsergym_miniwob_screenshots_are_cut_to_the_task_too(
     it at its own scale (a 332x214 viewport zoomed out, captured at 1.5): the cut keeps
     both, in proportion to the part of the viewport it shows, and the box follows."""
     pytest.importorskip("browsergym.miniwob", reason="pip install browsergym-miniwob")
-    resources = EpisodeResources(browser, FunctionModel(solver), miniwob_server)
+    resources = resources_of(browser, FunctionModel(solver), miniwob_server)
     task = BrowserGymTask(browsergym="miniwob.enter-text", seed=1, max_steps=3)
     summary = await run_episode(task, resources, tmp_path, EpisodeConfig(screenshots=True))
     assert summary.success is True and summary.directory is not None

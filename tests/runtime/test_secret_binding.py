@@ -22,13 +22,14 @@ from linewise.records import EpisodeSummary
 from linewise.runtime.browser.binding import MASK_COLOR, origin_of
 from linewise.runtime.browser.chromium import Browser, BrowserSession
 from linewise.runtime.browser.extraction import observe
-from linewise.runtime.episode import EpisodeConfig, EpisodeResources, run_episode
+from linewise.runtime.episode import EpisodeConfig
 from linewise.runtime.redaction import REDACTOR
 from linewise.runtime.secrets import Secret, SecretStore
 from linewise.runtime.tasks.schema import BrowserGymTask, WebTask
 from linewise.runtime.trace import read_steps
 from linewise.testing import FunctionModel, bid_matching, prompt_section
 from tests.runtime.test_secrets import grep_folder, leaked_forms
+from tests.support.episodes import resources_of, run_episode
 from tests.support.sites import Site
 
 SECRET = "S3cr~t*P@ss! w0rd'(x)"
@@ -121,7 +122,7 @@ async def run(browser: Browser, site: Site, path: str, model: Model, out: Path,
                    max_steps=6, allowed_domains=(f"127.0.0.1:{site.port}", *allowed))
     store = SecretStore({"password": Secret("password", SECRET)})
     config = EpisodeConfig(secrets=store, screenshots=screenshots)
-    summary = await run_episode(task, EpisodeResources(browser, model), out, config)
+    summary = await run_episode(task, resources_of(browser, model), out, config)
     assert summary.status == "finished", summary.error
     return summary
 
@@ -263,7 +264,7 @@ async def test_a_page_with_its_own_bid_attributes_works_in_browsergym(
         id="bgym-bid", browsergym="openended", max_steps=2,
         task_kwargs={"start_url": f"http://127.0.0.1:{site.port}/auction", "goal": "Bid."},
     )
-    summary = await run_episode(task, EpisodeResources(browser, Model(list(PLACE_BID))),
+    summary = await run_episode(task, resources_of(browser, Model(list(PLACE_BID))),
                                 tmp_path)
     assert summary.status == "finished", summary.error
     steps = read_steps(tmp_path / "bgym-bid")
@@ -359,7 +360,7 @@ async def test_a_secret_sent_as_a_host_name_is_redacted_in_any_case(
                    max_steps=3)
     model = Model([fill_secret("textbox 'Password'"), "noop(500)"])
     config = EpisodeConfig(secrets=SecretStore({"password": Secret("password", value)}))
-    summary = await run_episode(task, EpisodeResources(browser, model), tmp_path, config)
+    summary = await run_episode(task, resources_of(browser, model), tmp_path, config)
     assert summary.status == "finished", summary.error
     hosts = [c.host for s in read_steps(tmp_path / "secret") for c in s.refused_connections]
     assert f"{PLACEHOLDER}.localhost:{evil.port}" in hosts, hosts

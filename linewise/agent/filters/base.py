@@ -8,7 +8,7 @@ from typing import Protocol
 from pydantic import BaseModel, Field, PrivateAttr
 
 from linewise.agent.filters.render import line_ranges, render_with_markers
-from linewise.agent.history import PastAction
+from linewise.agent.history import PastStep
 from linewise.axtree import bid_of, without_state
 from linewise.records import FilterRecord, LLMCall
 from linewise.tokens import count_tokens
@@ -19,9 +19,9 @@ class FilterInput(BaseModel):
 
     goal: str
     lines: list[str] = Field(description="The AXTree lines; line n (1-based) is lines[n-1].")
-    history: list[PastAction] = Field(
-        default_factory=list, description="Past actions, oldest first (a string is read as "
-        "an action's text)."
+    history: list[PastStep] = Field(
+        default_factory=list, description="Past steps, oldest first: the agent's own "
+        "history (a string is read as an action's text)."
     )
     thoughts: list[str] = Field(default_factory=list, description="Past thoughts, oldest first.")
     focused_bid: str = ""

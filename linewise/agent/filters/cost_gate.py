@@ -13,17 +13,40 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from linewise.settings import FilterSettings
+
 
 class Prices(BaseModel):
     """Dollars per million tokens. Defaults are the paper's (GPT-4.1 and 4.1-mini).
 
     The gate needs only the input prices and the retriever's output price; bench reports
-    use ``action_output`` too, for the cost of whole episodes."""
+    and budgets use ``action_output`` too, for the cost of whole episodes. ``cost`` is
+    the one formula from tokens to dollars: a call's, an episode's and a bench's."""
 
     action_input: float = Field(default=2.0, ge=0)
     action_output: float = Field(default=8.0, ge=0)
     retriever_input: float = Field(default=0.4, ge=0)
     retriever_output: float = Field(default=1.6, ge=0)
+
+    @classmethod
+    def of(cls, settings: FilterSettings) -> Prices:
+        """The run's prices, from the filter settings (``--price-…``)."""
+        return cls(
+            action_input=settings.price_action_input,
+            action_output=settings.price_action_output,
+            retriever_input=settings.price_retriever_input,
+            retriever_output=settings.price_retriever_output,
+        )
+
+    def cost(self, action_prompt: int = 0, action_completion: int = 0,
+             retriever_prompt: int = 0, retriever_completion: int = 0) -> float:
+        """Dollars for these tokens of the action model and of the retriever."""
+        return (
+            action_prompt * self.action_input
+            + action_completion * self.action_output
+            + retriever_prompt * self.retriever_input
+            + retriever_completion * self.retriever_output
+        ) / 1e6
 
 
 class GateDecision(BaseModel):

@@ -305,11 +305,7 @@ def _line_retriever(context: FilterContext, *, structure: bool) -> ObservationFi
         incremental=settings.incremental,
         cost_gate=settings.cost_gate,
         defend=settings.defend,
-        prices=Prices(
-            action_input=settings.price_action_input,
-            retriever_input=settings.price_retriever_input,
-            retriever_output=settings.price_retriever_output,
-        ),
+        prices=Prices.of(settings),
     )
     name = "lines+structure" if structure else "lines"
     return LineRetrieverFilter(context.require_retriever(name), config)

@@ -35,7 +35,6 @@ from linewise.apps.bench.manifest import (
     record_end,
     write_manifest,
 )
-from linewise.apps.bench.metrics import episode_cost
 from linewise.apps.bench.options import BenchOptions
 from linewise.apps.bench.plan import (
     INFRA_DIR,
@@ -54,7 +53,7 @@ from linewise.apps.bench.results import (
 )
 from linewise.errors import EndpointRefused, TraceWriteError
 from linewise.runtime.browser.chromium import BrowserConfig
-from linewise.runtime.budget import Budget, RunSpend, prices_of
+from linewise.runtime.budget import Budget
 from linewise.runtime.run import prepare_run
 from linewise.runtime.trace import read_steps, read_summary
 from linewise.settings import LinewiseSettings
@@ -249,15 +248,14 @@ async def _run_pending(
         running.add(str(spec.key))
         progress.episode_started(str(spec.key))
 
-    run_spend = RunSpend()
-    budget = Budget(settings.budget, prices_of(settings.filter), run_spend)
+    # The bench's one budget: the backend's episodes charge it (the local backend's
+    # step by step, the Ray backend's as each result comes back).
+    budget = Budget.of(settings)
 
     def on_result(result: EpisodeResult) -> None:
         writer.append(result)
         running.discard(str(result.key))
         finished.add(str(result.key))
-        run_spend.add(result.action_tokens + result.retriever_tokens,
-                      episode_cost(budget.prices, result))
         progress.episode_finished(result)
 
     def on_retry(spec: EpisodeSpec, result: EpisodeResult) -> None:
@@ -269,12 +267,12 @@ async def _run_pending(
 
             stopped = await run_ray(
                 pending, settings, browser_config, out_dir, options, on_start, on_result,
-                stop, on_retry=on_retry, on_outage=progress.endpoint_down,
+                stop, on_retry=on_retry, on_outage=progress.endpoint_down, budget=budget,
             )
         else:
             stopped = await run_local(
                 pending, settings, browser_config, out_dir, options, on_start, on_result,
-                stop, on_retry=on_retry, on_outage=progress.endpoint_down,
+                stop, on_retry=on_retry, on_outage=progress.endpoint_down, budget=budget,
             )
     finally:
         progress.close()

@@ -41,6 +41,7 @@ from linewise.apps.bench.schedule import (
 )
 from linewise.errors import EndpointRefused, TraceWriteError, infra_kind_of
 from linewise.runtime.browser.chromium import BrowserConfig
+from linewise.runtime.budget import Budget
 from linewise.runtime.filter_choice import ResolvedFilter, resolve_filter
 from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.run import EpisodeFactory, RunResources, open_run_resources
@@ -61,6 +62,7 @@ class EpisodeRunner:
         filters: list[ResolvedFilter],
         *,
         backend: str = "local",
+        budget: Budget | None = None,
     ) -> None:
         self.settings = settings
         self.resources = resources
@@ -68,7 +70,7 @@ class EpisodeRunner:
         self.options = options
         self.backend = backend
         self.episodes = EpisodeFactory(settings, resources, filters,
-                                       timeout_s=options.episode_timeout_s)
+                                       timeout_s=options.episode_timeout_s, budget=budget)
 
     @property
     def stop(self) -> asyncio.Event | None:
@@ -118,15 +120,18 @@ async def open_runner(
     options: BenchOptions,
     *,
     backend: str = "local",
+    budget: Budget | None = None,
 ) -> AsyncIterator[EpisodeRunner]:
-    """The shared resources the specs need, and a runner on them."""
+    """The shared resources the specs need, and a runner on them (its episodes charge
+    ``budget``, the run's; a budget of its own from the settings when not given)."""
     filters = [resolve_filter(name) for name in sorted({s.filter for s in specs})]
     async with open_run_resources(
         settings, [s.task for s in specs], browser_config,
         need_retriever=any(f.needs_retriever(settings.filter, endpoint_opened=True)
                            for f in filters),
     ) as resources:
-        yield EpisodeRunner(settings, resources, out_dir, options, filters, backend=backend)
+        yield EpisodeRunner(settings, resources, out_dir, options, filters, backend=backend,
+                            budget=budget)
 
 
 def endpoint_probe(models: list[ChatModel | None]) -> Probe | None:
@@ -171,12 +176,15 @@ async def run_local(
     *,
     on_retry: RetryHook | None = None,
     on_outage: OutageHook | None = None,
+    budget: Budget | None = None,
 ) -> str | None:
-    """The local backend: open the resources once, run every spec, close them. Returns
-    why it stopped early, or None (see ``run_specs``)."""
+    """The local backend: open the resources once, run every spec, close them; its
+    episodes charge ``budget``, the bench's, step by step. Returns why it stopped early,
+    or None (see ``run_specs``)."""
     if not specs:
         return None
-    async with open_runner(specs, settings, browser_config, out_dir, options) as runner:
+    async with open_runner(specs, settings, browser_config, out_dir, options,
+                           budget=budget) as runner:
         runner.stop = stop
         hooks = SchedulerHooks(on_start, on_result, on_retry, on_outage)
         return await run_specs(runner, specs, options.concurrency, hooks)

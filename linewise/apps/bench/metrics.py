@@ -52,12 +52,8 @@ REPLAY_OUTCOMES: frozenset[str] = frozenset({"replayed", "healed"})
 
 def episode_cost(prices: Prices, r: EpisodeResult) -> float:
     """Dollars for one episode's action-model and retriever tokens."""
-    return (
-        r.action_prompt_tokens * prices.action_input
-        + r.action_completion_tokens * prices.action_output
-        + r.retriever_prompt_tokens * prices.retriever_input
-        + r.retriever_completion_tokens * prices.retriever_output
-    ) / 1e6
+    return prices.cost(r.action_prompt_tokens, r.action_completion_tokens,
+                       r.retriever_prompt_tokens, r.retriever_completion_tokens)
 
 
 def success_rate(outcomes: Iterable[bool]) -> tuple[float | None, float | None]:

@@ -48,7 +48,7 @@ from linewise.apps.bench.schedule import (
 from linewise.errors import ConfigError, EndpointRefused, infra_kind_of
 from linewise.runtime import secret_env
 from linewise.runtime.browser.chromium import BrowserConfig
-from linewise.runtime.budget import Budget, RunSpend, prices_of
+from linewise.runtime.budget import Budget
 from linewise.runtime.models.factory import open_models
 from linewise.settings import LinewiseSettings
 
@@ -126,8 +126,10 @@ async def run_ray(
     *,
     on_retry: RetryHook | None = None,
     on_outage: OutageHook | None = None,
+    budget: Budget | None = None,
 ) -> str | None:
-    """The Ray backend (see the module). Returns why it stopped early, or None."""
+    """The Ray backend (see the module); ``budget``, the bench's, is charged as each
+    result comes back. Returns why it stopped early, or None."""
     if not specs:
         return None
     ray = _import_ray()
@@ -155,12 +157,13 @@ async def run_ray(
                 return remote.remote(spec, resolved, browser_config, str(out_dir.resolve()),
                                      options, secret_env.kept())
 
-            spend = RunSpend()
-            budget = Budget(settings.budget, prices_of(settings.filter), spend)
+            run_budget = budget if budget is not None else Budget.of(settings)
 
             def recorded(result: EpisodeResult) -> None:
-                spend.add(result.action_tokens + result.retriever_tokens,
-                          episode_cost(budget.prices, result))
+                # the workers' episodes charge budgets of their own, in their processes:
+                # the run's is charged here, once per result
+                run_budget.run.add(result.action_tokens + result.retriever_tokens,
+                                   episode_cost(run_budget.prices, result))
                 on_result(result)
 
             return await run_scheduled(
@@ -168,7 +171,7 @@ async def run_ray(
                 concurrency=options.concurrency, outage=settings.outage,
                 probe=endpoint_probe([action, retriever]), out_dir=out_dir,
                 hooks=SchedulerHooks(on_start, recorded, on_retry, on_outage),
-                stop=stop, budget=budget,
+                stop=stop, budget=run_budget,
             )
     finally:
         if stopping is not None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from linewise.agent.prompt import PageView, StepMemory, build_action_messages
+from linewise.agent.history import PastStep
+from linewise.agent.prompt import PageView, build_action_messages
 from linewise.apps.pruning.trajectory import TrajectoryStep
 
 
@@ -44,8 +45,8 @@ def page_view(step: TrajectoryStep, follows_its_predecessor: bool) -> PageView:
     )
 
 
-def memories(steps: list[PrunedStep], originals: dict[int, TrajectoryStep]) -> list[StepMemory]:
-    return [StepMemory(think=s.think, action=s.action, error=originals[s.index].action_error)
+def memories(steps: list[PrunedStep], originals: dict[int, TrajectoryStep]) -> list[PastStep]:
+    return [PastStep(think=s.think, action=s.action, error=originals[s.index].action_error)
             for s in steps]
 
 

@@ -29,9 +29,10 @@ from dataclasses import dataclass
 import structlog
 
 from linewise.agent.constraint import Constraint
+from linewise.agent.history import PastStep
 from linewise.agent.models import ChatModel, TokenLogprob, call_model, call_model_with_logprobs
 from linewise.agent.profile import profile_of
-from linewise.agent.prompt import StepMemory, render_history
+from linewise.agent.prompt import render_history
 from linewise.apps.pruning.dialogue import PrunedStep, step_messages
 from linewise.apps.pruning.trajectory import Trajectory, TrajectoryStep
 from linewise.apps.pruning.workspace import content_words
@@ -102,7 +103,7 @@ class ThoughtRewriter:
         prompt = render_prompt(
             "prune_rewrite.md",
             goal=trajectory.goal,
-            history=render_history([StepMemory(think=s.think, action=s.action) for s in before]),
+            history=render_history([PastStep(think=s.think, action=s.action) for s in before]),
             skipped=render_skipped(skipped),
             url=step.url,
             thought=step.think or "(none)",

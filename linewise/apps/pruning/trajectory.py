@@ -21,7 +21,7 @@ from pathlib import Path
 import structlog
 from pydantic import BaseModel, Field
 
-from linewise.agent.policy import page_key
+from linewise.agent.page_view import page_key
 from linewise.errors import ConfigError
 from linewise.records import HUMAN_OPERATORS, Operator, Tab
 from linewise.runtime.trace import read_steps_checked, read_summary, safe_name
@@ -48,7 +48,7 @@ class TrajectoryStep(BaseModel):
         default=None, description="A person's approval at the step-through prompt, if any."
     )
     page_key: str = Field(default="", description="The page the step acted on, whole "
-                          "(``agent.policy.page_key``): equal keys, the same page.")
+                          "(``agent.page_view.page_key``): equal keys, the same page.")
 
 
 class Trajectory(BaseModel):

@@ -39,7 +39,8 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 from linewise.agent.action_parser import ParsedAction
-from linewise.agent.policy import Decision, page_key
+from linewise.agent.page_view import page_key
+from linewise.agent.policy import Decision
 from linewise.axtree import element_lines
 from linewise.locators import TreeIndex, describe, element_state
 from linewise.prompts import render_prompt

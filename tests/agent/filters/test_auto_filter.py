@@ -9,7 +9,7 @@ from typing import Any
 
 from linewise.agent.filters.base import FilterInput
 from linewise.agent.filters.registry import FilterContext, filter_maker
-from linewise.agent.history import PastAction
+from linewise.agent.history import PastStep
 from linewise.apps.filter_eval import load_cases
 from linewise.settings import FilterSettings, LinewiseSettings
 from linewise.testing import CallInfo, FunctionModel
@@ -72,7 +72,7 @@ async def test_a_stuck_agent_is_shown_more_but_never_the_whole_tree() -> None:
                                       view_budget_tokens=1500))()
     shown = []
     for history in ([], ["noop()"], ["noop()", "noop()"], ["noop()"] * 3):
-        past = [PastAction.of_text(a) for a in history]
+        past = [PastStep.of_text(a) for a in history]
         result = await made.apply(page.model_copy(update={"history": past}))
         shown.append((result.notes["escalation"]["level"], result.tokens_shown))
     levels = [level for level, _ in shown]

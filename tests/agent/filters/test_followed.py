@@ -8,7 +8,7 @@ from linewise.agent.filters.bm25 import LineRanker
 from linewise.agent.filters.focus import FocusConfig, FocusFilter
 from linewise.agent.filters.followed import followed_section, history_groups, same_title
 from linewise.agent.filters.tree import LineTree
-from linewise.agent.history import PastAction
+from linewise.agent.history import PastStep
 from tests.support.trees import line_of, tree_lines
 
 GOAL = ("Open the part about errors from the contents, then read the entry of the class "
@@ -37,9 +37,9 @@ def test_a_followed_contents_link_proposes_its_section_first() -> None:
     assert any(entry in group for group in groups)
     # a link to another page, or no link at all, leads to no section
     assert followed_section(tree, observation.model_copy(
-        update={"history": [PastAction.of_text("click('241')")]})) is None
+        update={"history": [PastStep.of_text("click('241')")]})) is None
     assert followed_section(tree, observation.model_copy(
-        update={"history": [PastAction.of_text("scroll(0, 500)")]})) is None
+        update={"history": [PastStep.of_text("scroll(0, 500)")]})) is None
 
 
 def test_the_controls_beside_the_last_one_used_are_candidates() -> None:

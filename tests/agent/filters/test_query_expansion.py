@@ -9,7 +9,7 @@ from typing import Any
 from linewise.agent.filters.base import FilterInput
 from linewise.agent.filters.focus import FocusConfig, FocusFilter
 from linewise.agent.filters.query_expansion import QueryExpander, parse_terms
-from linewise.agent.history import PastAction
+from linewise.agent.history import PastStep
 from linewise.errors import LLMError
 from linewise.testing import CallInfo, FunctionModel
 from linewise.tokens import count_message_tokens
@@ -75,7 +75,7 @@ async def test_the_history_names_its_elements_and_an_unchanged_query_is_not_aske
     assert first.terms == again.terms == ["dumps"] and again.reused
     assert len(model.requests) == 1
     assert "click('948')  (term 'json.dumps(obj" in model.requests[0].messages[-1]["content"]
-    past = [PastAction.of_text("click('948')"), PastAction.of_text("noop()")]
+    past = [PastStep.of_text("click('948')"), PastStep.of_text("noop()")]
     await expander.expand(step.model_copy(update={"history": past}))
     assert len(model.requests) == 2
 

@@ -10,9 +10,9 @@ import pytest
 
 from linewise.records import StepRecord
 from linewise.runtime.browser.chromium import Browser
-from linewise.runtime.episode import EpisodeResources, run_episode
 from linewise.runtime.tasks.schema import WebTask
 from linewise.runtime.trace import read_steps
+from tests.support.episodes import resources_of, run_episode
 from tests.support.sites import Site, Step, click, scripted
 
 
@@ -24,7 +24,7 @@ def _task(site: Site, path: str = "/", steps: int = 20) -> WebTask:
 async def _run(browser: Browser, task: WebTask, steps: list[Step], out: Path
                ) -> list[StepRecord]:
     model = scripted([*steps, "send_msg_to_user('done')"])
-    summary = await run_episode(task, EpisodeResources(browser, model), out)
+    summary = await run_episode(task, resources_of(browser, model), out)
     assert summary.status == "finished" and summary.termination == "agent_done", summary.error
     records = read_steps(out / task.id)
     assert summary.n_steps == len(steps) + 1 == len(records)

@@ -16,10 +16,10 @@ from playwright.async_api import Page
 from linewise.runtime.browser.chromium import Browser, BrowserConfig, BrowserSession
 from linewise.runtime.browser.guard import NavigationGuard
 from linewise.runtime.browser.navigation import NavigationPolicy
-from linewise.runtime.episode import EpisodeResources, run_episode
 from linewise.runtime.tasks.schema import WebTask
 from linewise.runtime.trace import read_steps
 from linewise.settings import NavigationSettings
+from tests.support.episodes import resources_of, run_episode
 from tests.support.leaky import CHANNELS, LOOPBACK_NAME
 from tests.support.sites import Site, click, scripted
 
@@ -176,7 +176,7 @@ async def test_a_data_url_popup_does_not_end_the_episode(
     task = WebTask(id="popup", url=f"http://127.0.0.1:{site.port}/data-popup",
                    goal="Look around.", max_steps=5)
     model = scripted([click("data popup"), "noop(200)", "send_msg_to_user('done')"])
-    summary = await run_episode(task, EpisodeResources(browser, model), tmp_path)
+    summary = await run_episode(task, resources_of(browser, model), tmp_path)
     assert summary.status == "finished" and summary.termination == "agent_done", summary.error
     records = read_steps(tmp_path / "popup")
     assert [b.url[:5] for r in records for b in r.blocked] == ["data:"]
@@ -195,7 +195,7 @@ async def test_a_slow_page_loads_within_the_navigation_timeout(
                    max_steps=2)
     config = BrowserConfig(action_timeout_ms=500, navigation_timeout_ms=10000)
     async with Browser(config) as own:
-        summary = await run_episode(task, EpisodeResources(own, scripted([
+        summary = await run_episode(task, resources_of(own, scripted([
             "send_msg_to_user('done')"])), tmp_path)
     assert summary.status == "finished", summary.error
     assert "Slow page" in read_steps(tmp_path / "slow")[0].axtree
@@ -211,7 +211,7 @@ async def test_the_refused_requests_of_a_leaky_page_are_in_its_steps(
     task = WebTask(id="leaky", url=f"http://127.0.0.1:{site.port}/leaky", goal="Look.",
                    max_steps=3)
     model = scripted(["noop(2000)", "send_msg_to_user('done')"])
-    summary = await run_episode(task, EpisodeResources(browser, model), tmp_path)
+    summary = await run_episode(task, resources_of(browser, model), tmp_path)
     assert summary.status == "finished", summary.error
     records = read_steps(tmp_path / "leaky")
     refused = [c for r in records for c in r.refused_connections]
@@ -249,7 +249,7 @@ async def test_refused_requests_are_listed_by_host_and_reason_up_to_a_bound(
     task = WebTask(id="many", url=f"http://127.0.0.1:{site.port}/many", goal="Look.",
                    max_steps=3)
     model = scripted(["noop(3000)", "send_msg_to_user('done')"])
-    summary = await run_episode(task, EpisodeResources(browser, model), tmp_path)
+    summary = await run_episode(task, resources_of(browser, model), tmp_path)
     assert summary.status == "finished", summary.error
     first, *rest = read_steps(tmp_path / "many")
     listed = first.refused_connections

@@ -24,12 +24,13 @@ from linewise.runtime.browser.chromium import Browser
 from linewise.runtime.debug.overlay import OVERLAY_COLOR
 from linewise.runtime.debug.stepper import Choice, ChoiceKind, PendingStep, StepThroughHooks
 from linewise.runtime.envs.browsergym import BrowserGymEnv
-from linewise.runtime.episode import EpisodeResources, StepContext, StepHooks, run_episode
+from linewise.runtime.episode import StepContext, StepHooks
 from linewise.runtime.playwright_trace import PlaywrightTraceHooks
 from linewise.runtime.tasks.schema import BrowserGymTask
 from linewise.runtime.trace import read_steps
 from linewise.testing import StaticServer
 from linewise.testing.miniwob_solver import bid_matching
+from tests.support.episodes import resources_of, run_episode
 from tests.support.sites import Step, scripted
 
 
@@ -112,7 +113,7 @@ async def test_stepping_through_a_browsergym_task(
     probe = EnvProbe()
     operator = ScriptedOperator(probe, decide)
     summary = await run_episode(
-        _task(pages, 8), EpisodeResources(browser, model), tmp_path,
+        _task(pages, 8), resources_of(browser, model), tmp_path,
         hooks=[probe, StepThroughHooks(operator), PlaywrightTraceHooks()],
     )
     folder = tmp_path / "bgym-step"

@@ -13,7 +13,6 @@ import pytest
 from linewise.agent.action_parser import parse_action
 from linewise.axtree import bids_in
 from linewise.runtime.browser.chromium import Browser
-from linewise.runtime.episode import EpisodeResources, run_episode
 from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.models.files import ensure_embedded_model
 from linewise.runtime.models.local_server import LocalModelServer
@@ -22,6 +21,7 @@ from linewise.runtime.tasks.miniwob_server import MiniWoBServer
 from linewise.runtime.tasks.schema import MiniWoBTask
 from linewise.runtime.trace import read_steps
 from linewise.settings import EndpointSettings
+from tests.support.episodes import resources_of, run_episode
 
 
 @pytest.mark.slow
@@ -49,7 +49,7 @@ async def test_the_embedded_model_answers_a_chat_completion_and_takes_a_real_ste
         client = ChatClient(EndpointSettings(
             base_url=server.base_url, model=server.model_name, max_tokens=128,
             timeout_s=LOCAL_TIMEOUT_S, max_retries=0), embedded=True)
-        env = EpisodeResources(browser, client, miniwob_server)
+        env = resources_of(browser, client, miniwob_server)
         task = MiniWoBTask(miniwob="click-test", seed=1, max_steps=1)
         summary = await run_episode(task, env, tmp_path)
         await client.close()
