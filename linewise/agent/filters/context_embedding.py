@@ -35,6 +35,13 @@ _BLOCK_ROLES = frozenset({
     "checkbox", "radio", "listbox", "switch", "slider", "spinbutton", "tab", "menuitem",
     "columnheader", "cell", "gridcell", "option", "caption", "figcaption", "blockquote",
 })
+_CONTROL_ROLES = frozenset({
+    "button", "textbox", "searchbox", "combobox", "checkbox", "radio", "listbox", "switch",
+    "slider", "spinbutton", "tab", "menuitem", "option",
+})
+"""Blocks an action uses: each is a unit of its own even inside an item's unit (a field
+of a form, a button of a row), since the item's text proposes only the item's line and
+the lines around it, never a control further down its subtree."""
 _ANCHOR_ROLES = frozenset({"term", "row", "article", "listitem", "heading"})
 _UNIT_WORDS = 48
 """Words of a unit's own text embedded (MiniLM's cost grows with the length)."""
@@ -72,7 +79,8 @@ def page_units(tree: LineTree, roles: Sequence[str] | None = None) -> list[Unit]
         is_item = role[index] in ITEM_ROLES and role[index] != "group"
         if not (is_item or role[index] in _BLOCK_ROLES):
             continue
-        if index < covered_until and role[index] not in ("term", "heading"):
+        if (index < covered_until and role[index] not in ("term", "heading")
+                and role[index] not in _CONTROL_ROLES):
             continue
         anchor = index
         context: list[str] = []

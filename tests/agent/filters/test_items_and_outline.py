@@ -187,6 +187,18 @@ async def test_units_carry_their_term_and_bring_it_as_a_candidate() -> None:
     assert index._vectors is vectors  # the same page is embedded once
 
 
+def test_every_control_of_a_form_is_a_unit_of_its_own() -> None:
+    """A form is one item, and its unit proposes the form's line and the lines around
+    it: a field further down must be a unit itself, or no query can reach it."""
+    lines = tree_lines("page-form.txt")
+    tree = LineTree(lines)
+    units = {u.index: u for u in page_units(tree)}
+    for control in (r"textbox 'Bio'", r"combobox 'Color'"):
+        index = line_of(lines, control)
+        assert index in units, control
+        assert control.split("'")[1] in units[index].text
+
+
 # -- escalation with a real action agent driven by a scripted model
 
 
