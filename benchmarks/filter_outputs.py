@@ -55,7 +55,7 @@ class MemoEmbedder:
     """The offline MiniLM embedder, each text's vector kept after its first embedding."""
 
     def __init__(self, vectors: dict[str, np.ndarray]) -> None:
-        from linewise.agent.filters.embedders import MiniLMEmbedder
+        from linewise.agent.text.embedders import MiniLMEmbedder
 
         self.inner = MiniLMEmbedder()
         self.name = self.inner.name

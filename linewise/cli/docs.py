@@ -17,14 +17,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from linewise.agent.filters.focus_stages import (
+from linewise.agent.filters.registry import filter_registrations
+from linewise.agent.filters.stages.presets import (
     ALWAYS,
     DEFAULT_PRESET,
     DEFAULT_STAGES,
     PRESETS,
     STAGES,
 )
-from linewise.agent.filters.registry import filter_registrations
 from linewise.cli.filters import filter_label, preset_summary
 
 START = "<!-- filters:start -->"

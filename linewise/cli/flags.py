@@ -22,14 +22,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from linewise.agent.filters.focus_stages import (
+from linewise.agent.filters.registry import check_filter_name, filter_names
+from linewise.agent.filters.stages.presets import (
     DEFAULT_PRESET,
     PRESETS,
     STAGES,
     get_preset,
     parse_stages,
 )
-from linewise.agent.filters.registry import check_filter_name, filter_names
 from linewise.errors import ConfigError
 from linewise.runtime.browser.navigation import DomainPattern, PatternError
 from linewise.runtime.models.profiles import PROFILES

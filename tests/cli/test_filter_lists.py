@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from linewise.agent.filters.focus_stages import PRESETS, STAGES
 from linewise.agent.filters.registry import filter_names, register_filter, unregister_filter
+from linewise.agent.filters.stages.presets import PRESETS, STAGES
 from linewise.agent.filters.truncate import NoFilter
 from linewise.cli.docs import FILTERS_PAGE, filters_markdown, generated_block
 from linewise.cli.flags import settings_from_args

@@ -21,9 +21,9 @@ import numpy as np
 import structlog
 
 from linewise.agent.filters.base import FilterInput, FilterResult
-from linewise.agent.filters.chunking import Chunk, chunk_lines
-from linewise.agent.filters.embedders import Embedder, normalised
-from linewise.agent.filters.render import line_ranges, render_with_markers
+from linewise.agent.filters.view.render import line_ranges, render_with_markers
+from linewise.agent.text.chunking import Chunk, chunk_lines
+from linewise.agent.text.embedders import Embedder, normalised
 from linewise.errors import ConfigError, LLMError
 from linewise.tokens import DEFAULT_ENCODING, count_tokens
 

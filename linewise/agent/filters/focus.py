@@ -43,7 +43,21 @@ import structlog
 from pydantic import BaseModel, Field, field_validator
 
 from linewise.agent.filters.base import FilterInput, FilterResult
-from linewise.agent.filters.candidates import (
+from linewise.agent.filters.incremental import CarryOver
+from linewise.agent.filters.retriever.defend import (
+    InjectionMemory,
+    defend_system,
+    injection_ranges,
+    without_injections,
+)
+from linewise.agent.filters.retriever.escalation import Escalation, EscalationState
+from linewise.agent.filters.retriever.ranges_answer import (
+    ranges_answer_format,
+    ranges_constraint,
+    ranges_reask,
+)
+from linewise.agent.filters.retriever.recall_guard import guard_lines, guarded_bids
+from linewise.agent.filters.stages.candidates import (
     MARKER_TOKENS,
     CandidateSet,
     Group,
@@ -57,43 +71,35 @@ from linewise.agent.filters.candidates import (
     outline_groups,
     referred_groups,
 )
-from linewise.agent.filters.context_embedding import UnitIndex, unit_groups
-from linewise.agent.filters.defend import (
-    InjectionMemory,
-    defend_system,
-    injection_ranges,
-    without_injections,
-)
-from linewise.agent.filters.embedders import Embedder
-from linewise.agent.filters.escalation import Escalation, EscalationState
-from linewise.agent.filters.focus_stages import (
+from linewise.agent.filters.stages.context_embedding import UnitIndex, unit_groups
+from linewise.agent.filters.stages.followed import history_groups
+from linewise.agent.filters.stages.page_index import PageIndex
+from linewise.agent.filters.stages.passages import passage_groups
+from linewise.agent.filters.stages.presets import (
     DEFAULT_STAGES,
     Chooser,
     check_stages,
     get_preset,
 )
-from linewise.agent.filters.followed import history_groups
-from linewise.agent.filters.incremental import CarryOver
-from linewise.agent.filters.items import expand_items
-from linewise.agent.filters.outline import by_priority
-from linewise.agent.filters.page_diff import PageDiff, diff_pages
-from linewise.agent.filters.page_index import PageIndex
-from linewise.agent.filters.passages import passage_groups
-from linewise.agent.filters.query_expansion import Expansion, QueryExpander
-from linewise.agent.filters.ranges import Range, lines_of, merge_ranges, parse_ranges, raw_ranges
-from linewise.agent.filters.ranges_answer import (
-    ranges_answer_format,
-    ranges_constraint,
-    ranges_reask,
+from linewise.agent.filters.stages.query_expansion import Expansion, QueryExpander
+from linewise.agent.filters.stages.shares import reserved_lines
+from linewise.agent.filters.stages.term_match import term_groups
+from linewise.agent.filters.view.items import expand_items
+from linewise.agent.filters.view.outline import by_priority
+from linewise.agent.filters.view.page_diff import PageDiff, diff_pages
+from linewise.agent.filters.view.ranges import (
+    Range,
+    lines_of,
+    merge_ranges,
+    parse_ranges,
+    raw_ranges,
 )
-from linewise.agent.filters.recall_guard import guard_lines, guarded_bids
-from linewise.agent.filters.render import line_ranges, render_with_markers
-from linewise.agent.filters.shares import reserved_lines
-from linewise.agent.filters.structure import rebuild_with_structure
-from linewise.agent.filters.term_match import term_groups
-from linewise.agent.filters.tree import LineTree
+from linewise.agent.filters.view.render import line_ranges, render_with_markers
+from linewise.agent.filters.view.structure import rebuild_with_structure
+from linewise.agent.filters.view.tree import LineTree
 from linewise.agent.models import ChatModel
 from linewise.agent.structured import ask_structured, will_constrain
+from linewise.agent.text.embedders import Embedder
 from linewise.axtree import bid_of
 from linewise.errors import ConfigError, LLMError, ModelError, RangeParseError
 from linewise.prompts import render_prompt

@@ -33,15 +33,15 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from linewise.agent.filters.base import FilterInput
-from linewise.agent.filters.candidates import MARKER_TOKENS, CandidateSet
-from linewise.agent.filters.embedders import Embedder
 from linewise.agent.filters.focus import FocusConfig, FocusFilter, _Prompt, within_budget
-from linewise.agent.filters.items import ITEM_ROLES, expand_items, line_roles, section_of
-from linewise.agent.filters.outline import OutlineEntry, by_priority, outline_entries
-from linewise.agent.filters.recall_guard import guard_lines
-from linewise.agent.filters.render import render_with_markers
-from linewise.agent.filters.tree import LineTree
+from linewise.agent.filters.retriever.recall_guard import guard_lines
+from linewise.agent.filters.stages.candidates import MARKER_TOKENS, CandidateSet
+from linewise.agent.filters.view.items import ITEM_ROLES, expand_items, line_roles, section_of
+from linewise.agent.filters.view.outline import OutlineEntry, by_priority, outline_entries
+from linewise.agent.filters.view.render import render_with_markers
+from linewise.agent.filters.view.tree import LineTree
 from linewise.agent.models import ChatModel
+from linewise.agent.text.embedders import Embedder
 from linewise.records import LLMCall
 from linewise.tokens import count_message_tokens, count_tokens
 

@@ -30,11 +30,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from linewise.agent.filters.base import FilterInput
-from linewise.agent.filters.bm25 import with_context
-from linewise.agent.filters.candidates import lexical_groups, named_groups
-from linewise.agent.filters.items import expand_items
-from linewise.agent.filters.page_diff import PageDiff
-from linewise.agent.filters.page_index import PageIndex
+from linewise.agent.filters.stages.candidates import lexical_groups, named_groups
+from linewise.agent.filters.stages.page_index import PageIndex
+from linewise.agent.filters.view.items import expand_items
+from linewise.agent.filters.view.page_diff import PageDiff
+from linewise.agent.text.bm25 import with_context
 from linewise.tokens import count_tokens_each
 
 __all__ = ["CarriedSelection", "CarryOver", "carried_selection", "changed_tokens"]

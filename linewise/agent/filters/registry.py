@@ -36,16 +36,16 @@ from functools import cache
 from importlib import metadata
 from typing import TYPE_CHECKING, overload
 
-from linewise.agent.filters.focus_stages import PRESETS, FocusPreset, check_stages, get_preset
+from linewise.agent.filters.stages.presets import PRESETS, FocusPreset, check_stages, get_preset
 from linewise.errors import ConfigError
 from linewise.settings import DEFAULT_CONTEXT_TOKENS, ENDPOINT_VIEW_BUDGET_TOKENS, FilterSettings
 
 if TYPE_CHECKING:
     from linewise.agent.filters.base import ObservationFilter
-    from linewise.agent.filters.embedders import Embedder
     from linewise.agent.filters.focus import FocusConfig
     from linewise.agent.filters.focus_outline import ZoomMode
     from linewise.agent.models import ChatModel
+    from linewise.agent.text.embedders import Embedder
 
 # The filters themselves are imported by their factories, when an episode asks for one:
 # this module is read to list and check the names (every `--filter` flag's help, the
@@ -274,8 +274,8 @@ def shared_embedder(settings: FilterSettings, api_key: str | None = None) -> Emb
     made: list[Embedder] = []
 
     def provide() -> Embedder:
-        from linewise.agent.filters.embedders import make_embedder
-        from linewise.agent.filters.learned import TrainedEmbedder
+        from linewise.agent.text.embedders import make_embedder
+        from linewise.agent.text.learned import TrainedEmbedder
 
         if not made:
             if settings.retriever_weights is not None:
@@ -293,8 +293,8 @@ def shared_embedder(settings: FilterSettings, api_key: str | None = None) -> Emb
 
 
 def _line_retriever(context: FilterContext, *, structure: bool) -> ObservationFilter:
-    from linewise.agent.filters.cost_gate import Prices
     from linewise.agent.filters.line_retriever import LineRetrieverConfig, LineRetrieverFilter
+    from linewise.agent.filters.retriever.cost_gate import Prices
 
     settings = context.settings
     config = LineRetrieverConfig(
@@ -373,7 +373,7 @@ def _focus_filter(context: FilterContext, config: FocusConfig, name: str) -> Obs
     """A focus filter of ``config``, with the embedder, expander and retriever its stages
     and chooser ask for."""
     from linewise.agent.filters.focus import FocusFilter
-    from linewise.agent.filters.query_expansion import QueryExpander
+    from linewise.agent.filters.stages.query_expansion import QueryExpander
 
     settings = context.settings
     # The chunk embedding stage runs only where an embedder was chosen: the offline one

@@ -19,8 +19,8 @@ from collections.abc import AsyncIterator
 
 import structlog
 
-from linewise.agent.filters.embedders import embedder_for
 from linewise.agent.profile import DEFAULT_PROFILE
+from linewise.agent.text.embedders import embedder_for
 from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.models.files import resolve_model_path
 from linewise.runtime.models.local_server import LocalModelServer

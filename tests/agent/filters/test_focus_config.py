@@ -10,9 +10,15 @@ from typing import Any
 import pytest
 
 from linewise.agent.filters.base import FilterInput
-from linewise.agent.filters.candidates import STAGE_TURNS
 from linewise.agent.filters.focus import FocusConfig, FocusFilter
-from linewise.agent.filters.focus_stages import (
+from linewise.agent.filters.registry import (
+    FilterContext,
+    filter_maker,
+    focus_config,
+    get_filter,
+)
+from linewise.agent.filters.stages.candidates import STAGE_TURNS
+from linewise.agent.filters.stages.presets import (
     ALWAYS,
     DEFAULT_PRESET,
     PRESETS,
@@ -20,13 +26,7 @@ from linewise.agent.filters.focus_stages import (
     check_stages,
     parse_stages,
 )
-from linewise.agent.filters.query_expansion import QueryExpander
-from linewise.agent.filters.registry import (
-    FilterContext,
-    filter_maker,
-    focus_config,
-    get_filter,
-)
+from linewise.agent.filters.stages.query_expansion import QueryExpander
 from linewise.apps.filter_eval import load_cases
 from linewise.errors import ConfigError
 from linewise.settings import FilterSettings, LinewiseSettings

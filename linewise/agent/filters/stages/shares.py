@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from linewise.agent.filters.candidates import Group
-from linewise.agent.filters.tree import LineTree
+from linewise.agent.filters.stages.candidates import Group
+from linewise.agent.filters.view.tree import LineTree
 from linewise.tokens import count_tokens_each
 
 __all__ = ["reserved_lines"]

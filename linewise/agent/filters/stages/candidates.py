@@ -39,15 +39,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from linewise.agent.filters.base import FilterInput
-from linewise.agent.filters.bm25 import LineRanker, query_text, with_context
-from linewise.agent.filters.chunking import chunk_lines
-from linewise.agent.filters.embedders import Embedder, normalised
-from linewise.agent.filters.outline import OutlineEntry, by_priority, outline_entries
-from linewise.agent.filters.page_diff import PageDiff, diff_pages
-from linewise.agent.filters.recall_guard import guard_lines
-from linewise.agent.filters.term_match import goal_terms, referred_entries, term_groups
-from linewise.agent.filters.tree import LineTree
+from linewise.agent.filters.base import FilterInput, query_text
+from linewise.agent.filters.retriever.recall_guard import guard_lines
+from linewise.agent.filters.stages.term_match import goal_terms, referred_entries, term_groups
+from linewise.agent.filters.view.outline import OutlineEntry, by_priority, outline_entries
+from linewise.agent.filters.view.page_diff import PageDiff, diff_pages
+from linewise.agent.filters.view.tree import LineTree
+from linewise.agent.text.bm25 import LineRanker, with_context
+from linewise.agent.text.chunking import chunk_lines
+from linewise.agent.text.embedders import Embedder, normalised
 from linewise.tokens import count_tokens_each
 
 __all__ = [
