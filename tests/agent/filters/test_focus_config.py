@@ -11,12 +11,8 @@ import pytest
 
 from linewise.agent.filters.base import FilterInput
 from linewise.agent.filters.focus import FocusConfig, FocusFilter
-from linewise.agent.filters.registry import (
-    FilterContext,
-    filter_maker,
-    focus_config,
-    get_filter,
-)
+from linewise.agent.filters.builtins import focus_config
+from linewise.agent.filters.registry import FilterContext, filter_maker, get_filter
 from linewise.agent.filters.stages.candidates import STAGE_TURNS
 from linewise.agent.filters.stages.presets import (
     ALWAYS,
