@@ -57,24 +57,12 @@ from linewise.agent.filters.retriever.ranges_answer import (
     ranges_reask,
 )
 from linewise.agent.filters.retriever.recall_guard import guard_lines, guarded_bids
-from linewise.agent.filters.stages.candidates import (
-    MARKER_TOKENS,
-    CandidateSet,
-    Group,
-    changed_groups,
-    embedding_groups,
-    fill_budget,
-    guard_groups,
-    lexical_groups,
-    named_groups,
-    numbered_sizes,
-    outline_groups,
-    referred_groups,
-)
-from linewise.agent.filters.stages.context_embedding import UnitIndex, unit_groups
+from linewise.agent.filters.stages.budget import MARKER_TOKENS, fill_budget, numbered_sizes
+from linewise.agent.filters.stages.catalog import ALWAYS, FOCUS_STAGES, StageRun
+from linewise.agent.filters.stages.context_embedding import UnitIndex
 from linewise.agent.filters.stages.followed import history_groups
+from linewise.agent.filters.stages.groups import CandidateSet
 from linewise.agent.filters.stages.page_index import PageIndex
-from linewise.agent.filters.stages.passages import passage_groups
 from linewise.agent.filters.stages.presets import (
     DEFAULT_STAGES,
     Chooser,
@@ -83,7 +71,6 @@ from linewise.agent.filters.stages.presets import (
 )
 from linewise.agent.filters.stages.query_expansion import Expansion, QueryExpander
 from linewise.agent.filters.stages.shares import reserved_lines
-from linewise.agent.filters.stages.term_match import term_groups
 from linewise.agent.filters.view.items import expand_items
 from linewise.agent.filters.view.outline import by_priority
 from linewise.agent.filters.view.page_diff import PageDiff, diff_pages
@@ -432,36 +419,29 @@ class FocusFilter:
         budget: int, diff: PageDiff | None = None,
     ) -> CandidateSet:
         lines = observation.lines
-        page = self._page_of(lines)
-        runs = self.config.runs
-        context = self.config.lexical_context
-        groups: dict[str, list[Group]] = {"guard": guard_groups(tree, observation)}
-        if runs("lexical"):
-            groups["lexical"] = lexical_groups(lines, observation, context=context,
-                                               ranker=page.ranker)
-        if runs("outline"):
-            groups["outline"] = outline_groups(lines, page.outline)
-        if runs("changed"):
-            groups["changed"] = changed_groups(previous, lines, diff=diff)
-        if runs("followed"):
-            groups["followed"] = [Group("followed", g) for g in history_groups(
-                tree, page.ranker, observation, context=context,
-                passages=(page.units, page.passage_ranker))]
-        if runs("named"):
-            groups["named"] = named_groups(tree, page.ranker, observation, context=context)
-        if runs("passages"):
-            groups["passages"] = passage_groups(page.units, page.passage_ranker, observation,
-                                                len(lines))
-        if self.expander is not None:
-            self._expansion = await self.expander.expand(observation)
-            groups["expansion"] = [
-                Group("expansion", g) for g in term_groups(
-                    tree, page.ranker, self._expansion.terms, context=context)
-            ]
-        if runs("referred"):
-            groups["referred"] = referred_groups(tree, page.entries, groups, context=context)
-        if self.embedder is not None:
-            await self._embedding_stages(observation, tree, groups)
+        run = StageRun(observation, tree, self._page_of(lines), previous, diff,
+                       context=self.config.lexical_context, top_k=self.config.embedding_top_k,
+                       expander=self.expander, embedder=self.embedder, units=self._units)
+        embedder_failed = False
+        for stage in FOCUS_STAGES:
+            if stage.name != ALWAYS and not self.config.runs(stage.name):
+                continue
+            if stage.needs == "embedder":
+                if embedder_failed:
+                    continue
+                try:
+                    proposed = await stage.propose(run)
+                except (LLMError, ModelError) as exc:
+                    embedder_failed = True
+                    self._embedder_failed(exc)
+                    continue
+            else:
+                proposed = await stage.propose(run)
+            if proposed is not None:
+                run.groups[stage.name] = proposed
+        if run.expansion is not None:
+            self._expansion = run.expansion
+        groups = run.groups
         sizes = numbered_sizes(lines, (i for gs in groups.values() for g in gs for i in g.lines))
         room = self._observation_room(observation, budget)
         taken = fill_budget(groups, sizes, int(room * (1 - self.config.outline_share)),
@@ -469,29 +449,19 @@ class FocusFilter:
         taken.ran = [stage for stage in self.config.stages if stage in groups]
         return taken
 
-    async def _embedding_stages(self, observation: FilterInput, tree: LineTree,
-                                groups: dict[str, list[Group]]) -> None:
-        """The ``units`` and ``embedding`` stages, as configured, into ``groups``; a
-        failing embedder is recorded and the filter goes on without them."""
-        assert self.embedder is not None
-        top_k = self.config.embedding_top_k
-        try:
-            if self.config.runs("units") and self._units is not None:
-                groups["units"] = await unit_groups(self._units, tree, observation,
-                                                    top_k=top_k)
-            if self.config.runs("embedding"):
-                groups["embedding"] = await embedding_groups(self.embedder, tree, observation,
-                                                             top_k=top_k)
-        except LLMError as exc:
+    def _embedder_failed(self, exc: LLMError | ModelError) -> None:
+        """An embedding stage failed: recorded, and the filter goes on without the
+        embedding stages this step (a failed call) or this episode (no embedder)."""
+        if isinstance(exc, LLMError):
             log.warning("embedding stage failed; going on without it", error=str(exc))
             self._embedding_error = str(exc)
-        except ModelError as exc:
-            # The offline embedder cannot load (no `embedding` extra, a damaged file):
-            # it will not load on a later step either.
-            log.warning("embedder unavailable; the filter goes on without its stage",
-                        error=str(exc))
-            self.embedder, self._units = None, None
-            self._embedding_error = f"unavailable for this episode: {exc}"
+            return
+        # The offline embedder cannot load (no `embedding` extra, a damaged file):
+        # it will not load on a later step either.
+        log.warning("embedder unavailable; the filter goes on without its stage",
+                    error=str(exc))
+        self.embedder, self._units = None, None
+        self._embedding_error = f"unavailable for this episode: {exc}"
 
     def _page_of(self, lines: list[str]) -> PageIndex:
         """The index of this step's page: the last one if the page is the same."""

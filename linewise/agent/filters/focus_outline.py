@@ -35,7 +35,8 @@ from typing import Any, Literal
 from linewise.agent.filters.base import FilterInput
 from linewise.agent.filters.focus import FocusConfig, FocusFilter, _Prompt, within_budget
 from linewise.agent.filters.retriever.recall_guard import guard_lines
-from linewise.agent.filters.stages.candidates import MARKER_TOKENS, CandidateSet
+from linewise.agent.filters.stages.budget import MARKER_TOKENS
+from linewise.agent.filters.stages.groups import CandidateSet
 from linewise.agent.filters.view.items import ITEM_ROLES, expand_items, line_roles, section_of
 from linewise.agent.filters.view.outline import OutlineEntry, by_priority, outline_entries
 from linewise.agent.filters.view.render import render_with_markers

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from linewise.agent.filters.base import FilterInput
-from linewise.agent.filters.focus import FocusConfig, FocusFilter
 from linewise.agent.filters.builtins import focus_config
+from linewise.agent.filters.focus import FocusConfig, FocusFilter
 from linewise.agent.filters.registry import FilterContext, filter_maker, get_filter
-from linewise.agent.filters.stages.candidates import STAGE_TURNS
+from linewise.agent.filters.stages.catalog import FOCUS_STAGES
 from linewise.agent.filters.stages.presets import (
     ALWAYS,
     DEFAULT_PRESET,
@@ -102,7 +102,7 @@ def test_every_research_alias_is_its_preset() -> None:
 
 
 def test_the_stage_list_is_the_order_the_candidates_take_turns_in() -> None:
-    assert list(STAGES) == [ALWAYS, *STAGE_TURNS]
+    assert list(STAGES) == [ALWAYS, *(s.name for s in FOCUS_STAGES if s.turns)]
     assert check_stages(["embedding", "lexical", "lexical"]) == ("guard", "lexical", "embedding")
     assert parse_stages(" named, guard ,outline,") == ("guard", "named", "outline")
 

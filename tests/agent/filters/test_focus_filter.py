@@ -13,13 +13,12 @@ from linewise.agent.filters.bm25 import BM25Filter
 from linewise.agent.filters.focus import FocusConfig, FocusFilter
 from linewise.agent.filters.registry import FilterContext, get_filter
 from linewise.agent.filters.retriever.escalation import ShownStep, stuck_reasons
+from linewise.agent.filters.stages.budget import fill_budget, numbered_sizes
 from linewise.agent.filters.stages.candidates import (
     changed_groups,
     embedding_groups,
-    fill_budget,
     guard_groups,
     lexical_groups,
-    numbered_sizes,
     outline_groups,
 )
 from linewise.agent.filters.view.structure import shown_line

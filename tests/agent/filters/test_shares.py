@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from linewise.agent.filters.base import FilterInput
 from linewise.agent.filters.focus import FocusConfig, FocusFilter
-from linewise.agent.filters.stages.candidates import Group
+from linewise.agent.filters.stages.groups import Group
 from linewise.agent.filters.stages.shares import reserved_lines
 from linewise.agent.filters.view.tree import LineTree
 from linewise.tokens import count_tokens

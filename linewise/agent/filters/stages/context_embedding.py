@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from linewise.agent.filters.base import FilterInput, query_text
-from linewise.agent.filters.stages.candidates import Group
+from linewise.agent.filters.stages.groups import Group
 from linewise.agent.filters.view.items import ITEM_ROLES, line_roles
 from linewise.agent.filters.view.tree import LineTree
 from linewise.agent.text.embedders import Embedder, normalised

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from linewise.agent.filters.base import FilterInput, query_text
-from linewise.agent.filters.stages.candidates import Group
 from linewise.agent.filters.stages.context_embedding import Unit
+from linewise.agent.filters.stages.groups import Group
 from linewise.agent.text.bm25 import LineRanker, with_context
 
 __all__ = ["passage_groups", "passage_ranker"]

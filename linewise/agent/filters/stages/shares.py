@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from linewise.agent.filters.stages.candidates import Group
+from linewise.agent.filters.stages.groups import Group
 from linewise.agent.filters.view.tree import LineTree
 from linewise.tokens import count_tokens_each
 
