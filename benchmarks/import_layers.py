@@ -93,7 +93,8 @@ def figures(package: str, *, runtime_only: bool = False) -> dict[str, object]:
     for i, component in enumerate(components):  # Tarjan gives sinks first
         targets = {component_of[t] for m in component for t in edges[m]} - {i}
         layer[i] = 1 + max((layer[t] for t in targets), default=0)
-    upward_in_cycles = sum(1 for m in inside for t in edges[m] if component_of[t] == component_of[m])
+    upward_in_cycles = sum(1 for m in inside for t in edges[m]
+                           if component_of[t] == component_of[m])
     enclosing = sum(
         1 for m in inside for t in edges[m]
         if t.rsplit(".", 1)[0] != m.rsplit(".", 1)[0] and m.startswith(t.rsplit(".", 1)[0] + ".")
@@ -105,7 +106,7 @@ def figures(package: str, *, runtime_only: bool = False) -> dict[str, object]:
         if m != package:
             children[m.rsplit(".", 1)[0]].add(m)
     sibling_cycles: list[list[str]] = []
-    for parent, kids in sorted(children.items()):
+    for _parent, kids in sorted(children.items()):
         def child_of(module: str, kids: set[str] = kids) -> str | None:
             for kid in kids:
                 if module == kid or module.startswith(kid + "."):
