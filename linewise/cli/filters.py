@@ -1,7 +1,7 @@
 """``linewise filters [--all]``: the observation filters, the focus presets and stages.
 
 Everything printed comes from the registry (agent/filters/registry.py) and the focus
-configuration (agent/filters/focus_stages.py), as do the ``--filter`` helps and the
+configuration (agent/filters/stages/presets.py), as do the ``--filter`` helps and the
 tables of docs/filters.md (cli/docs.py): the lists cannot drift apart.
 """
 

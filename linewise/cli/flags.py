@@ -207,7 +207,7 @@ def focus_stage_list(text: str) -> tuple[str, ...]:
 
 
 def add_focus_flags(parser: argparse.ArgumentParser) -> None:
-    """How the ``focus`` filter is configured (agent/filters/focus_stages.py)."""
+    """How the ``focus`` filter is configured (agent/filters/stages/presets.py)."""
     group = parser.add_argument_group("the focus filter (linewise filters describes it)")
     group.add_argument("--focus-preset", type=focus_preset_name, metavar="NAME",
                        help=f"one of {', '.join(PRESETS)} (default {DEFAULT_PRESET})")

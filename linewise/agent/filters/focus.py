@@ -120,7 +120,7 @@ class FocusConfig(BaseModel):
     max_retries: int = Field(default=1, ge=0)
     json_schema: Literal["auto", "on", "off"] = "auto"
     defend: bool = False
-    """Defender mode (agent/filters/defend.py); small pages are then asked about too."""
+    """Defender mode (agent/filters/retriever/defend.py); small pages are then asked about too."""
     lexical_context: int = Field(default=2, ge=0)
     keep_top_lexical: int = Field(
         default=3, ge=0, description="The best lexical hits kept in the view whatever the "

@@ -81,7 +81,7 @@ class LineRetrieverConfig(BaseModel):
         "side: small retrievers are often off by one line."
     )
     defend: bool = Field(
-        default=False, description="Defender mode (agent/filters/defend.py): drop page "
+        default=False, description="Defender mode (agent/filters/retriever/defend.py): drop page "
         "text that addresses the agent; the cost gate never skips the retriever then."
     )
 
