@@ -2,8 +2,8 @@
 
 Per step:
 
-1. the configured stages (``FocusConfig.stages``, described in :mod:`.focus_stages`)
-   propose candidate lines (:mod:`.candidates`: the recall guard's elements, BM25 hits,
+1. the configured stages (``FocusConfig.stages``, described in :mod:`.stages.presets`)
+   propose candidate lines (:mod:`.stages.candidates`: the recall guard's elements, BM25 hits,
    the page outline, the lines that changed, expanded-query and embedding hits…) until
    a fixed token budget is full;
 2. with ``chooser="model"``, the retriever model reads ONLY those lines, in page order
@@ -16,17 +16,17 @@ Per step:
    An unusable answer (after retries) leaves the candidates themselves as the
    selection, recorded in ``notes["candidates_fallback"]``.
 
-Named configurations (presets) are in :mod:`.focus_stages`; ``FocusConfig.from_preset``
+Named configurations (presets) are in :mod:`.stages.presets`; ``FocusConfig.from_preset``
 builds one.
 
-When the agent got stuck on last step's view (:mod:`.escalation`), the next step shows
+When the agent got stuck on last step's view (:mod:`.retriever.escalation`), the next step shows
 more: level 1 shows every candidate of a budget ``escalation_factor`` times larger
 without asking the model; level 2 the whole tree. On an unchanged page the previous
 selection is reused without a model call, unless the agent got stuck on it; on a page
 that changed little it is carried over, with the changed lines and the best lexical
 hits, also without a model call (:mod:`.incremental`). The page's structures (tree,
 roles, outline, BM25 index) are built once per page and taken over line by line by the
-next step's page (:mod:`.page_index`).
+next step's page (:mod:`.stages.page_index`).
 
 ``notes`` records which stage proposed which lines (``stages``), the stages that ran
 (``stages_run``), the retriever's input tokens (``retriever_input_tokens``) and the
@@ -101,7 +101,7 @@ __all__ = ["FocusConfig", "FocusFilter"]
 class FocusConfig(BaseModel):
     stages: tuple[str, ...] = Field(
         default=DEFAULT_STAGES, description="The candidate stages that run "
-        "(:data:`.focus_stages.STAGES`); ``guard`` always does. ``expansion`` needs the "
+        "(:data:`.stages.presets.STAGES`); ``guard`` always does. ``expansion`` needs the "
         "filter's expander, ``units`` its embedder; ``embedding`` runs when it has one."
     )
     chooser: Chooser = Field(
@@ -163,7 +163,7 @@ class FocusConfig(BaseModel):
     items: bool = Field(
         default=False, description="Keep each chosen line's enclosing item whole (its "
         "article, row, list item, term and definition, form group or heading section), "
-        "within the view budget (:mod:`.items`)."
+        "within the view budget (:mod:`.view.items`)."
     )
     item_max_lines: int = Field(default=40, ge=1, description="A longer item keeps only "
                                 "its head and its controls nearest to the chosen line.")
@@ -178,7 +178,7 @@ class FocusConfig(BaseModel):
     reserve_share: float = Field(
         default=0.0, ge=0, le=1, description="With ``items`` and no model choice: this "
         "share of the view budget holds the candidates' own lines, round-robin across the "
-        "stages, before any item is added (:mod:`.shares`), so one stage's long items "
+        "stages, before any item is added (:mod:`.stages.shares`), so one stage's long items "
         "cannot push out another stage's best hits."
     )
 
@@ -190,7 +190,7 @@ class FocusConfig(BaseModel):
 
     @classmethod
     def from_preset(cls, name: str, **knobs: Any) -> FocusConfig:
-        """The configuration of the preset ``name`` (:data:`.focus_stages.PRESETS`), with
+        """The configuration of the preset ``name`` (:data:`.stages.presets.PRESETS`), with
         ``knobs`` (``stages`` among them) on top."""
         preset = get_preset(name)
         return cls(**{"stages": preset.stages, "chooser": preset.chooser,

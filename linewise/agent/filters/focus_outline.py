@@ -1,6 +1,6 @@
 """``focus-outline``: outline first, then zoom in.
 
-Per step, after the same candidate stages as ``focus`` (:mod:`.candidates`):
+Per step, after the same candidate stages as ``focus`` (:mod:`.stages.candidates`):
 
 1. the retriever model reads a compact outline of the whole page — headings, landmarks,
    forms and their fields, and the page's items (articles, rows, list items, terms),
@@ -11,7 +11,7 @@ Per step, after the same candidate stages as ``focus`` (:mod:`.candidates`):
 
    - ``candidates`` (one model call): the chosen entries with their items or
      sections, then the candidate lines that fall inside the chosen parts, each with
-     its item (:func:`.items.expand_items`);
+     its item (:func:`.view.items.expand_items`);
    - ``model`` (two calls): the lines of the chosen parts, nearest to the chosen
      entries first, fitted to the budget, are shown to the model, which picks lines as
      in ``focus``; the chosen lines are then expanded to their items.

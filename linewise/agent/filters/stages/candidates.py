@@ -9,7 +9,7 @@ Each stage proposes *groups* of lines (0-based indices), best first:
 - ``passages``: BM25 hits on the page's blocks, each read with the term, heading or row
   it belongs to (:mod:`.passages`): a description met as a whole;
 - ``outline``: search boxes, dialogs, headings, landmarks, form fields, tabs, table
-  headers and terms (:mod:`.outline`);
+  headers and terms (:mod:`..view.outline`);
 - ``expansion``: BM25 hits on the terms the retriever model expects the needed element
   to show (:mod:`.query_expansion`);
 - ``followed``: the section an in-page link of the last action leads to (its heading,

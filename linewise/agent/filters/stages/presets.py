@@ -1,9 +1,9 @@
 """The ``focus`` filter's configuration: which candidate stages run, and named presets.
 
-``focus`` (:mod:`.focus`) is one pipeline: cheap *stages* propose candidate lines
+``focus`` (:mod:`..focus`) is one pipeline: cheap *stages* propose candidate lines
 (:mod:`.candidates`), a *chooser* turns them into the view (the retriever model picks
 among them, or the candidates are the view), and ``items`` optionally widens each
-kept line to its enclosing item (:mod:`.items`). Which stages run, the chooser and
+kept line to its enclosing item (:mod:`..view.items`). Which stages run, the chooser and
 ``items`` are configuration (``FocusConfig.stages``/``chooser``/``items``); a
 *preset* names one such configuration. The stages themselves are :mod:`.catalog`'s;
 this module is the one list of presets, read by the filter, the settings' checks,

@@ -1,6 +1,6 @@
 """Budget sharing: every stage's best candidates keep a place in the view.
 
-Without a retriever model the view is built by item expansion (:mod:`.items`): the
+Without a retriever model the view is built by item expansion (:mod:`..view.items`): the
 candidates' items are added in the order the stages' turns took them until the view
 budget is full. A long item early in that order (a section of 40 lines) can then push
 out a later stage's best hit whole — the term a passage matched, the field the outline
