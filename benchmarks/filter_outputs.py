@@ -30,7 +30,12 @@ from typing import Any
 import numpy as np
 
 from linewise.agent.filters.base import FilterInput
-from linewise.agent.filters.registry import FilterContext, filter_maker, filter_names
+from linewise.agent.filters.registry import (
+    FilterContext,
+    filter_maker,
+    filter_names,
+    shared_embedder,
+)
 from linewise.apps.filter_eval import load_cases
 from linewise.settings import FilterSettings
 from linewise.testing import FunctionModel
@@ -55,9 +60,7 @@ class MemoEmbedder:
     """The offline MiniLM embedder, each text's vector kept after its first embedding."""
 
     def __init__(self, vectors: dict[str, np.ndarray]) -> None:
-        from linewise.agent.text.embedders import MiniLMEmbedder
-
-        self.inner = MiniLMEmbedder()
+        self.inner = shared_embedder(FilterSettings())()  # the offline MiniLM
         self.name = self.inner.name
         self.vectors = vectors
 
@@ -69,8 +72,9 @@ class MemoEmbedder:
         return np.stack([self.vectors[t] for t in texts])
 
 
-async def outputs(filters: list[str], vectors: dict[str, np.ndarray]) -> dict[str, Any]:
-    cases = load_cases(CASES)
+async def outputs(filters: list[str], vectors: dict[str, np.ndarray],
+                  skip_cases: tuple[str, ...] = ()) -> dict[str, Any]:
+    cases = [c for c in load_cases(CASES) if not c.id.startswith(skip_cases)]
     embedder = MemoEmbedder(vectors)
     found: dict[str, Any] = {}
     for name in filters:
@@ -104,6 +108,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--filter", action="append", dest="filters",
                         help="only this filter (repeatable); default every registered one")
+    parser.add_argument("--skip", action="append", default=[],
+                        help="leave this filter out (repeatable)")
+    parser.add_argument("--skip-cases", action="append", default=[], metavar="PREFIX",
+                        help="leave out the cases whose id starts with PREFIX (repeatable)")
     parser.add_argument("--text", action="store_true", help="keep the view texts")
     parser.add_argument("--vectors", type=Path, help="a pickle of the memoised vectors, "
                         "read when it exists and written after the run")
@@ -111,8 +119,9 @@ def main() -> None:
     vectors: dict[str, np.ndarray] = {}
     if args.vectors is not None and args.vectors.exists():
         vectors = pickle.loads(args.vectors.read_bytes())
-    filters = args.filters or filter_names(include_hidden=True, entry_points=False)
-    found = asyncio.run(outputs(filters, vectors))
+    filters = [f for f in args.filters or filter_names(include_hidden=True, entry_points=False)
+               if f not in args.skip]
+    found = asyncio.run(outputs(filters, vectors, tuple(args.skip_cases)))
     if not args.text:
         for per_case in found.values():
             for entry in per_case.values():
