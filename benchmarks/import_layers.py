@@ -89,10 +89,17 @@ def figures(package: str, *, runtime_only: bool = False) -> dict[str, object]:
     # layers on the condensed graph: a cycle is one node
     components = _sccs(inside, edges)
     component_of = {m: i for i, c in enumerate(components) for m in c}
+    condensed = {i: {component_of[t] for m in c for t in edges[m]} - {i}
+                 for i, c in enumerate(components)}
     layer: dict[int, int] = {}
-    for i, component in enumerate(components):  # Tarjan gives sinks first
-        targets = {component_of[t] for m in component for t in edges[m]} - {i}
-        layer[i] = 1 + max((layer[t] for t in targets), default=0)
+
+    def layer_of(node: int) -> int:
+        if node not in layer:
+            layer[node] = 1 + max((layer_of(t) for t in condensed[node]), default=0)
+        return layer[node]
+
+    for node in condensed:
+        layer_of(node)
     upward_in_cycles = sum(1 for m in inside for t in edges[m]
                            if component_of[t] == component_of[m])
     enclosing = sum(
