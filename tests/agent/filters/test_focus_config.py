@@ -182,3 +182,14 @@ def test_what_a_configuration_needs_is_checked() -> None:
         chooser="none", stages=("lexical",)), embedder=WordHashEmbedder(),
         expander=QueryExpander(FunctionModel(scripted_retriever)))
     assert unused.model is None and unused.expander is None and unused.embedder is None
+
+
+def test_each_stage_is_one_object_holding_its_turns() -> None:
+    names = [stage.name for stage in FOCUS_STAGES]
+    assert len(set(names)) == len(names) and names[0] == ALWAYS
+    assert FOCUS_STAGES[0].turns == 0 and all(stage.turns > 0 for stage in FOCUS_STAGES[1:])
+    # the stages whose best groups the view keeps whatever the model chooses
+    assert [s.name for s in FOCUS_STAGES if s.top] == ["named", "followed", "lexical",
+                                                      "expansion"]
+    assert {s.name: s.needs for s in FOCUS_STAGES if s.needs} == {
+        "expansion": "retriever", "units": "embedder", "embedding": "embedder"}
