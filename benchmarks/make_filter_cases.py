@@ -50,7 +50,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from linewise.agent.filters.bm25 import line_words, words
+from linewise.agent.text.bm25 import line_words, words
 from linewise.apps.filter_eval import FilterCase
 from linewise.runtime.browser.chromium import Browser
 from linewise.runtime.browser.extraction import observe

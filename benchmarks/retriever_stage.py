@@ -20,7 +20,7 @@ import os
 import time
 from pathlib import Path
 
-from linewise.agent.filters.embedders import Embedder, MiniLMEmbedder
+from linewise.agent.text.embedders import Embedder, MiniLMEmbedder
 from linewise.apps.filter_eval import load_cases
 from linewise.apps.retriever.evaluate import evaluate_stage, format_stage_table
 
@@ -36,7 +36,7 @@ async def main() -> None:
     args = parser.parse_args()
     embedders: list[Embedder] = [] if args.no_minilm else [MiniLMEmbedder()]
     if args.weights:
-        from linewise.agent.filters.learned import TrainedEmbedder
+        from linewise.agent.text.learned import TrainedEmbedder
 
         embedders += [TrainedEmbedder(folder) for folder in args.weights]
     print(f"load average before: {os.getloadavg()[0]:.2f}")

@@ -184,7 +184,7 @@ class FilterSettings(BaseModel):
     )
     focus_preset: str = Field(
         default="expand-shared-units", min_length=1,
-        description="focus: the named configuration it runs (agent/filters/focus_stages.py; "
+        description="focus: the named configuration it runs (agent/filters/stages/presets.py; "
         "`linewise filters` lists them). Checked when the filter is built.",
     )
     focus_stages: Annotated[tuple[str, ...] | None, NoDecode] = Field(

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from linewise.agent.action_parser import ParsedAction
 from linewise.agent.actions import is_pointer_target
-from linewise.agent.filters.bm25 import words
+from linewise.agent.text.bm25 import words
 from linewise.axtree import AXLine, bid_of, element_lines, line_depth, parse_line
 
 Elements = Mapping[str, AXLine | None]

@@ -1,7 +1,7 @@
 """How a request to an OpenAI-compatible endpoint is tried: one way for every client.
 
 The chat client (``runtime.models.chat.ChatClient``) and the embedding client
-(``agent.filters.embedders.OpenAIEmbedder``) send their requests through a
+(``agent.text.embedders.OpenAIEmbedder``) send their requests through a
 :class:`Transport`, so that a fault of the endpoint means the same thing to both.
 
 Requests in flight are bounded by a semaphore and requests per second by

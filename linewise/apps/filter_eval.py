@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from linewise.agent.filters.base import FilterInput, FilterResult, ObservationFilter
-from linewise.agent.filters.render import render_with_markers
+from linewise.agent.filters.view.render import render_with_markers
 from linewise.axtree import bids_in
 from linewise.errors import ConfigError
 from linewise.jsonl import read_jsonl

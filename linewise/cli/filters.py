@@ -1,7 +1,7 @@
 """``linewise filters [--all]``: the observation filters, the focus presets and stages.
 
 Everything printed comes from the registry (agent/filters/registry.py) and the focus
-configuration (agent/filters/focus_stages.py), as do the ``--filter`` helps and the
+configuration (agent/filters/stages/presets.py), as do the ``--filter`` helps and the
 tables of docs/filters.md (cli/docs.py): the lists cannot drift apart.
 """
 
@@ -11,7 +11,8 @@ import argparse
 import shutil
 import textwrap
 
-from linewise.agent.filters.focus_stages import (
+from linewise.agent.filters.registry import FilterRegistration, filter_registrations
+from linewise.agent.filters.stages.presets import (
     ALWAYS,
     DEFAULT_PRESET,
     DEFAULT_STAGES,
@@ -19,7 +20,6 @@ from linewise.agent.filters.focus_stages import (
     STAGES,
     FocusPreset,
 )
-from linewise.agent.filters.registry import FilterRegistration, filter_registrations
 from linewise.cli.commands import summary
 from linewise.cli.flags import DEFAULT_FILTER
 

@@ -22,14 +22,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from linewise.agent.filters.focus_stages import (
+from linewise.agent.filters.registry import check_filter_name, filter_names
+from linewise.agent.filters.stages.presets import (
     DEFAULT_PRESET,
     PRESETS,
     STAGES,
     get_preset,
     parse_stages,
 )
-from linewise.agent.filters.registry import check_filter_name, filter_names
 from linewise.errors import ConfigError
 from linewise.runtime.browser.navigation import DomainPattern, PatternError
 from linewise.runtime.models.profiles import PROFILES
@@ -207,7 +207,7 @@ def focus_stage_list(text: str) -> tuple[str, ...]:
 
 
 def add_focus_flags(parser: argparse.ArgumentParser) -> None:
-    """How the ``focus`` filter is configured (agent/filters/focus_stages.py)."""
+    """How the ``focus`` filter is configured (agent/filters/stages/presets.py)."""
     group = parser.add_argument_group("the focus filter (linewise filters describes it)")
     group.add_argument("--focus-preset", type=focus_preset_name, metavar="NAME",
                        help=f"one of {', '.join(PRESETS)} (default {DEFAULT_PRESET})")

@@ -95,7 +95,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def cmd_improve(args: argparse.Namespace) -> int:
-    from linewise.agent.filters.embedders import embedder_for
+    from linewise.agent.text.embedders import embedder_for
     from linewise.apps.improve.loop import ImproveLoop
     from linewise.apps.improve.report import REPORT_FILE, TABLE_FILE, improve_table
     from linewise.apps.progress import ProgressDisplay

@@ -19,7 +19,7 @@ from linewise.errors import ConfigError
 from linewise.settings import LinewiseSettings
 
 if TYPE_CHECKING:
-    from linewise.agent.filters.embedders import Embedder
+    from linewise.agent.text.embedders import Embedder
 
 # What the commands run (the embedder, the memory) is imported by the command
 # functions, so that their ``--help`` appears at once.
@@ -62,7 +62,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def _embedder(settings: LinewiseSettings) -> Embedder:
-    from linewise.agent.filters.embedders import embedder_for
+    from linewise.agent.text.embedders import embedder_for
 
     return embedder_for(settings)
 

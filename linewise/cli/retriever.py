@@ -160,8 +160,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from linewise.agent.filters.embedders import Embedder, MiniLMEmbedder
-    from linewise.agent.filters.learned import TrainedEmbedder
+    from linewise.agent.text.embedders import Embedder, MiniLMEmbedder
+    from linewise.agent.text.learned import TrainedEmbedder
     from linewise.apps.filter_eval import load_cases
     from linewise.apps.retriever.evaluate import evaluate_stage, format_stage_table
 

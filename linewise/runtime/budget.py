@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from linewise.agent.filters.cost_gate import Prices
+from linewise.agent.filters.retriever.cost_gate import Prices
 from linewise.records import EpisodeSummary, LLMCall, StepRecord, TokenTotals
 from linewise.settings import BudgetSettings, LinewiseSettings
 

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from linewise.agent.filters.base import FilterInput
-from linewise.agent.filters.query_expansion import QueryExpander
+from linewise.agent.filters.stages.query_expansion import QueryExpander
 from linewise.agent.structured import Constraint, ask_structured, supports
 from linewise.errors import ResponseFormatError
 from linewise.runtime.models.chat import ChatClient

@@ -14,7 +14,7 @@ from types import ModuleType
 
 import pytest
 
-from linewise.agent.filters.escalation import _CANNOT_FIND
+from linewise.agent.filters.retriever.escalation import _CANNOT_FIND
 from linewise.agent.history import PastStep
 from linewise.agent.prompt import PageView, build_action_messages
 from linewise.runtime.tasks.loader import load_task_file

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
 
-from linewise.agent.filters.focus_stages import PRESETS, STAGES
 from linewise.agent.filters.registry import filter_names, register_filter, unregister_filter
+from linewise.agent.filters.stages.presets import PRESETS, STAGES
 from linewise.agent.filters.truncate import NoFilter
 from linewise.cli.docs import FILTERS_PAGE, filters_markdown, generated_block
 from linewise.cli.flags import settings_from_args
@@ -111,3 +113,19 @@ def test_the_unknown_filter_error_lists_what_the_help_lists(
     listed = error.split("available: ", 1)[1].split(" (and ", 1)[0]
     assert listed == ", ".join(filter_names())
     assert f"{listed}; research variants" in _filter_help(command)
+
+
+def test_the_registry_reads_the_built_ins_when_a_name_is_first_needed() -> None:
+    code = "\n".join([
+        "import sys",
+        "from linewise.agent.filters import registry",
+        "assert 'linewise.agent.filters.builtins' not in sys.modules",
+        "names = registry.filter_names()",
+        "assert 'linewise.agent.filters.builtins' in sys.modules",
+        "assert names[:3] == ['auto', 'none', 'truncate'], names",
+        "assert not any(m.startswith('linewise.agent.filters.stages.candidates')",
+        "               for m in sys.modules)",
+    ])
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]

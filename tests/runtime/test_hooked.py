@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from linewise.agent.filters.cost_gate import Prices
+from linewise.agent.filters.retriever.cost_gate import Prices
 from linewise.apps.bench.plan import EpisodeSpec
 from linewise.apps.bench.report import write_report
 from linewise.apps.bench.results import RESULTS_FILE, ResultsWriter, result_from_summary

@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 
-from linewise.agent.filters.bm25 import words
+from linewise.agent.text.bm25 import words
 from tests.support.paths import TREES
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from linewise.agent.experience.retrieve import ExperienceMemory
 from linewise.agent.experience.store import MemoryEntry, TaskKey, overlapping, read_memory
-from linewise.agent.filters.embedders import make_embedder
+from linewise.agent.text.embedders import make_embedder
 from linewise.errors import ConfigError
 from linewise.settings import LinewiseSettings
 

@@ -27,8 +27,8 @@ from linewise.agent.experience.store import (
     task_key,
 )
 from linewise.agent.experience.untrusted import safe_entry
-from linewise.agent.filters.bm25 import LineRanker, words
-from linewise.agent.filters.embedders import Embedder
+from linewise.agent.text.bm25 import LineRanker, words
+from linewise.agent.text.embedders import Embedder
 from linewise.errors import LinewiseError
 from linewise.prompts import render_prompt
 from linewise.records import MemoryShown

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Protocol
 
 from pydantic import BaseModel, Field, PrivateAttr
 
-from linewise.agent.filters.render import line_ranges, render_with_markers
+from linewise.agent.filters.view.render import line_ranges, render_with_markers
 from linewise.agent.history import PastStep
 from linewise.axtree import bid_of, without_state
 from linewise.records import FilterRecord, LLMCall
@@ -162,3 +163,13 @@ class ObservationFilter(Protocol):
     name: str
 
     async def apply(self, observation: FilterInput) -> FilterResult: ...
+
+
+_ACTION_BID = re.compile(r"\(\s*['\"][A-Za-z0-9]+['\"]")
+
+
+def query_text(observation: FilterInput, recent: int = 3) -> str:
+    """Goal, the last ``recent`` actions (without their bids) and thoughts, as one query:
+    what the lexical and embedding filters and stages rank lines by."""
+    actions = [_ACTION_BID.sub("(", a.text) for a in observation.history[-recent:]]
+    return "\n".join([observation.goal, *actions, *observation.thoughts[-recent:]])

@@ -2,8 +2,8 @@
 
 The query is the task goal plus the history of past actions (as in Dense Markup
 Ranker). The observation is cut into chunks of ``chunk_tokens`` o200k_base tokens that
-overlap by about ``overlap_tokens`` (:mod:`.chunking`); query and chunks are embedded
-(:mod:`.embedders`), the vectors are L2-normalised and scored by cosine similarity, and
+overlap by about ``overlap_tokens`` (:mod:`..text.chunking`); query and chunks are embedded
+(:mod:`..text.embedders`), the vectors are L2-normalised and scored by cosine similarity, and
 the ``top_k`` best chunks are shown in page order. The paper uses 100-token chunks, a
 10-token overlap, the 10 best chunks and OpenAI's ``text-embedding-3-small``.
 
@@ -21,9 +21,9 @@ import numpy as np
 import structlog
 
 from linewise.agent.filters.base import FilterInput, FilterResult
-from linewise.agent.filters.chunking import Chunk, chunk_lines
-from linewise.agent.filters.embedders import Embedder, normalised
-from linewise.agent.filters.render import line_ranges, render_with_markers
+from linewise.agent.filters.view.render import line_ranges, render_with_markers
+from linewise.agent.text.chunking import Chunk, chunk_lines
+from linewise.agent.text.embedders import Embedder, normalised
 from linewise.errors import ConfigError, LLMError
 from linewise.tokens import DEFAULT_ENCODING, count_tokens
 

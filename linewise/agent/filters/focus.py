@@ -2,8 +2,8 @@
 
 Per step:
 
-1. the configured stages (``FocusConfig.stages``, described in :mod:`.focus_stages`)
-   propose candidate lines (:mod:`.candidates`: the recall guard's elements, BM25 hits,
+1. the configured stages (``FocusConfig.stages``, described in :mod:`.stages.presets`)
+   propose candidate lines (:mod:`.stages.candidates`: the recall guard's elements, BM25 hits,
    the page outline, the lines that changed, expanded-query and embedding hits…) until
    a fixed token budget is full;
 2. with ``chooser="model"``, the retriever model reads ONLY those lines, in page order
@@ -16,17 +16,17 @@ Per step:
    An unusable answer (after retries) leaves the candidates themselves as the
    selection, recorded in ``notes["candidates_fallback"]``.
 
-Named configurations (presets) are in :mod:`.focus_stages`; ``FocusConfig.from_preset``
+Named configurations (presets) are in :mod:`.stages.presets`; ``FocusConfig.from_preset``
 builds one.
 
-When the agent got stuck on last step's view (:mod:`.escalation`), the next step shows
+When the agent got stuck on last step's view (:mod:`.retriever.escalation`), the next step shows
 more: level 1 shows every candidate of a budget ``escalation_factor`` times larger
 without asking the model; level 2 the whole tree. On an unchanged page the previous
 selection is reused without a model call, unless the agent got stuck on it; on a page
 that changed little it is carried over, with the changed lines and the best lexical
 hits, also without a model call (:mod:`.incremental`). The page's structures (tree,
 roles, outline, BM25 index) are built once per page and taken over line by line by the
-next step's page (:mod:`.page_index`).
+next step's page (:mod:`.stages.page_index`).
 
 ``notes`` records which stage proposed which lines (``stages``), the stages that ran
 (``stages_run``), the retriever's input tokens (``retriever_input_tokens``) and the
@@ -43,57 +43,50 @@ import structlog
 from pydantic import BaseModel, Field, field_validator
 
 from linewise.agent.filters.base import FilterInput, FilterResult
-from linewise.agent.filters.candidates import (
-    MARKER_TOKENS,
-    CandidateSet,
-    Group,
-    changed_groups,
-    embedding_groups,
-    fill_budget,
-    guard_groups,
-    lexical_groups,
-    named_groups,
-    numbered_sizes,
-    outline_groups,
-    referred_groups,
-)
-from linewise.agent.filters.context_embedding import UnitIndex, unit_groups
-from linewise.agent.filters.defend import (
+from linewise.agent.filters.incremental import CarryOver
+from linewise.agent.filters.retriever.defend import (
     InjectionMemory,
     defend_system,
     injection_ranges,
     without_injections,
 )
-from linewise.agent.filters.embedders import Embedder
-from linewise.agent.filters.escalation import Escalation, EscalationState
-from linewise.agent.filters.focus_stages import (
+from linewise.agent.filters.retriever.escalation import Escalation, EscalationState
+from linewise.agent.filters.retriever.ranges_answer import (
+    ranges_answer_format,
+    ranges_constraint,
+    ranges_reask,
+)
+from linewise.agent.filters.retriever.recall_guard import guard_lines, guarded_bids
+from linewise.agent.filters.stages.budget import MARKER_TOKENS, fill_budget, numbered_sizes
+from linewise.agent.filters.stages.catalog import ALWAYS, FOCUS_STAGES, StageRun
+from linewise.agent.filters.stages.context_embedding import UnitIndex
+from linewise.agent.filters.stages.followed import history_groups
+from linewise.agent.filters.stages.groups import CandidateSet
+from linewise.agent.filters.stages.page_index import PageIndex
+from linewise.agent.filters.stages.presets import (
     DEFAULT_STAGES,
     Chooser,
     check_stages,
     get_preset,
 )
-from linewise.agent.filters.followed import history_groups
-from linewise.agent.filters.incremental import CarryOver
-from linewise.agent.filters.items import expand_items
-from linewise.agent.filters.outline import by_priority
-from linewise.agent.filters.page_diff import PageDiff, diff_pages
-from linewise.agent.filters.page_index import PageIndex
-from linewise.agent.filters.passages import passage_groups
-from linewise.agent.filters.query_expansion import Expansion, QueryExpander
-from linewise.agent.filters.ranges import Range, lines_of, merge_ranges, parse_ranges, raw_ranges
-from linewise.agent.filters.ranges_answer import (
-    ranges_answer_format,
-    ranges_constraint,
-    ranges_reask,
+from linewise.agent.filters.stages.query_expansion import Expansion, QueryExpander
+from linewise.agent.filters.stages.shares import reserved_lines
+from linewise.agent.filters.view.items import expand_items
+from linewise.agent.filters.view.outline import by_priority
+from linewise.agent.filters.view.page_diff import PageDiff, diff_pages
+from linewise.agent.filters.view.ranges import (
+    Range,
+    lines_of,
+    merge_ranges,
+    parse_ranges,
+    raw_ranges,
 )
-from linewise.agent.filters.recall_guard import guard_lines, guarded_bids
-from linewise.agent.filters.render import line_ranges, render_with_markers
-from linewise.agent.filters.shares import reserved_lines
-from linewise.agent.filters.structure import rebuild_with_structure
-from linewise.agent.filters.term_match import term_groups
-from linewise.agent.filters.tree import LineTree
+from linewise.agent.filters.view.render import line_ranges, render_with_markers
+from linewise.agent.filters.view.structure import rebuild_with_structure
+from linewise.agent.filters.view.tree import LineTree
 from linewise.agent.models import ChatModel
 from linewise.agent.structured import ask_structured, will_constrain
+from linewise.agent.text.embedders import Embedder
 from linewise.axtree import bid_of
 from linewise.errors import ConfigError, LLMError, ModelError, RangeParseError
 from linewise.prompts import render_prompt
@@ -108,7 +101,7 @@ __all__ = ["FocusConfig", "FocusFilter"]
 class FocusConfig(BaseModel):
     stages: tuple[str, ...] = Field(
         default=DEFAULT_STAGES, description="The candidate stages that run "
-        "(:data:`.focus_stages.STAGES`); ``guard`` always does. ``expansion`` needs the "
+        "(:data:`.stages.presets.STAGES`); ``guard`` always does. ``expansion`` needs the "
         "filter's expander, ``units`` its embedder; ``embedding`` runs when it has one."
     )
     chooser: Chooser = Field(
@@ -127,7 +120,7 @@ class FocusConfig(BaseModel):
     max_retries: int = Field(default=1, ge=0)
     json_schema: Literal["auto", "on", "off"] = "auto"
     defend: bool = False
-    """Defender mode (agent/filters/defend.py); small pages are then asked about too."""
+    """Defender mode (agent/filters/retriever/defend.py); small pages are then asked about too."""
     lexical_context: int = Field(default=2, ge=0)
     keep_top_lexical: int = Field(
         default=3, ge=0, description="The best lexical hits kept in the view whatever the "
@@ -170,7 +163,7 @@ class FocusConfig(BaseModel):
     items: bool = Field(
         default=False, description="Keep each chosen line's enclosing item whole (its "
         "article, row, list item, term and definition, form group or heading section), "
-        "within the view budget (:mod:`.items`)."
+        "within the view budget (:mod:`.view.items`)."
     )
     item_max_lines: int = Field(default=40, ge=1, description="A longer item keeps only "
                                 "its head and its controls nearest to the chosen line.")
@@ -185,7 +178,7 @@ class FocusConfig(BaseModel):
     reserve_share: float = Field(
         default=0.0, ge=0, le=1, description="With ``items`` and no model choice: this "
         "share of the view budget holds the candidates' own lines, round-robin across the "
-        "stages, before any item is added (:mod:`.shares`), so one stage's long items "
+        "stages, before any item is added (:mod:`.stages.shares`), so one stage's long items "
         "cannot push out another stage's best hits."
     )
 
@@ -197,7 +190,7 @@ class FocusConfig(BaseModel):
 
     @classmethod
     def from_preset(cls, name: str, **knobs: Any) -> FocusConfig:
-        """The configuration of the preset ``name`` (:data:`.focus_stages.PRESETS`), with
+        """The configuration of the preset ``name`` (:data:`.stages.presets.PRESETS`), with
         ``knobs`` (``stages`` among them) on top."""
         preset = get_preset(name)
         return cls(**{"stages": preset.stages, "chooser": preset.chooser,
@@ -426,36 +419,29 @@ class FocusFilter:
         budget: int, diff: PageDiff | None = None,
     ) -> CandidateSet:
         lines = observation.lines
-        page = self._page_of(lines)
-        runs = self.config.runs
-        context = self.config.lexical_context
-        groups: dict[str, list[Group]] = {"guard": guard_groups(tree, observation)}
-        if runs("lexical"):
-            groups["lexical"] = lexical_groups(lines, observation, context=context,
-                                               ranker=page.ranker)
-        if runs("outline"):
-            groups["outline"] = outline_groups(lines, page.outline)
-        if runs("changed"):
-            groups["changed"] = changed_groups(previous, lines, diff=diff)
-        if runs("followed"):
-            groups["followed"] = [Group("followed", g) for g in history_groups(
-                tree, page.ranker, observation, context=context,
-                passages=(page.units, page.passage_ranker))]
-        if runs("named"):
-            groups["named"] = named_groups(tree, page.ranker, observation, context=context)
-        if runs("passages"):
-            groups["passages"] = passage_groups(page.units, page.passage_ranker, observation,
-                                                len(lines))
-        if self.expander is not None:
-            self._expansion = await self.expander.expand(observation)
-            groups["expansion"] = [
-                Group("expansion", g) for g in term_groups(
-                    tree, page.ranker, self._expansion.terms, context=context)
-            ]
-        if runs("referred"):
-            groups["referred"] = referred_groups(tree, page.entries, groups, context=context)
-        if self.embedder is not None:
-            await self._embedding_stages(observation, tree, groups)
+        run = StageRun(observation, tree, self._page_of(lines), previous, diff,
+                       context=self.config.lexical_context, top_k=self.config.embedding_top_k,
+                       expander=self.expander, embedder=self.embedder, units=self._units)
+        embedder_failed = False
+        for stage in FOCUS_STAGES:
+            if stage.name != ALWAYS and not self.config.runs(stage.name):
+                continue
+            if stage.needs == "embedder":
+                if embedder_failed:
+                    continue
+                try:
+                    proposed = await stage.propose(run)
+                except (LLMError, ModelError) as exc:
+                    embedder_failed = True
+                    self._embedder_failed(exc)
+                    continue
+            else:
+                proposed = await stage.propose(run)
+            if proposed is not None:
+                run.groups[stage.name] = proposed
+        if run.expansion is not None:
+            self._expansion = run.expansion
+        groups = run.groups
         sizes = numbered_sizes(lines, (i for gs in groups.values() for g in gs for i in g.lines))
         room = self._observation_room(observation, budget)
         taken = fill_budget(groups, sizes, int(room * (1 - self.config.outline_share)),
@@ -463,29 +449,19 @@ class FocusFilter:
         taken.ran = [stage for stage in self.config.stages if stage in groups]
         return taken
 
-    async def _embedding_stages(self, observation: FilterInput, tree: LineTree,
-                                groups: dict[str, list[Group]]) -> None:
-        """The ``units`` and ``embedding`` stages, as configured, into ``groups``; a
-        failing embedder is recorded and the filter goes on without them."""
-        assert self.embedder is not None
-        top_k = self.config.embedding_top_k
-        try:
-            if self.config.runs("units") and self._units is not None:
-                groups["units"] = await unit_groups(self._units, tree, observation,
-                                                    top_k=top_k)
-            if self.config.runs("embedding"):
-                groups["embedding"] = await embedding_groups(self.embedder, tree, observation,
-                                                             top_k=top_k)
-        except LLMError as exc:
+    def _embedder_failed(self, exc: LLMError | ModelError) -> None:
+        """An embedding stage failed: recorded, and the filter goes on without the
+        embedding stages this step (a failed call) or this episode (no embedder)."""
+        if isinstance(exc, LLMError):
             log.warning("embedding stage failed; going on without it", error=str(exc))
             self._embedding_error = str(exc)
-        except ModelError as exc:
-            # The offline embedder cannot load (no `embedding` extra, a damaged file):
-            # it will not load on a later step either.
-            log.warning("embedder unavailable; the filter goes on without its stage",
-                        error=str(exc))
-            self.embedder, self._units = None, None
-            self._embedding_error = f"unavailable for this episode: {exc}"
+            return
+        # The offline embedder cannot load (no `embedding` extra, a damaged file):
+        # it will not load on a later step either.
+        log.warning("embedder unavailable; the filter goes on without its stage",
+                    error=str(exc))
+        self.embedder, self._units = None, None
+        self._embedding_error = f"unavailable for this episode: {exc}"
 
     def _page_of(self, lines: list[str]) -> PageIndex:
         """The index of this step's page: the last one if the page is the same."""

@@ -1,6 +1,6 @@
 """``focus-outline``: outline first, then zoom in.
 
-Per step, after the same candidate stages as ``focus`` (:mod:`.candidates`):
+Per step, after the same candidate stages as ``focus`` (:mod:`.stages.candidates`):
 
 1. the retriever model reads a compact outline of the whole page — headings, landmarks,
    forms and their fields, and the page's items (articles, rows, list items, terms),
@@ -11,7 +11,7 @@ Per step, after the same candidate stages as ``focus`` (:mod:`.candidates`):
 
    - ``candidates`` (one model call): the chosen entries with their items or
      sections, then the candidate lines that fall inside the chosen parts, each with
-     its item (:func:`.items.expand_items`);
+     its item (:func:`.view.items.expand_items`);
    - ``model`` (two calls): the lines of the chosen parts, nearest to the chosen
      entries first, fitted to the budget, are shown to the model, which picks lines as
      in ``focus``; the chosen lines are then expanded to their items.
@@ -33,15 +33,16 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from linewise.agent.filters.base import FilterInput
-from linewise.agent.filters.candidates import MARKER_TOKENS, CandidateSet
-from linewise.agent.filters.embedders import Embedder
 from linewise.agent.filters.focus import FocusConfig, FocusFilter, _Prompt, within_budget
-from linewise.agent.filters.items import ITEM_ROLES, expand_items, line_roles, section_of
-from linewise.agent.filters.outline import OutlineEntry, by_priority, outline_entries
-from linewise.agent.filters.recall_guard import guard_lines
-from linewise.agent.filters.render import render_with_markers
-from linewise.agent.filters.tree import LineTree
+from linewise.agent.filters.retriever.recall_guard import guard_lines
+from linewise.agent.filters.stages.budget import MARKER_TOKENS
+from linewise.agent.filters.stages.groups import CandidateSet
+from linewise.agent.filters.view.items import ITEM_ROLES, expand_items, line_roles, section_of
+from linewise.agent.filters.view.outline import OutlineEntry, by_priority, outline_entries
+from linewise.agent.filters.view.render import render_with_markers
+from linewise.agent.filters.view.tree import LineTree
 from linewise.agent.models import ChatModel
+from linewise.agent.text.embedders import Embedder
 from linewise.records import LLMCall
 from linewise.tokens import count_message_tokens, count_tokens
 

@@ -12,7 +12,7 @@ chose, the focus filters instead show:
   shown whatever it is;
 - the lines the goal names and the best lexical hits for the new query (the history
   gained an action);
-- the first lines the last action led to (:mod:`.followed`: the section an in-page
+- the first lines the last action led to (:mod:`.stages.followed`: the section an in-page
   link opened; such a click often changes the tree by no more than a focus mark);
 
 and, with ``items``, the items of the changed lines and of those hits, within the view
@@ -21,7 +21,7 @@ budget. The caller adds the recall guard's lines.
 "Little" is measured in tokens of changed lines, summed over the steps carried since
 the model last chose (:class:`CarryOver`), so the view's growth is bounded as well as
 the page's drift from what the model saw. A stuck agent is never served a carried
-selection: escalation decides first (:mod:`.escalation`).
+selection: escalation decides first (:mod:`.retriever.escalation`).
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from linewise.agent.filters.base import FilterInput
-from linewise.agent.filters.bm25 import with_context
-from linewise.agent.filters.candidates import lexical_groups, named_groups
-from linewise.agent.filters.items import expand_items
-from linewise.agent.filters.page_diff import PageDiff
-from linewise.agent.filters.page_index import PageIndex
+from linewise.agent.filters.stages.candidates import lexical_groups, named_groups
+from linewise.agent.filters.stages.page_index import PageIndex
+from linewise.agent.filters.view.items import expand_items
+from linewise.agent.filters.view.page_diff import PageDiff
+from linewise.agent.text.bm25 import with_context
 from linewise.tokens import count_tokens_each
 
 __all__ = ["CarriedSelection", "CarryOver", "carried_selection", "changed_tokens"]

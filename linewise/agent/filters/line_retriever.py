@@ -20,15 +20,21 @@ import structlog
 from pydantic import BaseModel, Field
 
 from linewise.agent.filters.base import FilterInput, FilterResult
-from linewise.agent.filters.cost_gate import CostGate, Prices
-from linewise.agent.filters.defend import (
+from linewise.agent.filters.retriever.cost_gate import CostGate, Prices
+from linewise.agent.filters.retriever.defend import (
     InjectionMemory,
     defend_system,
     injection_ranges,
     without_injections,
 )
-from linewise.agent.filters.escalation import Escalation
-from linewise.agent.filters.ranges import (
+from linewise.agent.filters.retriever.escalation import Escalation
+from linewise.agent.filters.retriever.ranges_answer import (
+    ranges_answer_format,
+    ranges_constraint,
+    ranges_reask,
+)
+from linewise.agent.filters.retriever.recall_guard import guard_lines, guarded_bids
+from linewise.agent.filters.view.ranges import (
     Range,
     is_empty_answer,
     lines_of,
@@ -37,15 +43,9 @@ from linewise.agent.filters.ranges import (
     ranges_of,
     raw_ranges,
 )
-from linewise.agent.filters.ranges_answer import (
-    ranges_answer_format,
-    ranges_constraint,
-    ranges_reask,
-)
-from linewise.agent.filters.recall_guard import guard_lines, guarded_bids
-from linewise.agent.filters.render import render_with_markers
-from linewise.agent.filters.structure import rebuild_with_structure
-from linewise.agent.filters.tree import LineTree
+from linewise.agent.filters.view.render import render_with_markers
+from linewise.agent.filters.view.structure import rebuild_with_structure
+from linewise.agent.filters.view.tree import LineTree
 from linewise.agent.models import ChatModel
 from linewise.agent.structured import ask_structured, will_constrain
 from linewise.axtree import bid_of
@@ -81,7 +81,7 @@ class LineRetrieverConfig(BaseModel):
         "side: small retrievers are often off by one line."
     )
     defend: bool = Field(
-        default=False, description="Defender mode (agent/filters/defend.py): drop page "
+        default=False, description="Defender mode (agent/filters/retriever/defend.py): drop page "
         "text that addresses the agent; the cost gate never skips the retriever then."
     )
 

@@ -43,7 +43,7 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
-from linewise.agent.filters.cost_gate import Prices
+from linewise.agent.filters.retriever.cost_gate import Prices
 from linewise.apps.bench.results import ERROR_KINDS, EpisodeResult
 from linewise.records import DivergenceReason
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from linewise.agent.filters.cost_gate import Prices
+from linewise.agent.filters.retriever.cost_gate import Prices
 from linewise.apps.bench.report_data import Report, build_report, load_results
 from linewise.apps.bench.report_html import render_html
 from linewise.apps.bench.report_markdown import render_markdown

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from linewise.agent.filters.cost_gate import Prices
+from linewise.agent.filters.retriever.cost_gate import Prices
 from linewise.apps.bench.metrics import GroupMetrics, ReplayMetrics, grouped, summarize
 from linewise.apps.bench.results import RESULTS_FILE, EpisodeResult, read_results
 from linewise.apps.bench.state import BenchState, StateLine, state_lines

@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from linewise.agent.filters.cost_gate import Prices
+from linewise.agent.filters.retriever.cost_gate import Prices
 from linewise.apps.bench.metrics import GroupMetrics, grouped, summarize
 from linewise.apps.bench.results import EpisodeResult
 from linewise.apps.bench.state import BenchState

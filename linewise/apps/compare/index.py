@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from linewise.agent.filters.cost_gate import Prices
+from linewise.agent.filters.retriever.cost_gate import Prices
 from linewise.apps.bench.report_data import errors_text, infra_text, success_text
 from linewise.apps.compare.benches import (
     ROUND_PARTS,

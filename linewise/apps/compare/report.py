@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from linewise.agent.filters.cost_gate import Prices
+from linewise.agent.filters.retriever.cost_gate import Prices
 from linewise.apps.bench.report import write_report
 from linewise.apps.compare.benches import Bench, check_out, read_benches
 from linewise.apps.compare.data import Comparison, build_comparison

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from linewise.agent.filters.cost_gate import Prices
+from linewise.agent.filters.retriever.cost_gate import Prices
 from linewise.apps.compare.benches import Bench, improve_benches, read_bench
 from linewise.apps.compare.data import build_comparison
 from linewise.apps.compare.index import study_payload, study_rows

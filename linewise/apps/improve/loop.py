@@ -37,7 +37,7 @@ from pathlib import Path
 import structlog
 
 from linewise.agent.experience.store import write_memory
-from linewise.agent.filters.embedders import Embedder
+from linewise.agent.text.embedders import Embedder
 from linewise.apps.bench.driver import run_bench
 from linewise.apps.bench.options import BenchOptions
 from linewise.apps.bench.outage import OutageNotice

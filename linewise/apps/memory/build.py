@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field, ValidationError
 from linewise.agent.action_parser import parse_action
 from linewise.agent.experience.store import MemoryEntry, MemoryStep, task_key
 from linewise.agent.experience.untrusted import element_line, safe_step
-from linewise.agent.filters.embedders import Embedder
+from linewise.agent.text.embedders import Embedder
 from linewise.apps.pruning.export import TRAJECTORIES_FILE, TrajectoryOutcome
 from linewise.apps.pruning.trajectory import Trajectory, TrajectoryStep, collect_trajectories
 from linewise.errors import ActionParseError, LinewiseError

@@ -4,7 +4,7 @@ For each filter-eval case (``apps.filter_eval.FilterCase``) the page's units are
 by the embedder for the query the filter forms (goal, recent actions, thoughts), and a
 gold item counts as found at ``k`` when one of the ``k`` best units proposes its line —
 its anchor, or its own line with one line either side, exactly what
-:func:`linewise.agent.filters.context_embedding.unit_groups` proposes. Recall is per
+:func:`linewise.agent.filters.stages.context_embedding.unit_groups` proposes. Recall is per
 case, then averaged, by goal kind. Scoring the stage alone, not the whole filter,
 separates what the learned model adds from what the other stages already find; the whole
 filter is scored by ``linewise filter-eval``.
@@ -18,11 +18,10 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel
 
-from linewise.agent.filters.base import FilterInput
-from linewise.agent.filters.bm25 import query_text
-from linewise.agent.filters.context_embedding import Unit, page_units
-from linewise.agent.filters.embedders import Embedder, normalised
-from linewise.agent.filters.tree import LineTree
+from linewise.agent.filters.base import FilterInput, query_text
+from linewise.agent.filters.stages.context_embedding import Unit, page_units
+from linewise.agent.filters.view.tree import LineTree
+from linewise.agent.text.embedders import Embedder, normalised
 from linewise.apps.filter_eval import GOAL_KINDS, FilterCase
 
 __all__ = ["StageScore", "evaluate_stage", "format_stage_table"]

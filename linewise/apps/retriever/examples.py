@@ -1,7 +1,7 @@
 """Training examples for the learned retriever: a query, the unit it needs, hard negatives.
 
 The learned model scores the same *units* the embedding stage scores at run time
-(:func:`linewise.agent.filters.context_embedding.page_units`: a block of the page with
+(:func:`linewise.agent.filters.stages.context_embedding.page_units`: a block of the page with
 its context, such as a term with the start of its definition under its heading), so an
 example's texts are unit texts of a real page, never hand-made strings.
 
@@ -31,10 +31,10 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from linewise.agent.action_parser import parse_action
-from linewise.agent.filters.base import FilterInput
-from linewise.agent.filters.bm25 import LineRanker, line_words, query_text, words
-from linewise.agent.filters.context_embedding import Unit, page_units
-from linewise.agent.filters.tree import LineTree
+from linewise.agent.filters.base import FilterInput, query_text
+from linewise.agent.filters.stages.context_embedding import Unit, page_units
+from linewise.agent.filters.view.tree import LineTree
+from linewise.agent.text.bm25 import LineRanker, line_words, words
 from linewise.apps.retriever.sources import PageSnapshot, check_family, page_family
 from linewise.errors import ConfigError, DamagedTraceError
 from linewise.files import write_atomically

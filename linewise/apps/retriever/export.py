@@ -16,7 +16,7 @@ The float model is then quantised with ``onnxruntime.quantization.quantize_dynam
 (int8 weights, one scale per output channel, for every MatMul with a constant weight
 and for the embedding Gathers; activations quantised at run time), which brings
 all-MiniLM-L6-v2 from 90 MB to about 23.4 MB. The folder layout and the manifest are read by
-``linewise.agent.filters.learned.TrainedEmbedder``, whose constants are used here.
+``linewise.agent.text.learned.TrainedEmbedder``, whose constants are used here.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from linewise.agent.filters.learned import (
+from linewise.agent.text.learned import (
     MANIFEST_FORMAT,
     MANIFEST_NAME,
     MANIFEST_VERSION,

@@ -17,10 +17,10 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from linewise.agent.filters.bm25 import line_words, words
-from linewise.agent.filters.context_embedding import Unit, page_units
-from linewise.agent.filters.tree import LineTree
+from linewise.agent.filters.stages.context_embedding import Unit, page_units
+from linewise.agent.filters.view.tree import LineTree
 from linewise.agent.models import ChatModel
+from linewise.agent.text.bm25 import line_words, words
 from linewise.apps.retriever.examples import Example, negatives_for
 from linewise.apps.retriever.sources import PageSnapshot
 from linewise.prompts import render_prompt

@@ -7,7 +7,7 @@ endpoint has no URL, probes every endpoint once, resolves each endpoint's profil
 from the settings and what the probe said (``profiles.resolve_profile``), and builds one
 ``ChatClient`` per distinct endpoint. ``chat_client`` builds one more client the same
 way (the pruner's extractor on an endpoint of its own). Embedding clients come from
-``embedder_for`` (``agent.filters.embedders``), which every embedding user calls with
+``embedder_for`` (``agent.text.embedders``), which every embedding user calls with
 the run's settings; both kinds of client try a request the same way
 (``agent.transport``): one retry policy, one mapping of endpoint faults to errors.
 """
@@ -19,8 +19,8 @@ from collections.abc import AsyncIterator
 
 import structlog
 
-from linewise.agent.filters.embedders import embedder_for
 from linewise.agent.profile import DEFAULT_PROFILE
+from linewise.agent.text.embedders import embedder_for
 from linewise.runtime.models.chat import ChatClient
 from linewise.runtime.models.files import resolve_model_path
 from linewise.runtime.models.local_server import LocalModelServer

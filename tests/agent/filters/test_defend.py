@@ -8,9 +8,9 @@ import re
 from typing import Any
 
 from linewise.agent.filters.base import FilterInput
-from linewise.agent.filters.defend import injection_ranges
 from linewise.agent.filters.focus import FocusConfig, FocusFilter
 from linewise.agent.filters.line_retriever import LineRetrieverConfig, LineRetrieverFilter
+from linewise.agent.filters.retriever.defend import injection_ranges
 from linewise.runtime.models.chat import ChatClient
 from linewise.settings import EndpointSettings
 from linewise.testing import ScriptedChatServer

@@ -20,19 +20,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from linewise.agent.filters.base import FilterInput
-from linewise.agent.filters.chunking import chunk_lines
-from linewise.agent.filters.embedders import (
-    Embedder,
-    MiniLMEmbedder,
-    OpenAIEmbedder,
-    make_embedder,
-)
 from linewise.agent.filters.embedding import EmbeddingFilter, build_query
-from linewise.agent.filters.render import (
+from linewise.agent.filters.view.render import (
     MARKER_RE,
     line_ranges,
     omission_marker,
     render_with_markers,
+)
+from linewise.agent.text.chunking import chunk_lines
+from linewise.agent.text.embedders import (
+    Embedder,
+    MiniLMEmbedder,
+    OpenAIEmbedder,
+    make_embedder,
 )
 from linewise.errors import ConfigError, EndpointUnreachable, LLMError, ModelError
 from linewise.testing import JSONServer, Reply

@@ -11,15 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from linewise.agent.filters.base import FilterInput, FilterResult
-from linewise.agent.filters.cost_gate import CostGate, Prices
 from linewise.agent.filters.line_retriever import split_windows
-from linewise.agent.filters.ranges import (
-    lines_of,
-    merge_ranges,
-    parse_ranges,
-    ranges_of,
-)
-from linewise.agent.filters.recall_guard import guard_lines, guarded_bids
 from linewise.agent.filters.registry import (
     FilterContext,
     check_filter_name,
@@ -29,9 +21,17 @@ from linewise.agent.filters.registry import (
     register_filter,
     unregister_filter,
 )
-from linewise.agent.filters.structure import rebuild_with_structure
-from linewise.agent.filters.tree import LineTree
+from linewise.agent.filters.retriever.cost_gate import CostGate, Prices
+from linewise.agent.filters.retriever.recall_guard import guard_lines, guarded_bids
 from linewise.agent.filters.truncate import NoFilter, TruncateFilter
+from linewise.agent.filters.view.ranges import (
+    lines_of,
+    merge_ranges,
+    parse_ranges,
+    ranges_of,
+)
+from linewise.agent.filters.view.structure import rebuild_with_structure
+from linewise.agent.filters.view.tree import LineTree
 from linewise.errors import ConfigError, RangeParseError
 from linewise.settings import FilterSettings
 from linewise.tokens import count_tokens

@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 
 from linewise.agent.filters.base import FilterInput
-from linewise.agent.filters.candidates import STAGE_TURNS
+from linewise.agent.filters.builtins import focus_config
 from linewise.agent.filters.focus import FocusConfig, FocusFilter
-from linewise.agent.filters.focus_stages import (
+from linewise.agent.filters.registry import FilterContext, filter_maker, get_filter
+from linewise.agent.filters.stages.catalog import FOCUS_STAGES
+from linewise.agent.filters.stages.presets import (
     ALWAYS,
     DEFAULT_PRESET,
     PRESETS,
@@ -20,13 +22,7 @@ from linewise.agent.filters.focus_stages import (
     check_stages,
     parse_stages,
 )
-from linewise.agent.filters.query_expansion import QueryExpander
-from linewise.agent.filters.registry import (
-    FilterContext,
-    filter_maker,
-    focus_config,
-    get_filter,
-)
+from linewise.agent.filters.stages.query_expansion import QueryExpander
 from linewise.apps.filter_eval import load_cases
 from linewise.errors import ConfigError
 from linewise.settings import FilterSettings, LinewiseSettings
@@ -106,7 +102,7 @@ def test_every_research_alias_is_its_preset() -> None:
 
 
 def test_the_stage_list_is_the_order_the_candidates_take_turns_in() -> None:
-    assert list(STAGES) == [ALWAYS, *STAGE_TURNS]
+    assert list(STAGES) == [ALWAYS, *(s.name for s in FOCUS_STAGES if s.turns)]
     assert check_stages(["embedding", "lexical", "lexical"]) == ("guard", "lexical", "embedding")
     assert parse_stages(" named, guard ,outline,") == ("guard", "named", "outline")
 
@@ -186,3 +182,14 @@ def test_what_a_configuration_needs_is_checked() -> None:
         chooser="none", stages=("lexical",)), embedder=WordHashEmbedder(),
         expander=QueryExpander(FunctionModel(scripted_retriever)))
     assert unused.model is None and unused.expander is None and unused.embedder is None
+
+
+def test_each_stage_is_one_object_holding_its_turns() -> None:
+    names = [stage.name for stage in FOCUS_STAGES]
+    assert len(set(names)) == len(names) and names[0] == ALWAYS
+    assert FOCUS_STAGES[0].turns == 0 and all(stage.turns > 0 for stage in FOCUS_STAGES[1:])
+    # the stages whose best groups the view keeps whatever the model chooses
+    assert [s.name for s in FOCUS_STAGES if s.top] == ["named", "followed", "lexical",
+                                                      "expansion"]
+    assert {s.name: s.needs for s in FOCUS_STAGES if s.needs} == {
+        "expansion": "retriever", "units": "embedder", "embedding": "embedder"}

@@ -9,21 +9,21 @@ from typing import Any
 import pytest
 
 from linewise.agent.filters.base import FilterInput, FilterResult
-from linewise.agent.filters.bm25 import BM25Filter, LineRanker, words
-from linewise.agent.filters.candidates import (
-    changed_groups,
-    embedding_groups,
-    fill_budget,
-    guard_groups,
-    lexical_groups,
-    numbered_sizes,
-    outline_groups,
-)
-from linewise.agent.filters.escalation import ShownStep, stuck_reasons
+from linewise.agent.filters.bm25 import BM25Filter
 from linewise.agent.filters.focus import FocusConfig, FocusFilter
 from linewise.agent.filters.registry import FilterContext, get_filter
-from linewise.agent.filters.structure import shown_line
-from linewise.agent.filters.tree import LineTree
+from linewise.agent.filters.retriever.escalation import ShownStep, stuck_reasons
+from linewise.agent.filters.stages.budget import fill_budget, numbered_sizes
+from linewise.agent.filters.stages.candidates import (
+    changed_groups,
+    embedding_groups,
+    guard_groups,
+    lexical_groups,
+    outline_groups,
+)
+from linewise.agent.filters.view.structure import shown_line
+from linewise.agent.filters.view.tree import LineTree
+from linewise.agent.text.bm25 import LineRanker, words
 from linewise.apps.filter_eval import (
     GOAL_KINDS,
     evaluate,

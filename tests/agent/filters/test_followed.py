@@ -4,11 +4,11 @@ leads to, and the controls beside the last one used. On the captured json docs p
 from __future__ import annotations
 
 from linewise.agent.filters.base import FilterInput
-from linewise.agent.filters.bm25 import LineRanker
 from linewise.agent.filters.focus import FocusConfig, FocusFilter
-from linewise.agent.filters.followed import followed_section, history_groups, same_title
-from linewise.agent.filters.tree import LineTree
+from linewise.agent.filters.stages.followed import followed_section, history_groups, same_title
+from linewise.agent.filters.view.tree import LineTree
 from linewise.agent.history import PastStep
+from linewise.agent.text.bm25 import LineRanker
 from tests.support.trees import line_of, tree_lines
 
 GOAL = ("Open the part about errors from the contents, then read the entry of the class "
@@ -68,7 +68,7 @@ async def test_a_carried_step_after_following_a_link_shows_where_it_led() -> Non
     # over without a model call, and must still show the section the link opened
     import json
 
-    from linewise.agent.filters.query_expansion import QueryExpander
+    from linewise.agent.filters.stages.query_expansion import QueryExpander
     from linewise.testing import FunctionModel
 
     lines = tree_lines("docs-json.txt")

@@ -12,9 +12,9 @@ import pytest
 
 from linewise.agent.filters.base import FilterInput, FilterResult
 from linewise.agent.filters.focus import FocusConfig, FocusFilter
-from linewise.agent.filters.page_diff import diff_pages
-from linewise.agent.filters.page_index import PageIndex
 from linewise.agent.filters.registry import FilterContext, get_filter
+from linewise.agent.filters.stages.page_index import PageIndex
+from linewise.agent.filters.view.page_diff import diff_pages
 from linewise.testing import CallInfo, FunctionModel
 from tests.support.trees import tree_lines
 

@@ -9,13 +9,13 @@ import re
 from typing import Any
 
 from linewise.agent.filters.base import FilterInput
-from linewise.agent.filters.context_embedding import UnitIndex, page_units, unit_groups
 from linewise.agent.filters.focus import FocusConfig, FocusFilter
 from linewise.agent.filters.focus_outline import OutlineFirstFilter, entry_label
-from linewise.agent.filters.items import enclosing_item, expand_items, section_of
 from linewise.agent.filters.registry import FilterContext, get_filter
-from linewise.agent.filters.structure import rebuild_with_structure
-from linewise.agent.filters.tree import LineTree
+from linewise.agent.filters.stages.context_embedding import UnitIndex, page_units, unit_groups
+from linewise.agent.filters.view.items import enclosing_item, expand_items, section_of
+from linewise.agent.filters.view.structure import rebuild_with_structure
+from linewise.agent.filters.view.tree import LineTree
 from linewise.apps.filter_eval import FilterCase, load_cases
 from linewise.testing import CallInfo, FunctionModel
 from linewise.tokens import count_message_tokens, count_tokens

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from linewise.agent.filters.base import FilterInput
-from linewise.agent.filters.candidates import lexical_groups
-from linewise.agent.filters.embedders import MiniLMEmbedder
 from linewise.agent.filters.focus import FocusConfig, FocusFilter
-from linewise.agent.filters.followed import history_groups
-from linewise.agent.filters.page_index import PageIndex
-from linewise.agent.filters.passages import passage_groups
+from linewise.agent.filters.stages.candidates import lexical_groups
+from linewise.agent.filters.stages.followed import history_groups
+from linewise.agent.filters.stages.page_index import PageIndex
+from linewise.agent.filters.stages.passages import passage_groups
+from linewise.agent.text.embedders import MiniLMEmbedder
 from tests.support.trees import line_of, tree_lines
 
 PARAPHRASES = {

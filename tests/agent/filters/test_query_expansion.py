@@ -8,7 +8,7 @@ from typing import Any
 
 from linewise.agent.filters.base import FilterInput
 from linewise.agent.filters.focus import FocusConfig, FocusFilter
-from linewise.agent.filters.query_expansion import QueryExpander, parse_terms
+from linewise.agent.filters.stages.query_expansion import QueryExpander, parse_terms
 from linewise.agent.history import PastStep
 from linewise.errors import LLMError
 from linewise.testing import CallInfo, FunctionModel

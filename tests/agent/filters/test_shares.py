@@ -1,13 +1,13 @@
-"""Budget sharing (:mod:`linewise.agent.filters.shares`): each stage's best candidates keep
+"""Budget sharing (:mod:`linewise.agent.filters.stages.shares`): each stage's best candidates keep
 a place in the view, round-robin across stages, within the reserved tokens."""
 
 from __future__ import annotations
 
 from linewise.agent.filters.base import FilterInput
-from linewise.agent.filters.candidates import Group
 from linewise.agent.filters.focus import FocusConfig, FocusFilter
-from linewise.agent.filters.shares import reserved_lines
-from linewise.agent.filters.tree import LineTree
+from linewise.agent.filters.stages.groups import Group
+from linewise.agent.filters.stages.shares import reserved_lines
+from linewise.agent.filters.view.tree import LineTree
 from linewise.tokens import count_tokens
 from tests.support.trees import line_of, tree_lines
 

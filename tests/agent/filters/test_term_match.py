@@ -5,17 +5,17 @@ short lines that only mention it."""
 from __future__ import annotations
 
 from linewise.agent.filters.base import FilterInput
-from linewise.agent.filters.bm25 import LineRanker, words
-from linewise.agent.filters.candidates import lexical_groups, named_groups
 from linewise.agent.filters.focus import FocusConfig, FocusFilter
-from linewise.agent.filters.term_match import (
+from linewise.agent.filters.stages.candidates import lexical_groups, named_groups
+from linewise.agent.filters.stages.term_match import (
     entry_names,
     goal_terms,
     mentions,
     referred_entries,
     term_hits,
 )
-from linewise.agent.filters.tree import LineTree
+from linewise.agent.filters.view.tree import LineTree
+from linewise.agent.text.bm25 import LineRanker, words
 from tests.support.paths import TREES
 from tests.support.trees import line_of, tree_lines
 

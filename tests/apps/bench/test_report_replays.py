@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from linewise.agent.filters.cost_gate import Prices
+from linewise.agent.filters.retriever.cost_gate import Prices
 from linewise.apps.bench.metrics import summarize
 from linewise.apps.bench.plan import EpisodeSpec
 from linewise.apps.bench.report import write_report

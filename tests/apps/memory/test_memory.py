@@ -18,7 +18,7 @@ from linewise.agent.experience.store import (
     task_key,
     write_memory,
 )
-from linewise.agent.filters.embedders import MiniLMEmbedder
+from linewise.agent.text.embedders import MiniLMEmbedder
 from linewise.apps.bench.driver import run_bench
 from linewise.apps.bench.local import BenchOptions
 from linewise.apps.bench.plan import expand

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from linewise.agent.experience.store import MemoryEntry, MemoryStep, read_memory, write_memory
-from linewise.agent.filters.embedders import MiniLMEmbedder
+from linewise.agent.text.embedders import MiniLMEmbedder
 from linewise.cli.main import main
 from linewise.runtime.run import run
 from linewise.runtime.tasks.schema import MiniWoBTask

@@ -23,9 +23,9 @@ pytest.importorskip("onnx")
 
 import onnxruntime as ort
 
-from linewise.agent.filters.embedders import Embedder, MiniLMEmbedder
-from linewise.agent.filters.learned import TrainedEmbedder, read_manifest
 from linewise.agent.filters.registry import shared_embedder
+from linewise.agent.text.embedders import Embedder, MiniLMEmbedder
+from linewise.agent.text.learned import TrainedEmbedder, read_manifest
 from linewise.apps.retriever.base import BASE_ENV, base_model_dir, read_safetensors
 from linewise.apps.retriever.encoder import (
     EncoderConfig,

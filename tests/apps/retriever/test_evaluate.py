@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from linewise.agent.filters.embedders import MiniLMEmbedder
+from linewise.agent.text.embedders import MiniLMEmbedder
 from linewise.apps.filter_eval import load_cases
 from linewise.apps.retriever.evaluate import evaluate_stage, format_stage_table
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from linewise.agent.constraint import Constraint
-from linewise.agent.filters.embedders import OpenAIEmbedder
 from linewise.agent.profile import DEFAULT_PROFILE, profile_of
 from linewise.agent.structured import ask_structured, supports
+from linewise.agent.text.embedders import OpenAIEmbedder
 from linewise.errors import ConfigError, EndpointRefused, LLMError
 from linewise.runtime.filter_choice import filter_context
 from linewise.runtime.models import factory

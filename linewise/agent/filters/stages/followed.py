@@ -21,11 +21,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from linewise.agent.filters.base import FilterInput
-from linewise.agent.filters.bm25 import LineRanker, query_text, with_context
-from linewise.agent.filters.context_embedding import Unit
-from linewise.agent.filters.items import section_of
-from linewise.agent.filters.tree import LineTree
+from linewise.agent.filters.base import FilterInput, query_text
+from linewise.agent.filters.stages.context_embedding import Unit
+from linewise.agent.filters.view.items import section_of
+from linewise.agent.filters.view.tree import LineTree
+from linewise.agent.text.bm25 import LineRanker, with_context
 from linewise.axtree import bid_of
 
 __all__ = ["followed_section", "history_groups", "last_element", "same_title"]

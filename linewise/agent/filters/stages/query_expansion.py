@@ -24,9 +24,9 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from linewise.agent.filters.base import FilterInput
-from linewise.agent.filters.bm25 import words
 from linewise.agent.models import ChatModel
 from linewise.agent.structured import Constraint, StructureMode, ask_structured
+from linewise.agent.text.bm25 import words
 from linewise.axtree import bid_of, parse_line
 from linewise.prompts import render_prompt
 from linewise.records import LLMCall

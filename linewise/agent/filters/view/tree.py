@@ -20,7 +20,7 @@ class LineTree:
     lines: list[str]
     known: dict[str, AXLine] = field(default_factory=dict, repr=False, compare=False)
     """Lines already read, by text. The tree of a page that follows another may start
-    with what its predecessor read (:class:`.page_index.PageIndex`), so a page that
+    with what its predecessor read (:class:`..stages.page_index.PageIndex`), so a page that
     changed little is not read again."""
     depth: list[int] = field(init=False)
     parent: list[int] = field(init=False)

@@ -9,7 +9,7 @@ Each stage proposes *groups* of lines (0-based indices), best first:
 - ``passages``: BM25 hits on the page's blocks, each read with the term, heading or row
   it belongs to (:mod:`.passages`): a description met as a whole;
 - ``outline``: search boxes, dialogs, headings, landmarks, form fields, tabs, table
-  headers and terms (:mod:`.outline`);
+  headers and terms (:mod:`..view.outline`);
 - ``expansion``: BM25 hits on the terms the retriever model expects the needed element
   to show (:mod:`.query_expansion`);
 - ``followed``: the section an in-page link of the last action leads to (its heading,
@@ -24,89 +24,40 @@ Each stage proposes *groups* of lines (0-based indices), best first:
 - ``embedding``: chunks most similar to the query, each with the term, heading or row
   it belongs to (only when an embedder is configured).
 
-Which stages run is the filter's configuration (:mod:`.focus_stages`, where each is
-described for the documentation); this module makes their groups.
-
-:func:`fill_budget` takes the groups stage by stage in turns until the numbered lines
-reach the budget, so the candidates of a 20,000-line page cost what those of a
-2,000-line page cost.
+Which stages run is the filter's configuration (:mod:`.presets`); each stage, with
+its description and its turns, is one object of :mod:`.catalog`, which calls the
+functions here; :func:`.budget.fill_budget` takes their groups into the budget.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from linewise.agent.filters.base import FilterInput
-from linewise.agent.filters.bm25 import LineRanker, query_text, with_context
-from linewise.agent.filters.chunking import chunk_lines
-from linewise.agent.filters.embedders import Embedder, normalised
-from linewise.agent.filters.outline import OutlineEntry, by_priority, outline_entries
-from linewise.agent.filters.page_diff import PageDiff, diff_pages
-from linewise.agent.filters.recall_guard import guard_lines
-from linewise.agent.filters.term_match import goal_terms, referred_entries, term_groups
-from linewise.agent.filters.tree import LineTree
-from linewise.tokens import count_tokens_each
+from linewise.agent.filters.base import FilterInput, query_text
+from linewise.agent.filters.retriever.recall_guard import guard_lines
+from linewise.agent.filters.stages.groups import Group
+from linewise.agent.filters.stages.term_match import goal_terms, referred_entries, term_groups
+from linewise.agent.filters.view.outline import OutlineEntry, by_priority, outline_entries
+from linewise.agent.filters.view.page_diff import PageDiff, diff_pages
+from linewise.agent.filters.view.tree import LineTree
+from linewise.agent.text.bm25 import LineRanker, with_context
+from linewise.agent.text.chunking import chunk_lines
+from linewise.agent.text.embedders import Embedder, normalised
 
 __all__ = [
-    "CandidateSet",
-    "Group",
     "changed_groups",
     "embedding_groups",
-    "fill_budget",
     "guard_groups",
     "lexical_groups",
     "named_groups",
-    "numbered_sizes",
     "outline_groups",
     "referred_groups",
 ]
 
-MARKER_TOKENS = 10
-"""What one ``… N lines omitted …`` marker between runs of lines costs, about."""
-
-STAGE_TURNS: dict[str, int] = {
-    "named": 2, "followed": 3, "lexical": 3, "passages": 2, "expansion": 3, "outline": 2,
-    "referred": 1, "changed": 1, "units": 2, "embedding": 2,
-}
-"""Groups each stage may add per turn, in this order, after the guard's. ``referred``
-comes late: an entry it brings is a whole term with its definition, whose item can
-crowd out the sections the goal's own words found."""
-
-_TOP_STAGES = ("named", "followed", "lexical", "expansion")
-"""Stages whose best groups are kept in the view whatever the model chooses."""
-
 # Roles a matching line's context must bring along: what names the thing it describes.
 _ANCHOR_ROLES = frozenset({"term", "heading", "row", "listitem", "article", "columnheader"})
-
-
-@dataclass(frozen=True)
-class Group:
-    stage: str
-    lines: tuple[int, ...]
-    """0-based indices, ascending."""
-
-
-@dataclass
-class CandidateSet:
-    lines: set[int] = field(default_factory=set)
-    """0-based indices of every line taken."""
-    by_stage: dict[str, list[int]] = field(default_factory=dict)
-    """1-based numbers of the lines each stage brought in first."""
-    tokens: int = 0
-    """Numbered-line tokens of the lines taken."""
-    top_lexical: list[int] = field(default_factory=list)
-    """0-based lines of the best lexical and expanded-query groups (kept in the view
-    whatever the model says)."""
-    order: list[int] = field(default_factory=list)
-    """0-based lines in the order they were taken (the guard's, then the stages' turns)."""
-    ran: list[str] = field(default_factory=list)
-    """The stages that proposed groups this step (set by the filter; those that ran but
-    brought no new line are here and not in ``by_stage``)."""
-    groups: list[Group] = field(default_factory=list)
-    """The groups taken, in the order they were taken (each stage's best first)."""
 
 
 def guard_groups(tree: LineTree, observation: FilterInput) -> list[Group]:
@@ -195,54 +146,3 @@ async def embedding_groups(
                     break
         groups.append(Group("embedding", tuple(sorted(members))))
     return groups
-
-
-def numbered_sizes(lines: Sequence[str], indices: Iterable[int]) -> dict[int, int]:
-    """Tokens of ``{n}|{line}\\n`` for each 0-based index, as the retriever sees it."""
-    wanted = sorted(set(indices))
-    counts = count_tokens_each(f"{i + 1}|{lines[i]}\n" for i in wanted)
-    return dict(zip(wanted, counts, strict=True))
-
-
-def fill_budget(
-    groups: Mapping[str, Sequence[Group]], sizes: Mapping[int, int], budget: int,
-    *, top_lexical: int = 3,
-) -> CandidateSet:
-    """Take the guard's groups, then the stages' groups in turns (``STAGE_TURNS``) while
-    they fit in ``budget`` tokens; a group that does not fit is skipped."""
-    taken = CandidateSet()
-
-    def take(group: Group, force: bool = False) -> bool:
-        new = [i for i in group.lines if i not in taken.lines]
-        # a run not touching taken lines costs one omission marker more in the prompt
-        runs = sum(1 for i in new if i - 1 not in taken.lines and i - 1 not in new)
-        cost = sum(sizes[i] for i in new) + MARKER_TOKENS * runs
-        if not force and taken.tokens + cost > budget:
-            return False
-        taken.lines.update(new)
-        taken.order.extend(new)
-        taken.groups.append(group)
-        taken.tokens += cost
-        if new:
-            taken.by_stage.setdefault(group.stage, []).extend(i + 1 for i in new)
-        return True
-
-    for group in groups.get("guard", ()):
-        take(group, force=True)
-    cursors = dict.fromkeys(STAGE_TURNS, 0)
-    top_taken = dict.fromkeys(_TOP_STAGES, 0)
-    while any(cursors[s] < len(groups.get(s, ())) for s in STAGE_TURNS):
-        for stage, turns in STAGE_TURNS.items():
-            pending = groups.get(stage, ())
-            added = 0
-            while added < turns and cursors[stage] < len(pending):
-                group = pending[cursors[stage]]
-                cursors[stage] += 1
-                if take(group):
-                    added += 1
-                    if stage in top_taken and top_taken[stage] < top_lexical:
-                        top_taken[stage] += 1
-                        taken.top_lexical.extend(group.lines)
-    for numbers in taken.by_stage.values():
-        numbers.sort()
-    return taken

@@ -9,7 +9,7 @@ A retriever that drops them would leave the action model unable to see what it j
 from __future__ import annotations
 
 from linewise.agent.filters.base import FilterInput
-from linewise.agent.filters.tree import LineTree
+from linewise.agent.filters.view.tree import LineTree
 
 
 def guarded_bids(observation: FilterInput) -> list[str]:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from linewise.agent.filters.base import FilterInput
-from linewise.agent.filters.bm25 import LineRanker, query_text, with_context
-from linewise.agent.filters.candidates import Group
-from linewise.agent.filters.context_embedding import Unit
+from linewise.agent.filters.base import FilterInput, query_text
+from linewise.agent.filters.stages.context_embedding import Unit
+from linewise.agent.filters.stages.groups import Group
+from linewise.agent.text.bm25 import LineRanker, with_context
 
 __all__ = ["passage_groups", "passage_ranker"]
 

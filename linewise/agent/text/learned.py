@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import structlog
 
-from linewise.agent.filters.embedders import bert_feeds
+from linewise.agent.text.embedders import bert_feeds
 from linewise.errors import ConfigError, ModelError
 from linewise.files import sha256_file
 

@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from linewise.agent.filters.structure import rebuild_with_structure
-from linewise.agent.filters.tree import LineTree
+from linewise.agent.filters.view.structure import rebuild_with_structure
+from linewise.agent.filters.view.tree import LineTree
 from linewise.tokens import count_tokens, count_tokens_each
 
 __all__ = ["ITEM_ROLES", "ItemExpansion", "enclosing_item", "expand_items", "line_roles",

@@ -1,6 +1,6 @@
 """Budget sharing: every stage's best candidates keep a place in the view.
 
-Without a retriever model the view is built by item expansion (:mod:`.items`): the
+Without a retriever model the view is built by item expansion (:mod:`..view.items`): the
 candidates' items are added in the order the stages' turns took them until the view
 budget is full. A long item early in that order (a section of 40 lines) can then push
 out a later stage's best hit whole — the term a passage matched, the field the outline
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from linewise.agent.filters.candidates import Group
-from linewise.agent.filters.tree import LineTree
+from linewise.agent.filters.stages.groups import Group
+from linewise.agent.filters.view.tree import LineTree
 from linewise.tokens import count_tokens_each
 
 __all__ = ["reserved_lines"]

@@ -1,12 +1,13 @@
-"""The ``focus`` filter's configuration: its candidate stages and its named presets.
+"""The ``focus`` filter's configuration: which candidate stages run, and named presets.
 
-``focus`` (:mod:`.focus`) is one pipeline: cheap *stages* propose candidate lines
+``focus`` (:mod:`..focus`) is one pipeline: cheap *stages* propose candidate lines
 (:mod:`.candidates`), a *chooser* turns them into the view (the retriever model picks
 among them, or the candidates are the view), and ``items`` optionally widens each
-kept line to its enclosing item (:mod:`.items`). Which stages run, the chooser and
+kept line to its enclosing item (:mod:`..view.items`). Which stages run, the chooser and
 ``items`` are configuration (``FocusConfig.stages``/``chooser``/``items``); a
-*preset* names one such configuration. This module is the one list of both, read by
-the filter, the settings' checks, ``linewise filters`` and the tables of docs/filters.md.
+*preset* names one such configuration. The stages themselves are :mod:`.catalog`'s;
+this module is the one list of presets, read by the filter, the settings' checks,
+``linewise filters`` and the tables of docs/filters.md.
 
 The presets reproduce, exactly, the filters measured in benchmarks/NOTES.md under
 their ``focus-…`` names, which stay available as research aliases (``focus-<preset>``).
@@ -20,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from linewise.agent.filters.stages.catalog import ALWAYS, FOCUS_STAGES
 from linewise.errors import ConfigError
 from linewise.settings import FilterSettings
 
@@ -39,34 +41,9 @@ __all__ = [
 
 Chooser = Literal["model", "none"]
 
-ALWAYS = "guard"
-"""The stage that always runs: the recall guard's elements must be in every view."""
-
-STAGES: dict[str, str] = {
-    ALWAYS: "the focused element and the elements the last actions and error named "
-    "(always on)",
-    "named": "lines whose names hold what the goal quotes or names in code "
-    "(`'Submit'`, `json.loads`, `--malloc-fill`)",
-    "followed": "the section an in-page link of the last action opened, and the "
-    "neighbourhood of the element it named",
-    "lexical": "BM25 hits on goal + recent actions + thoughts, ± 2 lines",
-    "passages": "BM25 hits on whole blocks read with what they belong to (a term with "
-    "its definition, a row, a list item)",
-    "expansion": "the retriever reads only the goal and history and names the words the "
-    "needed element likely shows (`City` for \"the town I live in\"): their BM25 hits "
-    "(one short call per new history; needs the retriever)",
-    "outline": "search boxes, dialogs, headings, landmarks, form fields, tabs, table "
-    "headers, terms",
-    "referred": "the entries (terms, headings) that the best lines of the word-matching "
-    "stages mention by name",
-    "changed": "runs of lines that changed since the last step",
-    "units": "the page's blocks, each with its term, heading or row, scored by the "
-    "embedder (offline MiniLM unless one is configured; seconds per new large page)",
-    "embedding": "100-token chunks most similar to the query, with their anchor (only "
-    "when an embedder is configured: LINEWISE_FILTER__EMBEDDING_*)",
-}
-"""Every stage, in the order the candidates take their turns (:data:`.candidates.STAGE_TURNS`),
-with what it proposes."""
+STAGES: dict[str, str] = {stage.name: stage.description for stage in FOCUS_STAGES}
+"""Every stage's name, in the order the candidates take their turns, with what it
+proposes (:data:`.catalog.FOCUS_STAGES`, where each stage is defined)."""
 
 CHOOSERS: dict[str, str] = {
     "model": "the retriever reads the candidates (within the budget) and picks line "

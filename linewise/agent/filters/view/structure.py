@@ -15,8 +15,8 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel
 
-from linewise.agent.filters.render import omission_marker
-from linewise.agent.filters.tree import LineTree
+from linewise.agent.filters.view.render import omission_marker
+from linewise.agent.filters.view.tree import LineTree
 from linewise.axtree import line_depth, without_state
 
 

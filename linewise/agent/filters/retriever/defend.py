@@ -18,10 +18,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from linewise.agent.filters.base import FilterInput, FilterResult
-from linewise.agent.filters.ranges import Range, lines_of, merge_ranges, parse_ranges
-from linewise.agent.filters.render import render_with_markers
-from linewise.agent.filters.structure import rebuild_with_structure
-from linewise.agent.filters.tree import LineTree
+from linewise.agent.filters.view.ranges import Range, lines_of, merge_ranges, parse_ranges
+from linewise.agent.filters.view.render import render_with_markers
+from linewise.agent.filters.view.structure import rebuild_with_structure
+from linewise.agent.filters.view.tree import LineTree
 from linewise.errors import RangeParseError
 from linewise.prompts import render_prompt
 from linewise.tokens import count_tokens

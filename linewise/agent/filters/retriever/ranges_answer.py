@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from linewise.agent.filters.defend import defend_answer_format, defend_schema
+from linewise.agent.filters.retriever.defend import defend_answer_format, defend_schema
 from linewise.agent.structured import Constraint
 from linewise.prompts import render_prompt
 

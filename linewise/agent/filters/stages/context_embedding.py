@@ -20,12 +20,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from linewise.agent.filters.base import FilterInput
-from linewise.agent.filters.bm25 import query_text
-from linewise.agent.filters.candidates import Group
-from linewise.agent.filters.embedders import Embedder, normalised
-from linewise.agent.filters.items import ITEM_ROLES, line_roles
-from linewise.agent.filters.tree import LineTree
+from linewise.agent.filters.base import FilterInput, query_text
+from linewise.agent.filters.stages.groups import Group
+from linewise.agent.filters.view.items import ITEM_ROLES, line_roles
+from linewise.agent.filters.view.tree import LineTree
+from linewise.agent.text.embedders import Embedder, normalised
 
 __all__ = ["Unit", "UnitIndex", "page_units", "unit_groups"]
 

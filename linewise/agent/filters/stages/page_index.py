@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections import Counter
 from functools import cached_property
 
-from linewise.agent.filters.bm25 import LineRanker, line_words
-from linewise.agent.filters.context_embedding import Unit, page_units
-from linewise.agent.filters.outline import OutlineEntry, outline_of
-from linewise.agent.filters.passages import passage_ranker
-from linewise.agent.filters.term_match import entry_names
-from linewise.agent.filters.tree import LineTree
+from linewise.agent.filters.stages.context_embedding import Unit, page_units
+from linewise.agent.filters.stages.passages import passage_ranker
+from linewise.agent.filters.stages.term_match import entry_names
+from linewise.agent.filters.view.outline import OutlineEntry, outline_of
+from linewise.agent.filters.view.tree import LineTree
+from linewise.agent.text.bm25 import LineRanker, line_words
 
 __all__ = ["PageIndex"]
 

@@ -20,8 +20,8 @@ import re
 from collections.abc import Iterable, Sequence
 from urllib.parse import unquote
 
-from linewise.agent.filters.bm25 import LineRanker, with_context
-from linewise.agent.filters.tree import LineTree
+from linewise.agent.filters.view.tree import LineTree
+from linewise.agent.text.bm25 import LineRanker, with_context
 
 __all__ = ["entry_names", "goal_terms", "mentions", "referred_entries", "term_groups",
            "term_hits"]
