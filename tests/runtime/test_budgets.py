@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from linewise.agent.filters.cost_gate import Prices
+from linewise.agent.filters.retriever.cost_gate import Prices
 from linewise.records import EpisodeSummary, StepRecord, TokenTotals
 from linewise.runtime.budget import Budget, call_cost, totals_cost
 from linewise.runtime.models.chat import ChatClient
