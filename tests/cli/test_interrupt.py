@@ -33,6 +33,13 @@ def waiting_script(messages: list[dict[str, Any]]) -> str:
     return "<think>Wait.</think><action>noop(200)</action>"
 
 
+def hangup_by_default() -> None:
+    """In the child, before it runs: SIGHUP as a terminal's command has it. A test runner
+    started under ``nohup`` hands its children SIGHUP ignored, and linewise then keeps
+    running on a hangup, as asked (``test_under_nohup_sighup_leaves_the_run_going``)."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def start_run(llm: ScriptedChatServer, url: str, out: Path,
               prefix: tuple[str, ...] = ()) -> subprocess.Popen[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LINEWISE_"))}
@@ -43,7 +50,7 @@ def start_run(llm: ScriptedChatServer, url: str, out: Path,
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=clean,
         # its own process group, as under `timeout`, which signals the whole group
-        start_new_session=True,
+        start_new_session=True, preexec_fn=hangup_by_default,
     )
 
 
@@ -302,7 +309,8 @@ def test_a_closed_terminal_stops_a_bench_resumably_with_its_report(
             ["setsid", "--ctty", sys.executable, "-m", "linewise.cli.main", "bench",
              str(tasks), "--out", str(out), "--concurrency", "1", "--base-url",
              llm.base_url, "--model", "scripted", "--no-screenshots", "--repeat-escapes", "0"],
-            stdin=terminal.slave, stdout=terminal.slave, stderr=terminal.slave, env=clean)
+            stdin=terminal.slave, stdout=terminal.slave, stderr=terminal.slave, env=clean,
+            preexec_fn=hangup_by_default)
         os.close(terminal.slave)
         try:
             folder = wait_for_steps(out, 2)

@@ -10,11 +10,12 @@ by the placeholder, also inside other text."""
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Iterator
 from urllib.parse import quote, quote_plus
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from playwright.sync_api import Page, Route, sync_playwright
 
@@ -116,6 +117,7 @@ def test_a_value_beside_the_query_s_own_separators(value: str) -> None:
 @settings(max_examples=120, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(value=values)
+@example(value="DDD")
 def test_every_spelling_chromium_writes_is_redacted(chromium: Page, value: str) -> None:
     uri, full_uri, form, json_text, html, legacy = chromium.evaluate(ENCODE, value)
     assert_every_form_redacted(value, [value, uri, full_uri, form, json_text,
@@ -132,7 +134,15 @@ def test_every_spelling_chromium_writes_is_redacted(chromium: Page, value: str) 
     triple, nested = chromium.evaluate(NESTED, value)
     _, nested_plain = chromium.evaluate(NESTED, "ZZZ")
     assert_every_form_redacted(value, [triple])
-    assert redacted(value, nested) == nested_plain.replace("ZZZ", PLACEHOLDER), nested
+    out = redacted(value, nested)
+    if value[:1] in string.hexdigits:
+        # the query's own escape before it (%25253D, an encoded '=') ends in a hex digit,
+        # and a value starting with hex digits may be matched from inside it (found by
+        # CI: 'DDD' in '%25253DDDD'); where the match starts is ambiguous, what matters
+        # is that no spelling of the value is left
+        assert PLACEHOLDER in out and value not in out.replace(PLACEHOLDER, ""), nested
+    else:
+        assert out == nested_plain.replace("ZZZ", PLACEHOLDER), nested
     # As the model reads it: whitespace collapsed in the title and the accessibility tree.
     shown = re.compile(rf"Welcome\s*{re.escape(PLACEHOLDER)}\s*home")
     title = chromium.evaluate(SHOWN, value)
