@@ -194,8 +194,8 @@ TASK_HEADER = ["task", "filter", "agent", "episodes", AGENT_N, "success % ± SE"
 OTHER_HEADER = "budget / stopped"
 
 DENOMINATOR_NOTE = (
-    "One denominator per row: steps, F-AE, reduction, tokens, cost and wall time are "
-    "means over the row's agent outcomes (n); the success rate is over those the task "
+    "One denominator per row: steps, F-AE, lines kept, tokens cut, tokens, cost and wall "
+    "time are means over the row's agent outcomes (n); the success rate is over those the task "
     "could judge (its n beside it). Infrastructure endings, assisted episodes, replays "
     "and budget or stopped endings are counted in their own columns and in no mean.")
 
