@@ -238,6 +238,41 @@ def _resolve(
     )
 
 
+def bert_tokenizer(path: Path, max_length: int) -> Any:
+    """A BERT WordPiece tokenizer (``tokenizers``) read from ``path``, truncating at
+    ``max_length`` and padding to the longest text of a batch. The shipped tokenizer.json
+    files pad and truncate to 128; sentence-transformers truncates these models at 256
+    and pads to the longest text.
+
+    Raises:
+        Exception: whatever ``tokenizers`` raises for a file it cannot read.
+    """
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(path))
+    tokenizer.enable_truncation(max_length=max_length)
+    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+    return tokenizer
+
+
+def onnx_session(path: Path, threads: int) -> Any:
+    """An onnxruntime session of the model at ``path`` on the CPU, fully optimised,
+    quiet, on ``threads`` threads (0: onnxruntime's own choice).
+
+    Raises:
+        Exception: whatever onnxruntime raises for a model it cannot load.
+    """
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3
+    if threads > 0:
+        options.intra_op_num_threads = threads
+    return ort.InferenceSession(str(path), sess_options=options,
+                                providers=["CPUExecutionProvider"])
+
+
 class _MiniLMRuntime:
     """A loaded tokenizer and ONNX session; ``run`` is serialised (2-core machines)."""
 
@@ -245,27 +280,16 @@ class _MiniLMRuntime:
         self, onnx_path: Path, tokenizer_path: Path, max_length: int, threads: int
     ) -> None:
         try:
-            import onnxruntime as ort
-            from tokenizers import Tokenizer
+            import onnxruntime  # noqa: F401
+            import tokenizers  # noqa: F401
         except ImportError as exc:
             raise ModelError(
                 f"Local embeddings need onnxruntime and tokenizers: {EMBEDDING_INSTALL_HINT}"
             ) from exc
         started = time.perf_counter()
         try:
-            tokenizer = Tokenizer.from_file(str(tokenizer_path))
-            # The shipped tokenizer.json pads and truncates to 128; sentence-transformers
-            # truncates this model at 256 and pads to the longest text of the batch.
-            tokenizer.enable_truncation(max_length=max_length)
-            tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-            options = ort.SessionOptions()
-            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            options.log_severity_level = 3
-            if threads > 0:
-                options.intra_op_num_threads = threads
-            session = ort.InferenceSession(
-                str(onnx_path), sess_options=options, providers=["CPUExecutionProvider"]
-            )
+            tokenizer = bert_tokenizer(tokenizer_path, max_length)
+            session = onnx_session(onnx_path, threads)
         except Exception as exc:
             raise ModelError(
                 f"Cannot load all-MiniLM-L6-v2 from {onnx_path} and {tokenizer_path}: {exc}"

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import structlog
 
-from linewise.agent.text.embedders import bert_feeds
+from linewise.agent.text.embedders import bert_feeds, bert_tokenizer, onnx_session
 from linewise.errors import ConfigError, ModelError
 from linewise.files import sha256_file
 
@@ -133,27 +133,19 @@ class _Runtime:
 
     def __init__(self, folder: Path, max_length: int, threads: int) -> None:
         try:
-            import onnxruntime as ort
-            from tokenizers import Tokenizer
+            import onnxruntime  # noqa: F401
+            import tokenizers  # noqa: F401
         except ImportError as exc:
             raise ModelError(
                 "A trained retriever needs onnxruntime and tokenizers: "
                 "pip install 'linewise[embedding]'"
             ) from exc
         try:
-            tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_NAME))
+            tokenizer = bert_tokenizer(folder / TOKENIZER_NAME, max_length)
         except Exception as exc:
             raise ModelError(f"Cannot load {folder / TOKENIZER_NAME}: {exc}") from exc
-        tokenizer.enable_truncation(max_length=max_length)
-        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3
-        if threads > 0:
-            options.intra_op_num_threads = threads
         try:
-            session = ort.InferenceSession(str(folder / MODEL_NAME), sess_options=options,
-                                           providers=["CPUExecutionProvider"])
+            session = onnx_session(folder / MODEL_NAME, threads)
         except Exception as exc:
             raise ModelError(f"Cannot load {folder / MODEL_NAME}: {exc}") from exc
         outputs = [o.name for o in session.get_outputs()]
