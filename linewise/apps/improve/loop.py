@@ -4,10 +4,11 @@
     DIR/round-R/train/        a bench on the training seeds, with the memory of round R-1
     DIR/round-R/pruned/       ``linewise prune`` of that bench (optional)
     DIR/round-R/memory.jsonl  every training round so far, as memory entries
-    DIR/round-R/test/         a bench on the test seeds, with that memory
     DIR/round-R/skills/       with --skills-arm: skills induced from every training bench
                               so far (its pruned trajectories where pruned)
     DIR/round-R/test-skills/  a bench on the test seeds, with that memory and the skills
+                              (before the memory-only bench)
+    DIR/round-R/test/         a bench on the test seeds, with that memory
     DIR/replay-cache/         the programs of the training tasks solved so far: a later
                               round's training bench replays them (no model call), and
                               asks the model only for the tasks not yet solved
@@ -173,12 +174,14 @@ class ImproveLoop:
             self._phase(f"{step} memory", f"{built.entries} entries ({built.from_pruner} "
                         f"from the pruner) in {memory}", entries=built.entries,
                         from_pruner=built.from_pruner)
-            test = await self._bench(self.test_specs, folder / "test", memory,
-                                     step=f"{step} test")
+            # The skills arm runs first: it is the figure the arm is asked for, and a loop
+            # stopped part-way then holds it, while the memory arm is the comparison.
             skills, with_skills = None, None
             if self.options.skills:
                 skills, with_skills = await self._skills_arm(folder, train_dirs, pruned_dirs,
                                                              memory, step)
+            test = await self._bench(self.test_specs, folder / "test", memory,
+                                     step=f"{step} test")
             self._record(RoundResult(round=number, memory_entries=built.entries,
                                      memory_from_pruner=built.from_pruner, train=train,
                                      test=test, memory=str(memory), skills=skills,
