@@ -6,11 +6,12 @@ Rules, and why:
 - Episodes are grouped by task template: the task without its seed (MiniWoB++'s page,
   BrowserGym's task, a web task's id), then by the shape of the goal (its number of
   literal spans: quoted strings and words).
-- A literal of the goal becomes a parameter when it reappears in what the episode did
-  (the text of a ``fill``, an option chosen, the name, text, label or value of an
-  element acted on or of its named ancestors, or a word of those: ``2`` in ``Tab #2``)
-  and, where the group has several episodes, when it differs between them: a word
-  every goal shares ("Submit") is part of the task, not an argument. A group of one
+- A literal of the goal becomes a parameter when it reappears, as whole words, in what
+  an episode did (the text of a ``fill``, an option chosen, the name, text, label or
+  value of an element acted on or of its named ancestors, or a word of those: ``#2`` in
+  ``Tab #2``) and, where the group has several episodes, when it differs between them:
+  a word every goal shares ("Submit") is part of the task, not an argument. Adjacent
+  words typed or chosen together are one literal ("Norfolk Island"). A group of one
   episode cannot show what varies: there its quoted strings and numbers count, and a
   word only where it was typed or chosen (a goal's word is what the agent typed, not a
   button's fixed label).
@@ -81,6 +82,32 @@ def goal_spans(goal: str) -> list[_Span]:
     return spans
 
 
+def program_spans(program: Program) -> list[_Span]:
+    """The goal's literals as this episode used them: adjacent unquoted words that the
+    episode typed or chose together, as one phrase ("Norfolk Island" chosen in a list),
+    are one literal. So goals whose values have other numbers of words (a one-word and
+    a two-word country) have the same shape, and the value is one parameter, not one
+    per word. Words only found together in an element's name stay apart: in "Click on
+    Tab #2" the "Tab" is the task's and the "#2" the goal's."""
+    spans = goal_spans(program.goal)
+    merged: list[_Span] = []
+    index = 0
+    while index < len(spans):
+        end = index
+        if not spans[index].quoted:
+            while (end + 1 < len(spans) and not spans[end + 1].quoted
+                   and _typed(program.goal[spans[index].start:spans[end + 1].end], program)):
+                end += 1
+        if end > index:
+            first, last = spans[index], spans[end]
+            merged.append(_Span(program.goal[first.start:last.end], first.start, last.end,
+                                quoted=False))
+        else:
+            merged.append(spans[index])
+        index = end + 1
+    return merged
+
+
 def task_template(program: Program) -> str:
     """The task without its seed: MiniWoB++'s page, BrowserGym's task or the task id."""
     spec = program.task or {}
@@ -99,7 +126,7 @@ def induce_skills(programs: Iterable[Program]) -> list[Skill]:
     """One skill per task template (and goal shape) that some solved program has."""
     groups: dict[tuple[str, int], list[Program]] = {}
     for program in programs:
-        key = (task_template(program), len(goal_spans(program.goal)))
+        key = (task_template(program), len(program_spans(program)))
         groups.setdefault(key, []).append(program)
     skills: list[Skill] = []
     taken: set[str] = set()
@@ -117,17 +144,21 @@ def induce_skills(programs: Iterable[Program]) -> list[Skill]:
 
 
 def _induce(template: str, group: Sequence[Program]) -> Skill | None:
-    spans = [goal_spans(program.goal) for program in group]
+    spans = [program_spans(program) for program in group]
     positions = _parameter_positions(group, spans)
     names = _parameter_names(spans[0], positions)
     rewritten: list[tuple[str, list[ProgramStep], Program]] = []
-    for program, program_spans in zip(group, spans, strict=True):
-        values = {names[i]: program_spans[i].value for i in positions}
-        goal = _goal_template(program.goal, program_spans, positions, names)
+    for program, own in zip(group, spans, strict=True):
+        values = {names[i]: own[i].value for i in positions}
+        goal = _goal_template(program.goal, own, positions, names)
         steps = _with_reveals([_rewrite_step(step, values) for step in program.steps])
         rewritten.append((goal, steps, program))
     signatures = Counter(_signature(goal, steps) for goal, steps, _ in rewritten)
-    best, _count = max(signatures.items(), key=lambda item: (item[1], -len(item[0][1])))
+    # most episodes agreeing; then the program that uses the goal's values (one that
+    # happened to find the value already chosen works on its own page only); then the
+    # shortest
+    best, _count = max(signatures.items(), key=lambda item: (
+        item[1], repr(item[0][1]).count("{{"), -len(item[0][1])))
     agreeing = [(goal, steps, program) for goal, steps, program in rewritten
                 if _signature(goal, steps) == best]
     # the base is an episode that had to search, if one did: a search is skipped where
@@ -139,9 +170,15 @@ def _induce(template: str, group: Sequence[Program]) -> Skill | None:
             text and "{{" not in text for step in steps if step.parsed().spec.types_text
             for text in _typed_texts(step)):
         return None  # text of its own page typed once: another run needs other text
+    # A parameter the steps never use stays one only where the goals differ there: the
+    # goal template must still fit every goal of the group. Elsewhere it is its literal
+    # text again, since a placeholder no argument fills would fit no goal.
     used = {name for step in steps for name in _placeholders_in(step)}
-    parameters = [SkillParameter(name=names[i], example=spans[group.index(first)][i].value)
-                  for i in positions if names[i] in used]
+    own = spans[group.index(first)]
+    kept = [i for i in positions
+            if names[i] in used or len({program_spans[i].value for program_spans in spans}) > 1]
+    goal = _goal_template(first.goal, own, kept, names)
+    parameters = [SkillParameter(name=names[i], example=own[i].value) for i in kept]
     return Skill(
         name=skill_name(template),
         doc=goal.replace("{{", "{").replace("}}", "}"),
@@ -158,10 +195,12 @@ def _parameter_positions(group: Sequence[Program], spans: list[list[_Span]]) -> 
     positions = []
     for position in range(len(spans[0])):
         values = [program_spans[position].value for program_spans in spans]
-        if not all(_reappears(value, program)
+        if not any(_reappears(value, program)
                    for value, program in zip(values, group, strict=True)):
             continue
         if len(group) > 1:
+            # an episode may not have used it (the list already showed the value asked
+            # for): the others show what varies
             if len(set(values)) > 1:
                 positions.append(position)
         elif (spans[0][position].quoted or spans[0][position].numeric
@@ -181,17 +220,18 @@ def _typed_texts(step: ProgramStep) -> list[str]:
 
 
 def _typed(value: str, program: Program) -> bool:
-    return any(value in text for step in program.steps for text in _typed_texts(step)
+    return any(_word_of(value, text) for step in program.steps for text in _typed_texts(step)
                if step.parsed().spec.types_text)
 
 
 def _word_of(value: str, name: str | None) -> bool:
+    """Whether ``value`` stands in ``name`` as whole words: "and" is not in "Island"."""
     return bool(name) and re.search(rf"(?<!\w){re.escape(value)}(?!\w)", name or "") is not None
 
 
 def _reappears(value: str, program: Program) -> bool:
     for step in program.steps:
-        if any(value in text for text in _typed_texts(step)):
+        if any(_word_of(value, text) for text in _typed_texts(step)):
             return True
         if any(_word_of(value, text) for t in step.targets
                for text in (t.name, t.text, t.label, t.value, *t.context)):

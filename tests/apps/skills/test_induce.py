@@ -111,3 +111,42 @@ def test_a_field_s_value_in_its_own_form_is_not_checked_for_another_value() -> N
     [skill] = induce_skills([program])
     assert skill.steps[0].action == "fill('16', '{{value}}')"
     assert skill.steps[0].state_after == [{}]
+
+
+def _list_page(chosen: str) -> list[str]:
+    """MiniWoB++'s choose-list: a select showing ``chosen``, and a Submit button."""
+    options = ["Ertha", "Norfolk Island", "Aurie"]
+    return (["RootWebArea 'Choose List Task'",
+             f"\t[14] combobox '' value='{chosen}', hasPopup='menu', expanded=False",
+             "\t\tMenuListPopup ''"]
+            + [f"\t\t\t[{15 + i}] option '{o}', selected={o == chosen}"
+               for i, o in enumerate(options)]
+            + ["\t[20] button 'Submit'"])
+
+
+def test_a_value_of_several_words_is_one_parameter_and_an_episode_that_found_it_chosen_agrees(
+) -> None:
+    """One episode chose "Norfolk Island"; another found "Ertha" already chosen and only
+    submitted. The words chosen together are one value, "and" is no word of "Island",
+    and the skill is the episode that chose: it fits a goal with a one-word value and
+    one with three."""
+    chose = TreeIndex(_list_page("Aurie"))
+    submitted = TreeIndex(_list_page("Ertha"))
+    programs = [
+        _program("choose-list", 1, "Select Norfolk Island from the list and click Submit.",
+                 [("select_option('14', 'Norfolk Island')", chose.locate("14")),
+                  ("click('20')", chose.locate("20"))]),
+        _program("choose-list", 0, "Select Ertha from the list and click Submit.",
+                 [("click('20')", submitted.locate("20"))]),
+    ]
+    [skill] = induce_skills(programs)
+    assert skill.goal_template == "Select {{value}} from the list and click Submit."
+    assert [(p.name, p.example) for p in skill.parameters] == [("value", "Norfolk Island")]
+    assert [step.action for step in skill.steps] == ["select_option('14', '{{value}}')",
+                                                     "click('20')"]
+    for goal, value in (("Select Aurie from the list and click Submit.", "Aurie"),
+                        ("Select Isle of Man from the list and click Submit.", "Isle of Man")):
+        assert skill.arguments_from(goal) == {"value": value}
+    # a single episode: its template holds no placeholder that no argument fills
+    [alone] = induce_skills(programs[:1])
+    assert alone.goal_template == "Select {{value}} from the list and click Submit."
