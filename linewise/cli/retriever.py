@@ -131,10 +131,11 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from linewise.apps.retriever.dataset import load_dataset
+    from linewise.apps.retriever.examples import Example, read_examples
     from linewise.apps.retriever.export import export_trained
-    from linewise.apps.retriever.train import TrainOptions, read_examples, train
+    from linewise.apps.retriever.train import TrainOptions, train
 
-    examples: list[object] = []
+    examples: list[Example] = []
     for path in args.datasets:  # a dataset folder, or a JSONL file of examples
         examples += read_examples(path) if path.is_file() else load_dataset(path)
     if not examples:

@@ -28,7 +28,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from linewise.agent.action_parser import parse_action
 from linewise.agent.filters.base import FilterInput, query_text
@@ -38,12 +45,13 @@ from linewise.agent.text.bm25 import LineRanker, line_words, words
 from linewise.apps.retriever.sources import PageSnapshot, check_family, page_family
 from linewise.errors import ConfigError, DamagedTraceError
 from linewise.files import write_atomically
+from linewise.jsonl import read_jsonl
 from linewise.runtime.trace import read_steps, read_summary
 
 __all__ = ["Example", "ExampleKind", "negatives_for", "page_examples", "read_examples",
            "trace_examples", "write_examples"]
 
-ExampleKind = Literal["named", "described", "written", "trace"]
+ExampleKind = Literal["named", "described", "written", "trace", "given"]
 
 _NAMED_TEMPLATES = (
     "Open the entry for {name}.",
@@ -61,14 +69,37 @@ _DESCRIBED_WORDS = 24
 
 
 class Example(BaseModel):
-    """One training example: a query and the unit texts it should and should not meet."""
+    """One training example: a query and the unit texts it should and should not meet.
+
+    The one type of the whole pipeline: the dataset builder writes it, ``retriever
+    train`` reads it, and a hand-written JSONL file of ``{"query", "positive",
+    "negatives", "source"}`` objects is read as the kind ``given``. A negative that is
+    blank or the positive's own text is dropped: it would teach the model to push the
+    positive away from its own query.
+    """
+
+    model_config = ConfigDict(frozen=True)
 
     query: str
     positive: str
-    negatives: list[str] = Field(default_factory=list)
-    kind: ExampleKind
-    family: str
-    source: str = Field(description="The page URL, or the episode folder and step.")
+    negatives: tuple[str, ...] = ()
+    kind: ExampleKind = "given"
+    family: str = ""
+    source: str = Field(default="", description="The page URL, or the episode folder and "
+                        "step.")
+
+    @field_validator("query", "positive")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must be a non-empty string")
+        return value
+
+    @field_validator("negatives")
+    @classmethod
+    def _real_negatives(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        positive = info.data.get("positive")
+        return tuple(n for n in value if n.strip() and n != positive)
 
 
 def _unit_name(tree: LineTree, unit: Unit) -> str:
@@ -258,21 +289,37 @@ def write_examples(examples: Sequence[Example], path: Path) -> None:
     write_atomically(path, "".join(e.model_dump_json() + "\n" for e in examples))
 
 
-def read_examples(path: Path) -> list[Example]:
-    """Examples written by :func:`write_examples`.
+def _example(raw: object, where: str) -> Example:
+    if isinstance(raw, Example):
+        return raw
+    try:
+        return Example.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"])
+        at = f"'{field}' " if field else ""
+        raise ConfigError(f"{where}: {at}{first['msg'].lower()}") from None
+
+
+def read_examples(source: Path | str | Iterable[Example | dict[str, object]]) -> list[Example]:
+    """Examples from a JSONL file (written by :func:`write_examples`, or by hand), or
+    from ``Example`` objects and dicts.
 
     Raises:
-        ConfigError: the file cannot be read or a line is not an example.
+        ConfigError: the file cannot be read, or a line is not JSON or not an example;
+            the file and line are named.
     """
+    if not isinstance(source, str | Path):
+        return [_example(item, f"example {index}") for index, item in enumerate(source)]
+    path = Path(source)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        data = path.read_bytes()
+    except OSError as exc:
         raise ConfigError(f"{path}: cannot be read ({exc})") from None
     examples = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            try:
-                examples.append(Example.model_validate_json(line))
-            except ValueError as exc:
-                raise ConfigError(f"{path}:{number}: not a training example ({exc})") from None
+    for line in read_jsonl(data):
+        where = f"{path}:{line.number}"
+        if line.error is not None:
+            raise ConfigError(f"{where}: {line.error}")
+        examples.append(_example(line.value, where))
     return examples

@@ -1,8 +1,8 @@
 """Contrastive fine-tuning of the encoder as a bi-encoder, on the CPU with JAX.
 
-Examples are ``{"query": str, "positive": str, "negatives": [str, ...], "source": str}``:
-a goal (or a question about a page), the AXTree line that answers it (with its
-ancestors), and optionally lines that look relevant but are not (hard negatives).
+Examples are :class:`linewise.apps.retriever.examples.Example`: a goal (or a question
+about a page), the unit text that answers it (a line with its context), and optionally
+units that look relevant but are not (hard negatives).
 
 The loss is sentence-transformers' *multiple negatives ranking* loss: each query is
 scored (cosine × ``scale``, 20 as there) against every document of the batch — its own
@@ -28,7 +28,6 @@ cross-entropy of picking its own positive is minimised. Rules and reasons:
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import resource
@@ -51,77 +50,12 @@ from linewise.apps.retriever.encoder import (
     encode,
     load_base,
 )
+from linewise.apps.retriever.examples import Example, read_examples
 from linewise.errors import ConfigError
-from linewise.jsonl import read_jsonl
 
 log = structlog.get_logger(__name__)
 
-__all__ = [
-    "Example",
-    "TrainOptions",
-    "TrainResult",
-    "evaluate",
-    "read_examples",
-    "train",
-]
-
-
-@dataclass(frozen=True)
-class Example:
-    """One training pair and its hard negatives; ``source`` says where it came from."""
-
-    query: str
-    positive: str
-    negatives: tuple[str, ...] = ()
-    source: str = ""
-
-    @classmethod
-    def from_dict(cls, raw: Any, where: str) -> Example:
-        """An example from its JSON object.
-
-        Raises:
-            ConfigError: not an object, or a field of the wrong type (``where`` names it).
-        """
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{where}: an example is a JSON object, not {type(raw).__name__}")
-        query, positive = raw.get("query"), raw.get("positive")
-        negatives, source = raw.get("negatives", []), raw.get("source", "")
-        if not isinstance(query, str) or not query.strip():
-            raise ConfigError(f"{where}: 'query' must be a non-empty string")
-        if not isinstance(positive, str) or not positive.strip():
-            raise ConfigError(f"{where}: 'positive' must be a non-empty string")
-        if not isinstance(negatives, list) or not all(isinstance(n, str) for n in negatives):
-            raise ConfigError(f"{where}: 'negatives' must be a list of strings")
-        if not isinstance(source, str):
-            raise ConfigError(f"{where}: 'source' must be a string")
-        kept = tuple(n for n in negatives if n.strip() and n != positive)
-        return cls(query, positive, kept, source)
-
-
-def read_examples(source: Path | str | Iterable[Any]) -> list[Example]:
-    """Examples from a JSONL file, or from ``Example``s, dicts or pydantic models (such
-    as ``examples.Example``, whose extra fields, ``kind`` and ``family``, are ignored).
-
-    Raises:
-        ConfigError: the file cannot be read, a line is not JSON or not an example.
-    """
-    if isinstance(source, str | Path):
-        path = Path(source)
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise ConfigError(f"Cannot read the training examples {path}: {exc}") from exc
-        examples = []
-        for line in read_jsonl(data):
-            if line.error is not None:
-                raise ConfigError(f"{path}:{line.number}: {line.error}")
-            examples.append(Example.from_dict(line.value, f"{path}:{line.number}"))
-        return examples
-    return [
-        item if isinstance(item, Example) else Example.from_dict(
-            item.model_dump() if hasattr(item, "model_dump") else item, f"example {index}")
-        for index, item in enumerate(source)
-    ]
+__all__ = ["TrainOptions", "TrainResult", "evaluate", "train"]
 
 
 @dataclass(frozen=True)
@@ -371,7 +305,7 @@ def _cpu_seconds() -> float:
 
 
 def train(
-    examples: Path | str | Iterable[Any],
+    examples: Path | str | Iterable[Example | dict[str, object]],
     options: TrainOptions | None = None,
     *,
     base: Path | str | None = None,
@@ -489,12 +423,3 @@ def train(
     metrics["seconds"] = time.perf_counter() - started
     return TrainResult(trained, config, base_dir / "tokenizer.json", base_dir, options,
                        metrics)
-
-
-def write_examples(path: Path, examples: Iterable[Example]) -> None:
-    """Write examples as JSONL (one object a line, non-ASCII kept)."""
-    with open(path, "w", encoding="utf-8") as out:
-        for example in examples:
-            record = asdict(example)
-            record["negatives"] = list(example.negatives)
-            out.write(json.dumps(record, ensure_ascii=False) + "\n")

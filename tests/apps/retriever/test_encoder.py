@@ -33,16 +33,9 @@ from linewise.apps.retriever.encoder import (
     embed_texts,
     load_base,
 )
-from linewise.apps.retriever.examples import Example as DatasetExample
+from linewise.apps.retriever.examples import Example, read_examples
 from linewise.apps.retriever.export import export_folder, export_trained
-from linewise.apps.retriever.train import (
-    Example,
-    TrainOptions,
-    TrainResult,
-    evaluate,
-    read_examples,
-    train,
-)
+from linewise.apps.retriever.train import TrainOptions, TrainResult, evaluate, train
 from linewise.errors import ConfigError, ModelError
 from linewise.files import package_file
 from linewise.settings import FilterSettings
@@ -286,12 +279,18 @@ def test_bad_training_examples_are_refused_with_their_line(tmp_path: Path) -> No
     path.write_text('{"query": "a", "positive": "b"}\nnot json\n')
     with pytest.raises(ConfigError, match=r"pairs\.jsonl:2: not JSON"):
         read_examples(path)
+    path.write_text('{"query": "  ", "positive": "b"}\n')
+    with pytest.raises(ConfigError, match=r"pairs\.jsonl:1: 'query' value error, must be a "
+                       "non-empty string"):
+        read_examples(path)
+    # A hand-written example is of the kind "given"; a negative that is blank or the
+    # positive itself is dropped.
     examples = read_examples([{"query": "q", "positive": "p", "negatives": ["p", "n", ""]}])
-    assert examples[0].negatives == ("n",)
-    # The data pipeline's own examples (a pydantic model with a kind and a family).
-    built = DatasetExample(query="q", positive="p", negatives=["n"], kind="named",
-                           family="python-flask-doc", source="file:///a.html")
-    assert read_examples([built]) == [Example("q", "p", ("n",), "file:///a.html")]
+    assert examples == [Example(query="q", positive="p", negatives=("n",), kind="given")]
+    # The dataset builder's examples are the same type, read back unchanged.
+    built = Example(query="q", positive="p", negatives=("n",), kind="named",
+                    family="python-flask-doc", source="file:///a.html")
+    assert read_examples([built]) == [built]
 
 
 def test_a_base_model_file_not_as_pinned_is_refused(tmp_path: Path,
@@ -311,8 +310,9 @@ def test_a_base_model_file_not_as_pinned_is_refused(tmp_path: Path,
 
 
 def test_evaluate_counts_ranks(trained: TrainResult) -> None:
-    examples = [Example("install it", "link 'Install'", ("link 'Blog'",)),
-                Example("read the blog", "link 'Blog'")]
+    examples = [Example(query="install it", positive="link 'Install'",
+                        negatives=("link 'Blog'",)),
+                Example(query="read the blog", positive="link 'Blog'")]
     figures = evaluate(trained.params, trained.config, TextTokenizer(trained.tokenizer_path),
                        examples)
     assert set(figures) == {"pair_accuracy", "mrr", "recall_at_1"}
