@@ -75,6 +75,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     improve.add_argument("--skills-arm", dest="skills_arm", action="store_true",
                          help="also induce skills from the training benches and bench the "
                          "test seeds with them (round-R/skills, round-R/test-skills)")
+    improve.add_argument("--retrain-retriever", dest="retrain_retriever", action="store_true",
+                         help="each round, train the retriever on the training benches' "
+                         "solved steps (round-R/retriever) and bench with it; the table "
+                         "shows the share of acted-on elements the test views showed")
     improve.add_argument("--no-replay-cache", dest="train_replay_cache", action="store_false",
                          help="ask the model again for training tasks an earlier round "
                          "solved, instead of replaying them (DIR/replay-cache)")
@@ -110,6 +114,7 @@ def cmd_improve(args: argparse.Namespace) -> int:
     options = ImproveOptions(rounds=args.rounds, train_seeds=args.train_seeds,
                              test_seeds=args.test_seeds, baseline=args.baseline,
                              prune=args.prune, skills=args.skills_arm,
+                             retrain_retriever=args.retrain_retriever,
                              replay_cache=args.train_replay_cache)
     progress = ProgressDisplay.for_terminal(log_json=args.log_json, log_level=args.log_level)
     try:

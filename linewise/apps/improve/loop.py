@@ -3,6 +3,9 @@
     DIR/round-0/test/         the test seeds without a memory (the baseline; optional)
     DIR/round-R/train/        a bench on the training seeds, with the memory of round R-1
     DIR/round-R/pruned/       ``linewise prune`` of that bench (optional)
+    DIR/round-R/retriever/    with --retrain-retriever: a retriever trained on every
+                              training bench's solved steps so far; the round's test
+                              benches and the next round's training bench use it
     DIR/round-R/memory.jsonl  every training round so far, as memory entries
     DIR/round-R/skills/       with --skills-arm: skills induced from every training bench
                               so far (its pruned trajectories where pruned)
@@ -53,6 +56,12 @@ from linewise.apps.improve.report import (
     Success,
     improve_table,
     success_cell,
+)
+from linewise.apps.improve.retrain import (
+    WEIGHTS_DIR,
+    Retrained,
+    retrain_retriever,
+    targets_shown,
 )
 from linewise.apps.memory.build import build_memory
 from linewise.apps.progress import QUIET, ProgressDisplay, Tally
@@ -115,6 +124,9 @@ class ImproveLoop:
         self.tally: Tally | None = None
         self._ran = 0
         """The episodes the last bench ran (0 for a bench an earlier run finished)."""
+        self.retriever: Path | None = settings.filter.retriever_weights
+        """The retriever weights the benches run with: the caller's, then the last
+        round's retrained ones (``--retrain-retriever``)."""
         name = settings.filter.name
         self.train_specs = seeded_specs(tasks, options.train_seeds, name)
         self.test_specs = seeded_specs(tasks, options.test_seeds, name)
@@ -166,6 +178,11 @@ class ImproveLoop:
                     await run_prune([folder / "train"], pruned, self.settings,
                                     self.prune_options, progress=self.progress)
                 pruned_dirs.append(pruned)
+            retrained = None
+            if self.options.retrain_retriever:
+                retrained = await self._retrain(folder, train_dirs, step)
+                if retrained.weights is not None:
+                    self.retriever = Path(retrained.weights)
             entries, built = await build_memory(train_dirs, pruned_dirs, embedder=self.embedder)
             memory = folder / "memory.jsonl"
             write_memory(memory, entries)
@@ -182,10 +199,14 @@ class ImproveLoop:
                                                              memory, step)
             test = await self._bench(self.test_specs, folder / "test", memory,
                                      step=f"{step} test")
-            self._record(RoundResult(round=number, memory_entries=built.entries,
-                                     memory_from_pruner=built.from_pruner, train=train,
-                                     test=test, memory=str(memory), skills=skills,
-                                     test_skills=with_skills))
+            self._record(RoundResult(
+                round=number, memory_entries=built.entries,
+                memory_from_pruner=built.from_pruner, train=train, test=test,
+                memory=str(memory), skills=skills, test_skills=with_skills,
+                retriever=None if self.retriever is None else str(self.retriever),
+                retriever_examples=None if retrained is None else retrained.examples,
+                test_targets_shown=(None if retrained is None
+                                    else targets_shown(folder / "test"))))
         return self.report
 
     def _phase(self, step: str, doing: str, **fields: object) -> None:
@@ -210,6 +231,22 @@ class ImproveLoop:
                                               skills=folder / "skills",
                                               step=f"{step} test with skills")
 
+    async def _retrain(self, folder: Path, train_dirs: list[Path], step: str) -> Retrained:
+        """The round's retriever (``apps/improve/retrain.py``), kept from an earlier run
+        when the training bench ran nothing new."""
+        out = folder / WEIGHTS_DIR
+        self._phase(f"{step} retriever", f"training on the solved steps of {len(train_dirs)} "
+                    f"training bench(es) into {out}")
+        retrained = await retrain_retriever(
+            train_dirs, out, keep=self._ran == 0,
+            command=["linewise", "improve", str(self.out_dir)])
+        if retrained.weights is None:
+            note = (f"{folder.name}: the retriever was not retrained ({retrained.examples} "
+                    "examples from solved steps; two are needed)")
+            if note not in self.report.notes:
+                self.report.notes.append(note)
+        return retrained
+
     def _round_dir(self, number: int) -> Path:
         return self.out_dir / f"round-{number}"
 
@@ -219,8 +256,11 @@ class ImproveLoop:
                  if train and self.options.replay_cache else None)
         chosen = {"memory": memory, "skills": skills, "replay_cache": cache}
         assert chosen.keys() == SET_BY_THE_LOOP.keys()
-        settings = self.settings.model_copy(update={
-            "agent": self.settings.agent.model_copy(update=chosen)})
+        update: dict[str, object] = {"agent": self.settings.agent.model_copy(update=chosen)}
+        if self.retriever is not None:
+            update["filter"] = self.settings.filter.model_copy(
+                update={"retriever_weights": self.retriever})
+        settings = self.settings.model_copy(update=update)
         self._phase(step, f"bench of {len(specs)} episodes in {folder}",
                     episodes=len(specs), folder=str(folder))
         assert self.tally is not None

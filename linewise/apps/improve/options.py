@@ -52,6 +52,10 @@ class ImproveOptions(BaseModel):
     prune: bool = Field(default=True, description="Prune each training bench.")
     skills: bool = Field(default=False, description="The skills arm: skills induced from "
                          "the training benches, and a test bench with them.")
+    retrain_retriever: bool = Field(
+        default=False, description="Each round, train the retriever on the training "
+        "benches' solved steps (DIR/round-R/retriever) and run the round's test benches, "
+        "and the next round's training bench, with it.")
     replay_cache: bool = Field(
         default=True, description="The training benches replay the training tasks solved "
         "in earlier rounds (DIR/replay-cache) instead of asking the model again.")

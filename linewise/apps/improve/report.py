@@ -51,6 +51,14 @@ class RoundResult(BaseModel):
     skills: int | None = Field(default=None, description="Skills induced (--skills-arm).")
     test_skills: Success | None = Field(
         default=None, description="The test seeds with the memory and the skills.")
+    retriever: str | None = Field(
+        default=None, description="The retriever weights the round's test benches used "
+        "(--retrain-retriever); None for the base embedder.")
+    retriever_examples: int | None = Field(
+        default=None, description="The examples the round's retriever was trained on.")
+    test_targets_shown: float | None = Field(
+        default=None, description="Of the elements the test bench's actions named, the "
+        "share its views showed (--retrain-retriever).")
 
 
 class ImproveReport(BaseModel):
@@ -105,6 +113,10 @@ def improve_table(report: ImproveReport) -> str:
     if arm:
         lines[-2] += " skills | test with skills % ± SE | model calls / test episode (+ skills) |"
         lines[-1] += "---|---|---|"
+    retrained = any(row.retriever_examples is not None for row in report.rounds)
+    if retrained:
+        lines[-2] += " retriever examples | test: targets shown % |"
+        lines[-1] += "---|---|"
     for row in report.rounds:
         name = "0 (no memory)" if row.round == 0 else str(row.round)
         entries = "–" if row.round == 0 else f"{row.memory_entries} ({row.memory_from_pruner})"
@@ -113,6 +125,11 @@ def improve_table(report: ImproveReport) -> str:
             skills = "–" if row.skills is None else str(row.skills)
             line += (f" {skills} | {success_cell(row.test_skills)} | "
                      f"{_calls(row.test)} ({_calls(row.test_skills)}) |")
+        if retrained:
+            examples = "–" if row.retriever_examples is None else str(row.retriever_examples)
+            shown = ("–" if row.test_targets_shown is None
+                     else f"{row.test_targets_shown * 100:.1f}")
+            line += f" {examples} | {shown} |"
         lines.append(line)
     if report.notes or report.bench_notes:
         lines += ["", *(f"Note: {note}" for note in [*report.notes, *report.bench_notes])]

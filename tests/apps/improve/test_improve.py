@@ -140,3 +140,40 @@ def test_the_skills_arm_benches_the_test_seeds_with_skills_from_the_training_see
     table = (out / "improve.md").read_text()
     assert "| 1 | 100.0 ± 0.0 (2/2) | 2.0 (0.0) |" in table, table
     assert (out / "round-1" / "skills" / "enter_text.json").is_file()
+
+
+@pytest.mark.slow
+def test_the_loop_retrains_the_retriever_on_its_training_steps_and_benches_with_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Real training (JAX), export (int8 ONNX) and the test bench run with the weights;
+    run again, the loop keeps them, as its training bench ran nothing new."""
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text("defaults:\n  max_steps: 4\n  seed: 0\ntasks:\n  - miniwob: enter-text\n")
+    out = tmp_path / "improve"
+    command = ["improve", str(tasks), "--train-seeds", "0-1", "--test-seeds", "5-5",
+               "--rounds", "1", "--out", str(out), "--model", "scripted",
+               "--no-screenshots", "--filter", "none", "--no-embed", "--no-prune",
+               "--no-baseline", "--retrain-retriever"]
+    with ScriptedChatServer(miniwob_solver) as llm:
+        code = main([*command, "--base-url", llm.base_url])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err[-3000:]
+    weights = out / "round-1" / "retriever"
+    manifest = json.loads((weights / "manifest.json").read_text())
+    [row] = json.loads((out / "improve.json").read_text())["rounds"]
+    # two solved training episodes: steps that named an element on a page of several units
+    assert row["retriever_examples"] == manifest["metrics"]["examples"] >= 2
+    assert row["retriever"] == str(weights)
+    test_bench = json.loads((out / "round-1" / "test" / "bench.json").read_text())
+    assert test_bench["settings"]["filter"]["retriever_weights"] == str(weights)
+    train_bench = json.loads((out / "round-1" / "train" / "bench.json").read_text())
+    assert train_bench["settings"]["filter"]["retriever_weights"] is None
+    # the whole tree is shown (filter none): every element acted on was in view
+    assert row["test_targets_shown"] == 1.0
+    assert f"| {row['retriever_examples']} | 100.0 |" in (out / "improve.md").read_text()
+
+    written = (weights / "manifest.json").stat().st_mtime_ns
+    with ScriptedChatServer(miniwob_solver) as llm:
+        assert main([*command, "--base-url", llm.base_url]) == 0
+    assert (weights / "manifest.json").stat().st_mtime_ns == written
