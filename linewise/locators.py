@@ -22,6 +22,7 @@ locates or resolves several elements of one tree builds the index once.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -215,7 +216,7 @@ class TreeIndex:
                        else f"value {locator.value!r}")
             return Resolution(None, "several", f"{len(candidates)} elements {what} match, "
                               f"and none has the recorded {changed}")
-        if len(equal) != locator.matches:
+        if len(equal) != locator.matches and locator.ordinal_parameter is None:
             return Resolution(None, "several", f"{len(equal)} elements {what} match "
                               f"equally, the recording had {locator.matches}")
         if not 0 <= locator.ordinal < len(equal):  # a locator not made by locate()
@@ -418,6 +419,23 @@ def _what(locator: TargetLocator, *, with_frames: bool = True) -> str:
         for frame in reversed(locator.frames):
             text += f" in frame {frame}"
     return text
+
+
+ORDINAL_WORDS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh",
+                 "eighth", "ninth", "tenth")
+ORDINAL_PATTERN = r"\d+(?:st|nd|rd|th)|" + "|".join(ORDINAL_WORDS)
+"""An ordinal as goals write it: ``3rd`` or ``third`` (any case)."""
+
+
+def ordinal_number(text: str) -> int | None:
+    """The number an ordinal says (``3rd`` and ``third`` are 3); None for other text."""
+    text = text.strip().lower()
+    if text in ORDINAL_WORDS:
+        return ORDINAL_WORDS.index(text) + 1
+    match = re.fullmatch(r"(\d+)(st|nd|rd|th)", text)
+    if match is None or int(match[1]) < 1:
+        return None
+    return int(match[1])
 
 
 def _nth(number: int) -> str:

@@ -88,6 +88,10 @@ class TargetLocator(BaseModel):
         "match it equally (the same role, name, value, label, context and frames).")
     matches: int = Field(
         default=1, description="How many elements of the tree matched it equally.")
+    ordinal_parameter: str | None = Field(
+        default=None, description="In a skill: the parameter that says which of the equal "
+        "elements it is (``3rd`` in 'the 3rd textbox'). Binding sets ``ordinal`` from it, "
+        "and how many elements match equally is then the page's, not the recording's.")
 
 
 class StepTimings(BaseModel):

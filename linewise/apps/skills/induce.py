@@ -11,7 +11,9 @@ Rules, and why:
   value of an element acted on or of its named ancestors, or a word of those: ``#2`` in
   ``Tab #2``) and, where the group has several episodes, when it differs between them:
   a word every goal shares ("Submit") is part of the task, not an argument. Adjacent
-  words typed or chosen together are one literal ("Norfolk Island"). A group of one
+  words typed or chosen together are one literal ("Norfolk Island"). An ordinal ("3rd")
+  that is, in every episode, the place of an element acted on among equal ones is a
+  parameter of its own kind: it chooses the element, whatever the page's count. A group of one
   episode cannot show what varies: there its quoted strings and numbers count, and a
   word only where it was typed or chosen (a goal's word is what the agent typed, not a
   button's fixed label).
@@ -38,6 +40,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from linewise.locators import ordinal_number
 from linewise.records import TargetLocator
 from linewise.runtime.replay.program import Program, ProgramStep
 from linewise.runtime.replay.skill import Skill, SkillParameter, placeholder
@@ -145,13 +148,16 @@ def induce_skills(programs: Iterable[Program]) -> list[Skill]:
 
 def _induce(template: str, group: Sequence[Program]) -> Skill | None:
     spans = [program_spans(program) for program in group]
-    positions = _parameter_positions(group, spans)
-    names = _parameter_names(spans[0], positions)
+    ordinals = _ordinal_positions(group, spans)
+    positions = sorted(set(_parameter_positions(group, spans)) | set(ordinals))
+    names = _parameter_names(spans[0], positions, ordinals)
     rewritten: list[tuple[str, list[ProgramStep], Program]] = []
     for program, own in zip(group, spans, strict=True):
         values = {names[i]: own[i].value for i in positions}
+        places = {names[i]: (ordinal_number(own[i].value) or 0) - 1 for i in ordinals}
         goal = _goal_template(program.goal, own, positions, names)
-        steps = _with_reveals([_rewrite_step(step, values) for step in program.steps])
+        steps = _with_reveals([_rewrite_step(step, values, places)
+                               for step in program.steps])
         rewritten.append((goal, steps, program))
     signatures = Counter(_signature(goal, steps) for goal, steps, _ in rewritten)
     # most episodes agreeing; then the program that uses the goal's values (one that
@@ -178,7 +184,8 @@ def _induce(template: str, group: Sequence[Program]) -> Skill | None:
     kept = [i for i in positions
             if names[i] in used or len({program_spans[i].value for program_spans in spans}) > 1]
     goal = _goal_template(first.goal, own, kept, names)
-    parameters = [SkillParameter(name=names[i], example=own[i].value) for i in kept]
+    parameters = [SkillParameter(name=names[i], example=own[i].value,
+                                 kind="ordinal" if i in ordinals else "text") for i in kept]
     return Skill(
         name=skill_name(template),
         doc=goal.replace("{{", "{").replace("}}", "}"),
@@ -205,6 +212,21 @@ def _parameter_positions(group: Sequence[Program], spans: list[list[_Span]]) -> 
                 positions.append(position)
         elif (spans[0][position].quoted or spans[0][position].numeric
               or _typed(values[0], group[0])):
+            positions.append(position)
+    return positions
+
+
+def _ordinal_positions(group: Sequence[Program], spans: list[list[_Span]]) -> list[int]:
+    """The goal positions holding an ordinal ("3rd", "third") that, in every episode,
+    is the place of an element it acted on among several equal ones (the 3rd of the
+    page's unnamed textboxes): which one is the goal's to say."""
+    positions = []
+    for position in range(len(spans[0])):
+        numbers = [ordinal_number(program_spans[position].value) for program_spans in spans]
+        if all(number is not None and any(
+                target.matches > 1 and target.ordinal == number - 1
+                for step in program.steps for target in step.targets)
+               for number, program in zip(numbers, group, strict=True)):
             positions.append(position)
     return positions
 
@@ -239,12 +261,15 @@ def _reappears(value: str, program: Program) -> bool:
     return False
 
 
-def _parameter_names(spans: list[_Span], positions: list[int]) -> dict[int, str]:
+def _parameter_names(spans: list[_Span], positions: list[int],
+                     ordinals: Sequence[int] = ()) -> dict[int, str]:
     names: dict[int, str] = {}
     for position in positions:
         before = [s.value.lower() for s in spans[:position] if not s.quoted]
         word = re.sub(r"[^a-z0-9_]", "", before[-1]) if before else ""
         base = word if word and word[0].isalpha() and word not in _STOPWORDS else "value"
+        if position in ordinals:
+            base = "nth"
         name, n = base, 1
         while name in names.values():
             n += 1
@@ -261,8 +286,11 @@ def _goal_template(goal: str, spans: list[_Span], positions: list[int],
     return goal
 
 
-def _rewrite_step(step: ProgramStep, values: dict[str, str]) -> ProgramStep:
-    """The step with each parameter's value (longest first) in place of its text."""
+def _rewrite_step(step: ProgramStep, values: dict[str, str],
+                  places: dict[str, int] | None = None) -> ProgramStep:
+    """The step with each parameter's value (longest first) in place of its text, and
+    an ordinal parameter as the place of the element among equal ones that it gave
+    (``places``: parameter -> place from 0)."""
     ordered = sorted(values.items(), key=lambda item: -len(item[1]))
 
     def swap(text: str) -> str:
@@ -287,13 +315,15 @@ def _rewrite_step(step: ProgramStep, values: dict[str, str]) -> ProgramStep:
     return step.model_copy(update={
         "action": str(rewritten),
         "thought": swap(step.thought) if step.thought else step.thought,
-        "targets": [_rewrite_locator(t, values) for t in step.targets],
+        "targets": [_rewrite_locator(t, values, places or {}) for t in step.targets],
         "state_after": states,
     })
 
 
-def _rewrite_locator(locator: TargetLocator, values: dict[str, str]) -> TargetLocator:
-    """A locator whose name, label or value holds a parameter's value as a word."""
+def _rewrite_locator(locator: TargetLocator, values: dict[str, str],
+                     places: dict[str, int]) -> TargetLocator:
+    """A locator whose name, label or value holds a parameter's value as a word, or
+    whose place among equal elements an ordinal parameter gave."""
     ordered = sorted(values.items(), key=lambda item: -len(item[1]))
 
     def swap(text: str | None) -> str | None:
@@ -303,7 +333,10 @@ def _rewrite_locator(locator: TargetLocator, values: dict[str, str]) -> TargetLo
                               placeholder(name).replace("\\", "\\\\"), text)
         return text
 
-    return locator.model_copy(update={"name": swap(locator.name) or "",
+    ordinal = next((name for name, place in places.items()
+                    if locator.matches > 1 and locator.ordinal == place), None)
+    return locator.model_copy(update={"ordinal_parameter": ordinal,
+                                      "name": swap(locator.name) or "",
                                       "context": tuple(swap(c) or "" for c in locator.context),
                                       "text": swap(locator.text),
                                       "label": swap(locator.label),
@@ -416,4 +449,5 @@ def _placeholders_in(step: ProgramStep) -> set[str]:
     text = step.action + " ".join(
         f"{t.name} {t.text or ''} {t.label or ''} {t.value or ''} {' '.join(t.context)}"
         for t in step.targets)
-    return set(re.findall(r"\{\{([a-z][a-z0-9_]*)\}\}", text))
+    return (set(re.findall(r"\{\{([a-z][a-z0-9_]*)\}\}", text))
+            | {t.ordinal_parameter for t in step.targets if t.ordinal_parameter})

@@ -20,14 +20,14 @@ from __future__ import annotations
 import re
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from linewise.agent.action_parser import ParsedAction
 from linewise.errors import ProgramError
 from linewise.files import write_atomically
-from linewise.locators import TreeIndex
+from linewise.locators import ORDINAL_PATTERN, TreeIndex, ordinal_number
 from linewise.records import TargetLocator
 from linewise.runtime.replay.program import Program, ProgramStep, read_versioned
 
@@ -45,6 +45,9 @@ class SkillParameter(BaseModel):
 
     name: str = Field(pattern=SKILL_NAME.pattern)
     example: str = Field(default="", description="A value one of its episodes used.")
+    kind: Literal["text", "ordinal"] = Field(
+        default="text", description="text: stands in text and names as it is; ordinal: "
+        "which of several equal elements (``2nd``, ``second``), and only an ordinal fits.")
 
 
 class Skill(BaseModel):
@@ -108,8 +111,9 @@ class Skill(BaseModel):
         is not of its template."""
         pattern = re.escape(self.goal_template)
         for parameter in self.parameters:
+            value = ".+?" if parameter.kind == "text" else f"(?i:{ORDINAL_PATTERN})"
             pattern = pattern.replace(re.escape(placeholder(parameter.name)),
-                                      f"(?P<{parameter.name}>.+?)", 1)
+                                      f"(?P<{parameter.name}>{value})", 1)
         match = re.fullmatch(pattern, goal.strip())
         return match.groupdict() if match is not None else None
 
@@ -130,7 +134,16 @@ def _bind_action(action: ParsedAction, arguments: dict[str, str]) -> ParsedActio
 
 
 def _bind_locator(locator: TargetLocator, arguments: dict[str, str]) -> TargetLocator:
+    update: dict[str, Any] = {}
+    if locator.ordinal_parameter is not None:
+        number = ordinal_number(arguments.get(locator.ordinal_parameter, ""))
+        if number is None:
+            raise ProgramError("skill argument", f"{locator.ordinal_parameter} must be an "
+                               f"ordinal (2nd, second), not "
+                               f"{arguments.get(locator.ordinal_parameter)!r}")
+        update["ordinal"] = number - 1
     return locator.model_copy(update={
+        **update,
         "name": _fill(locator.name, arguments),
         "label": _fill(locator.label, arguments) if locator.label else locator.label,
         "text": _fill(locator.text, arguments) if locator.text else locator.text,

@@ -150,3 +150,33 @@ def test_a_value_of_several_words_is_one_parameter_and_an_episode_that_found_it_
     # a single episode: its template holds no placeholder that no argument fills
     [alone] = induce_skills(programs[:1])
     assert alone.goal_template == "Select {{value}} from the list and click Submit."
+
+
+def _boxes(count: int) -> list[str]:
+    """MiniWoB++'s focus-text-2: unnamed textboxes one under another."""
+    return ["RootWebArea 'Focus Text Task'"] + [f"\t[{30 + i}] textbox ''"
+                                                 for i in range(count)]
+
+
+def test_an_ordinal_of_the_goal_chooses_among_equal_elements_whatever_their_count() -> None:
+    """"The 3rd textbox" names the element by its place among equal ones: the skill's
+    parameter is that place, and another page with more boxes still fits."""
+    programs = []
+    for seed, (nth, place) in enumerate([("1st", 0), ("3rd", 2)]):
+        target = TreeIndex(_boxes(3)).locate(str(30 + place))
+        assert target is not None and target.matches == 3
+        programs.append(_program("focus-text-2", seed, f"Focus into the {nth} input textbox.",
+                                 [(f"click('{30 + place}')", target)]))
+    [skill] = induce_skills(programs)
+    assert skill.goal_template == "Focus into the {{nth}} input textbox."
+    assert [(p.name, p.kind) for p in skill.parameters] == [("nth", "ordinal")]
+    five = TreeIndex(_boxes(5))
+    for goal, bid in (("Focus into the 2nd input textbox.", "31"),
+                      ("Focus into the Fifth input textbox.", "34")):
+        arguments = skill.arguments_from(goal)
+        assert arguments is not None, goal
+        assert five.resolve(skill.bind(arguments).steps[0].targets[0]).bid == bid
+    assert skill.arguments_from("Focus into the blue input textbox.") is None
+    # one episode is enough: the ordinal places the element it acted on
+    [alone] = induce_skills(programs[1:])
+    assert alone.goal_template == "Focus into the {{nth}} input textbox."
