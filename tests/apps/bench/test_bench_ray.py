@@ -23,7 +23,10 @@ from linewise.settings import EndpointSettings, LinewiseSettings, OutageSettings
 from linewise.testing import Fault, ScriptedChatServer, miniwob_solver
 from tests.support.bench import RecordingProgress
 
-pytestmark = pytest.mark.slow  # benches end to end on a Ray cluster
+# Benches end to end on a Ray cluster. Under pytest-xdist the module runs on one worker
+# (``--dist loadgroup``): its tests share one local instance, and two at once would
+# compete for the same CPUs.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 pytest.importorskip("ray", reason="Ray is not installed: pip install 'linewise[ray]'")
 
