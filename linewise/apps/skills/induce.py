@@ -205,13 +205,16 @@ def _parameter_positions(group: Sequence[Program], spans: list[list[_Span]]) -> 
         if not any(_reappears(value, program)
                    for value, program in zip(values, group, strict=True)):
             continue
-        if len(group) > 1:
-            # an episode may not have used it (the list already showed the value asked
-            # for): the others show what varies
-            if len(set(values)) > 1:
-                positions.append(position)
-        elif (spans[0][position].quoted or spans[0][position].numeric
-              or _typed(values[0], group[0])):
+        # an episode may not have used it (the list already showed the value asked
+        # for): the others show what varies
+        varies = len(group) > 1 and len(set(values)) > 1
+        # what one episode alone shows to be an argument: a quoted string or a number
+        # it acted with, or words it typed; episodes whose goals happened to agree on it
+        # show no less
+        given = all(_reappears(value, program) and (
+            spans[0][position].quoted or spans[0][position].numeric or _typed(value, program))
+            for value, program in zip(values, group, strict=True))
+        if varies or given:
             positions.append(position)
     return positions
 

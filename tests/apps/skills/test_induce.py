@@ -180,3 +180,16 @@ def test_an_ordinal_of_the_goal_chooses_among_equal_elements_whatever_their_coun
     # one episode is enough: the ordinal places the element it acted on
     [alone] = induce_skills(programs[1:])
     assert alone.goal_template == "Focus into the {{nth}} input textbox."
+
+
+def test_a_value_typed_in_every_episode_is_a_parameter_though_the_goals_agreed() -> None:
+    """Two seeds asked for the same text: it is still the goal's to give, so a third
+    goal with other text fits. A word only the goal's wording has stays literal."""
+    index = TreeIndex(FORM)
+    box, submit = index.locate("21"), index.locate("22")
+    programs = [_program("enter-text", seed, 'Enter "Ann" in the box and press Submit.',
+                         [("fill('21', 'Ann')", box), ("click('22')", submit)])
+                for seed in (0, 1)]
+    [skill] = induce_skills(programs)
+    assert skill.goal_template == 'Enter "{{value}}" in the box and press Submit.'
+    assert skill.arguments_from('Enter "Cyd" in the box and press Submit.') == {"value": "Cyd"}
