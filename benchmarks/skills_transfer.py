@@ -13,6 +13,14 @@ without touching the seeds a skills arm is tested on (10–14 in issue 35's targ
 
 Prints, per task, the seeds a skill solved and the seeds a skill was offered for, and
 the totals with the standard error of a proportion.
+
+``--offered`` runs no browser: for each seed ``k`` and each task the bench ran at ``k``
+(solved or not), whether a skill induced from the other seeds is offered for that
+episode's goal on its first recorded page (the goal fits a template and the
+precondition holds). A skill must be offered before it can solve; this part of the
+skills arm's reach takes seconds to measure.
+
+    python benchmarks/skills_transfer.py /work/runs/s23/improve/round-1/train --offered
 """
 
 from __future__ import annotations
@@ -27,9 +35,10 @@ from typing import Any
 
 from linewise.apps.skills.induce import induce_skills, task_template
 from linewise.runtime.replay.program import load_programs
-from linewise.runtime.replay.skill import write_skill
+from linewise.runtime.replay.skill import SkillLibrary, write_skill
 from linewise.runtime.run import run
 from linewise.runtime.tasks.schema import MiniWoBTask
+from linewise.runtime.trace import read_steps, read_summary
 from linewise.settings import LinewiseSettings
 from linewise.testing.function_model import CallInfo, FunctionModel
 
@@ -90,12 +99,51 @@ async def measure(bench: Path, out: Path, max_steps: int) -> int:
     return 0
 
 
+def measure_offered(bench: Path) -> int:
+    programs = load_programs(bench)
+    episodes: dict[int, list[tuple[str, str, list[str]]]] = defaultdict(list)
+    for summary_path in sorted(bench.rglob("summary.json")):
+        if any(part.startswith("_") for part in summary_path.relative_to(bench).parts):
+            continue
+        summary = read_summary(summary_path.parent)
+        task = summary.task or {}
+        if not isinstance(task.get("miniwob"), str) or not isinstance(task.get("seed"), int):
+            continue
+        steps = read_steps(summary_path.parent)
+        if steps:
+            episodes[task["seed"]].append((task["miniwob"], summary.goal, steps[0].tree_lines()))
+    offered: dict[str, list[int]] = defaultdict(list)
+    asked: dict[str, list[int]] = defaultdict(list)
+    for seed in sorted(episodes):
+        library = SkillLibrary(induce_skills(
+            p for p in programs if (p.task or {}).get("seed") != seed))
+        for template, goal, lines in episodes[seed]:
+            asked[template].append(seed)
+            if library.offered(goal, lines):
+                offered[template].append(seed)
+    print("| task | offered (seeds) | episodes (seeds) |")
+    print("|---|---|---|")
+    for template in sorted(asked):
+        print(f"| {template} | {offered[template] or '–'} | {asked[template]} |")
+    n = sum(len(v) for v in asked.values())
+    print(f"\noffered: {rate(sum(len(v) for v in offered.values()), n)} of the bench's "
+          f"episodes; seeds {sorted(episodes)}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("bench", type=Path, help="a bench folder of MiniWoB++ episodes")
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path, help="where the skills and episodes go "
+                        "(not with --offered)")
     parser.add_argument("--max-steps", type=int, default=6)
+    parser.add_argument("--offered", action="store_true",
+                        help="no browser: which episodes a skill is offered for")
     args = parser.parse_args(argv)
+    if args.offered:
+        return measure_offered(args.bench)
+    if args.out is None:
+        parser.error("--out is needed to run the episodes")
     return asyncio.run(measure(args.bench, args.out, args.max_steps))
 
 
