@@ -19,8 +19,9 @@ Rules, and why:
   button's fixed label).
 - Typed text that comes from no goal (a word the agent read off the page) is the
   episode's own: a group of one episode that typed such text gives no skill, since
-  another run of the task needs other text; several episodes that agree on it show it
-  is part of the task.
+  another run of the task needs other text, and neither does a group where another
+  episode typed other text there (two sums that came out the same are still sums);
+  only when every episode typed the same text is it part of the task.
 - Clicks that opened tabs or sections the goal did not name, before another step, were
   a search for that step's element: they become one reveal step, which opens controls
   of that role until the element is shown (``ProgramStep.reveal``).
@@ -172,10 +173,13 @@ def _induce(template: str, group: Sequence[Program]) -> Skill | None:
     agreeing.sort(key=lambda item: -sum(step.reveal for step in item[1]))
     goal, base, first = agreeing[0]
     steps = _generalize(base, [steps for _goal, steps, _program in agreeing[1:]])
-    if len(agreeing) == 1 and any(
-            text and "{{" not in text for step in steps if step.parsed().spec.types_text
-            for text in _typed_texts(step)):
-        return None  # text of its own page typed once: another run needs other text
+    literal = _literal_typed(steps)
+    if literal and (len(agreeing) == 1 or any(
+            _literal_typed(other) != literal for _goal, other, _program in rewritten)):
+        # text no goal gave, typed once, or typed otherwise by another episode of the
+        # group (a sum that came out 8 twice and 5 once): it was read off the page, and
+        # another run needs other text
+        return None
     # A parameter the steps never use stays one only where the goals differ there: the
     # goal template must still fit every goal of the group. Elsewhere it is its literal
     # text again, since a placeholder no argument fills would fit no goal.
@@ -232,6 +236,12 @@ def _ordinal_positions(group: Sequence[Program], spans: list[list[_Span]]) -> li
                for number, program in zip(numbers, group, strict=True)):
             positions.append(position)
     return positions
+
+
+def _literal_typed(steps: list[ProgramStep]) -> list[str]:
+    """The texts a program typed that hold no parameter, in order."""
+    return [text for step in steps if step.parsed().spec.types_text
+            for text in _typed_texts(step) if text and "{{" not in text]
 
 
 def _typed_texts(step: ProgramStep) -> list[str]:

@@ -193,3 +193,19 @@ def test_a_value_typed_in_every_episode_is_a_parameter_though_the_goals_agreed()
     [skill] = induce_skills(programs)
     assert skill.goal_template == 'Enter "{{value}}" in the box and press Submit.'
     assert skill.arguments_from('Enter "Cyd" in the box and press Submit.') == {"value": "Cyd"}
+
+
+def test_text_read_off_the_page_gives_no_skill_though_two_episodes_agreed_on_it() -> None:
+    """Two sums came out 8 and a third 5: the goal never said 8, so it is no step of
+    the task. Had all three typed the same text, it would be."""
+    index = TreeIndex(FORM)
+    box, submit = index.locate("21"), index.locate("22")
+    goal = "Solve the math problem and type your answer into the textbox."
+    programs = [_program("simple-arithmetic", seed, goal,
+                         [(f"fill('21', '{answer}')", box), ("click('22')", submit)])
+                for seed, answer in enumerate(["8", "5", "8"])]
+    assert induce_skills(programs) == []
+    same = [_program("simple-arithmetic", seed, goal,
+                     [("fill('21', 'done')", box), ("click('22')", submit)]) for seed in (0, 1)]
+    [skill] = induce_skills(same)
+    assert skill.steps[0].action == "fill('21', 'done')"
