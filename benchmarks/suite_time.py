@@ -1,9 +1,10 @@
-"""Wall time of the test suite on a fresh clone: the fast lane and the whole suite, as the
-contributing page runs them. Run by hand on a quiet machine; figures go to
-benchmarks/NOTES.md (never a timed assertion in a test).
+"""Wall time of the test suite on a fresh clone: the fast lane and the whole suite, in one
+process (as CI and the contributing page run them) or spread over pytest-xdist workers.
+Run by hand on a quiet machine; figures go to benchmarks/NOTES.md (never a timed
+assertion in a test).
 
-    python benchmarks/suite_time.py                       # a fresh clone of HEAD
-    python benchmarks/suite_time.py --workers 0 2 4       # serial, and two worker counts
+    python benchmarks/suite_time.py                       # a fresh clone of HEAD, serial
+    python benchmarks/suite_time.py --workers 0 2         # serial, then two workers
     python benchmarks/suite_time.py --lane fast           # the fast lane only
 
 Clones the repository into a temporary folder (committed work only, as CI sees it),
@@ -34,7 +35,7 @@ def _run(command: list[str], cwd: Path) -> tuple[float, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workers", type=int, nargs="+", default=[2],
+    parser.add_argument("--workers", type=int, nargs="+", default=[0],
                         help="pytest-xdist worker counts to time (0: one process)")
     parser.add_argument("--lane", choices=[*LANES, "both"], default="both")
     parser.add_argument("--keep", action="store_true", help="keep the clone")
