@@ -30,6 +30,7 @@ from pathlib import Path
 import structlog
 from pydantic import BaseModel, Field
 
+from linewise.apps.bench.results import RESULTS_FILE, read_results
 from linewise.errors import DamagedTraceError
 from linewise.runtime.trace import read_steps
 
@@ -49,9 +50,6 @@ class Retrained(BaseModel):
     weights: str | None = Field(description="The weights folder; None when nothing was "
                                 "trained (too few examples).")
     examples: int = Field(description="Training examples from the training benches' steps.")
-    kept: bool = Field(default=False, description="An earlier run's weights, kept because "
-                       "the training bench ran nothing new.")
-    seconds: float | None = None
 
 
 def _examples_in(manifest: Path) -> int:
@@ -75,8 +73,7 @@ async def retrain_retriever(train_dirs: Sequence[Path], out: Path, *, keep: bool
         ModelError: the base encoder cannot be found or read.
     """
     if keep and (out / "manifest.json").is_file():
-        return Retrained(weights=str(out), examples=_examples_in(out / "manifest.json"),
-                         kept=True)
+        return Retrained(weights=str(out), examples=_examples_in(out / "manifest.json"))
     from linewise.apps.retriever.examples import trace_examples
 
     examples = trace_examples(train_dirs, seed=seed)
@@ -91,21 +88,21 @@ async def retrain_retriever(train_dirs: Sequence[Path], out: Path, *, keep: bool
         result = train(examples, TrainOptions(seed=seed))
         export_trained(result, out, command=shlex.join(command),
                        sources=[str(folder) for folder in train_dirs])
-        return Retrained(weights=str(out), examples=len(examples),
-                         seconds=result.metrics.get("seconds"))
+        return Retrained(weights=str(out), examples=len(examples))
 
     return await asyncio.to_thread(fit)
 
 
 def targets_shown(bench: Path) -> float | None:
     """The share of the elements the bench's actions named (and the tree had) that the
-    filter's view showed; None when no step named one. Damaged episodes are skipped."""
+    filter's view showed; None when no step named one. Each episode of the bench's
+    results file counts once; one without a folder, or a damaged one, is skipped."""
     named = hidden = 0
-    for summary in sorted(bench.rglob("summary.json")):
-        if any(part.startswith("_") for part in summary.relative_to(bench).parts):
-            continue  # set aside (unfinished, the infrastructure's): not the bench's
+    for result in read_results(bench / RESULTS_FILE):
+        if not result.episode_dir:
+            continue
         try:
-            steps = read_steps(summary.parent)
+            steps = read_steps(bench / result.episode_dir)
         except DamagedTraceError:
             continue
         for step in steps:
