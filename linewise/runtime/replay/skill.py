@@ -11,8 +11,9 @@ model, told why).
 
 A parameter stands in a step's text arguments and in its locators' names, texts, labels
 and values as ``{{name}}``. A skill is offered only where its precondition holds: the
-elements its first step needs are on the page (those its parameters name: an element of
-that role), and only to a goal that fits its goal template.
+elements its first step needs, with the goal's values bound, are on the page, and no
+element of a step is there in another role; and only to a goal that fits its goal
+template.
 """
 
 from __future__ import annotations
@@ -89,10 +90,26 @@ class Skill(BaseModel):
         return Program(source=f"skill {self.name}", task_id=self.name,
                        goal=_fill(self.goal_template, arguments), steps=steps)
 
-    def holds(self, index: TreeIndex) -> bool:
-        """Whether the precondition holds on the page ``index`` reads: every element the
-        first step needs is there (found, or found among several equal ones), and for
-        one a parameter names, an element of its role."""
+    def holds(self, index: TreeIndex, arguments: dict[str, str] | None = None) -> bool:
+        """Whether the precondition holds on the page ``index`` reads.
+
+        Without arguments: every element the first step needs is there (found, or found
+        among several equal ones), and for one a parameter names, an element of its role.
+        With the arguments a goal gives, the skill is bound first, so the elements its
+        parameters name are looked for as they are; and no step's element may be on the
+        page in another role (a radio where the skill checks a checkbox): the page is
+        then of another task whose goals read alike, and the skill would fail part-way.
+        An element a later step needs may be missing: earlier steps may show it."""
+        if arguments is not None:
+            try:
+                bound = self.bind(arguments)
+            except ProgramError:
+                return False
+            if any(index.resolve(target).reason == "changed_role"
+                   for step in bound.steps for target in step.targets):
+                return False
+            if not bound.steps[0].reveal:
+                return all(_found(index, target) for target in bound.steps[0].targets)
         if self.steps[0].reveal:  # a search for what the next step needs
             return all(index.has_role(needed.role) for needed in self.precondition)
         for needed in self.precondition:
@@ -101,8 +118,7 @@ class Skill(BaseModel):
                 if not index.has_role(needed.role):
                     return False
                 continue
-            found = index.resolve(needed)
-            if found.bid is None and found.reason != "several":
+            if not _found(index, needed):
                 return False
         return True
 
@@ -116,6 +132,11 @@ class Skill(BaseModel):
                                       f"(?P<{parameter.name}>{value})", 1)
         match = re.fullmatch(pattern, goal.strip())
         return match.groupdict() if match is not None else None
+
+
+def _found(index: TreeIndex, locator: TargetLocator) -> bool:
+    found = index.resolve(locator)
+    return found.bid is not None or found.reason == "several"
 
 
 def _fill(text: str, arguments: dict[str, str]) -> str:
@@ -196,12 +217,12 @@ class SkillLibrary:
         from, with other values) and whose precondition holds on this page, at most
         ``limit``. A skill of another task is not offered: what it does was only ever
         seen to solve its own template, and a small model offered it takes it."""
-        fitting = [skill for skill in self.skills.values()
-                   if skill.arguments_from(goal) is not None]
+        fitting = [(skill, arguments) for skill in self.skills.values()
+                   if (arguments := skill.arguments_from(goal)) is not None]
         if not fitting:
             return []
         index = TreeIndex(lines)
-        return [skill for skill in fitting if skill.holds(index)][:limit]
+        return [skill for skill, arguments in fitting if skill.holds(index, arguments)][:limit]
 
 
 def skills_for(directory: Path | None) -> SkillLibrary | None:

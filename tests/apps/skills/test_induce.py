@@ -209,3 +209,47 @@ def test_text_read_off_the_page_gives_no_skill_though_two_episodes_agreed_on_it(
                      [("fill('21', 'done')", box), ("click('22')", submit)]) for seed in (0, 1)]
     [skill] = induce_skills(same)
     assert skill.steps[0].action == "fill('21', 'done')"
+
+
+def _choices(role: str, names: list[str]) -> list[str]:
+    """MiniWoB++'s click-option (radios) or click-checkboxes (checkboxes), each in its
+    label, whose goals both read "Select X and click Submit."."""
+    lines = ["RootWebArea 'Choice Task'"]
+    for number, name in enumerate(names):
+        lines += [f"\t[{40 + 2 * number}] LabelText ''",
+                  f"\t\t[{41 + 2 * number}] {role} '{name}'", f"\t\tStaticText '{name}'"]
+    return [*lines, "\t[60] button 'Submit'"]
+
+
+def test_a_skill_is_not_offered_where_its_element_is_there_in_another_role() -> None:
+    """Two tasks' goals read alike. The checkbox skill clicks the option's label, then
+    its checkbox: on a page of radios its first step would do, and its second fail, so
+    it is not offered there; the radio skill is. Neither is offered where the goal's
+    option is not on the page."""
+    page = {role: TreeIndex(_choices(role, ["ob", "Kx2"])) for role in ("checkbox", "radio")}
+
+    def at(role: str, bid: int) -> TargetLocator:
+        found = page[role].locate(str(bid))
+        assert found is not None
+        return found
+
+    skills = []
+    for seed, (n, name) in enumerate([(0, "ob"), (1, "Kx2")]):
+        skills += [
+            _program("click-checkboxes", seed, f"Select {name} and click Submit.",
+                     [(f"click('{40 + 2 * n}')", at("checkbox", 40 + 2 * n)),
+                      (f"click('{41 + 2 * n}')", at("checkbox", 41 + 2 * n)),
+                      ("click('60')", at("checkbox", 60))]),
+            _program("click-option", seed, f"Select {name} and click Submit.",
+                     [(f"click('{41 + 2 * n}')", at("radio", 41 + 2 * n)),
+                      ("click('60')", at("radio", 60))])]
+    induced = induce_skills(skills)
+    assert [s.goal_template for s in induced] == ["Select {{value}} and click Submit."] * 2
+    assert induced[0].steps[0].targets[0].text == "{{value}}"
+    library = SkillLibrary(induced)
+    radios = _choices("radio", ["pQ7", "zz"])
+    assert [s.name for s in library.offered("Select zz and click Submit.", radios)] == [
+        "click_option"]
+    assert [s.name for s in library.offered(
+        "Select zz and click Submit.", _choices("checkbox", ["zz"]))] == ["click_checkboxes"]
+    assert library.offered("Select nope and click Submit.", radios) == []
