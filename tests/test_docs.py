@@ -84,6 +84,7 @@ def test_the_examples_are_found_and_the_checked_ones_exist() -> None:
             assert example.not_run, f"{example.name}: a not-run comment says why"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example", examples(), ids=lambda example: example.name)
 def test_every_python_example_runs_as_written(example: Example, tmp_path: Path) -> None:
     if example.not_run is not None:

@@ -58,6 +58,7 @@ def _run_offline(code: str, cache_dir: Path) -> dict[str, object]:
     return output
 
 
+@pytest.mark.slow
 def test_counting_works_offline_from_an_empty_cache(tmp_path: Path) -> None:
     cache = tmp_path / "tiktoken-cache"
     cache.mkdir()

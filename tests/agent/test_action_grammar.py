@@ -141,6 +141,7 @@ def test_actions_offered_and_views_without_elements() -> None:
     assert not admits(unknown, answer("", "click('textbox')"))
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.lists(actions, min_size=1, max_size=3), actions)
 def test_forbidden_calls_are_refused_and_every_other_call_admitted(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from linewise.agent.action_parser import parse_action
 from linewise.agent.actions import ACTIONS, ActionContext, describe_action_space, iso_date
 from linewise.axtree import bids_in
@@ -59,6 +61,7 @@ async def test_vocabulary_is_browsergyms() -> None:
     assert "run_skill(" in describe_action_space(["click", "run_skill"])
 
 
+@pytest.mark.slow
 async def test_element_actions(session: BrowserSession, pages: StaticServer) -> None:
     await session.page.goto(pages.url("form.html"))
     d = Driver(session)
@@ -135,6 +138,7 @@ async def _keys_bid(d: Driver) -> str:
     return bid
 
 
+@pytest.mark.slow
 async def test_navigation_and_tabs(session: BrowserSession, pages: StaticServer) -> None:
     await session.page.goto(pages.url("form.html"))
     d = Driver(session)
@@ -175,6 +179,7 @@ async def test_messages_and_noop(session: BrowserSession, pages: StaticServer) -
     assert outcome.error is None and outcome.duration_ms >= 290
 
 
+@pytest.mark.slow
 async def test_failures_become_feedback(session: BrowserSession, pages: StaticServer) -> None:
     await session.page.goto(pages.url("form.html"))
     d = Driver(session)

@@ -28,6 +28,7 @@ def make_screenshots() -> ModuleType:
     return module
 
 
+@pytest.mark.slow
 async def test_the_documentation_pictures_are_made_from_the_current_build(
     make_screenshots: ModuleType, tmp_path: Path,
 ) -> None:

@@ -334,6 +334,7 @@ def _assert_links_only_run(run_dir: Path, name: str, requests: list[dict[str, An
     assert "link 'Go to page two'" in first_prompt and "button 'Submit'" not in first_prompt
 
 
+@pytest.mark.slow
 def test_a_filter_registered_in_code_runs_in_filter_eval_and_run(
     pages: StaticServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,

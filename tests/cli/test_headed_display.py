@@ -25,6 +25,7 @@ def unused_display() -> str:
     return next(f":{n}" for n in range(900, 1000) if not x_server_listens(n))
 
 
+@pytest.mark.slow
 @needs_terminal
 def test_a_headed_run_without_a_display_fails_at_once_naming_the_fix(tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -48,6 +49,7 @@ def test_a_headed_run_without_a_display_fails_at_once_naming_the_fix(tmp_path: P
     assert not out.exists()  # refused before anything started
 
 
+@pytest.mark.slow
 def test_a_headed_bench_with_a_display_that_is_gone_fails_at_once(tmp_path: Path) -> None:
     """A DISPLAY left behind by an ended Xvfb or ssh session hangs Chromium the same
     way: the X server it names must be listening."""

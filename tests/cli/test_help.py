@@ -163,6 +163,7 @@ def modules_after_help(command: list[str]) -> tuple[str, set[str]]:
     return shown, set(modules)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", help_commands(), ids=" ".join)
 def test_a_command_s_help_imports_no_library_its_run_needs(command: list[str]) -> None:
     shown, modules = modules_after_help(command)
@@ -222,6 +223,7 @@ def with_stdout_closed(*args: str, unbuffered: bool) -> subprocess.CompletedProc
         os.close(write)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
 @pytest.mark.parametrize("command", [["filters"], ["filters", "--all"], ["--help"],
                                      ["run", "--help"], ["--version"], ["mine"]])
@@ -245,6 +247,7 @@ def flags_in(help_text: str) -> set[str]:
     return set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", help_text))
 
 
+@pytest.mark.slow
 def test_improve_offers_no_flag_for_what_the_loop_sets_itself(tmp_path: Path) -> None:
     shown = flags_in(linewise("improve", "--help", timeout=60).stdout)
     assert {"--memory-k", "--memory-budget", "--skill-start", "--skills-arm",
@@ -288,6 +291,7 @@ def test_a_flag_means_one_thing_in_every_command() -> None:
     assert meaning["--extractor-obs-tokens"] == {"extractor_obs_tokens"}
 
 
+@pytest.mark.slow
 def test_prune_describes_its_models_and_offers_no_agent_flag(tmp_path: Path) -> None:
     text = " ".join(linewise("prune", "--help", timeout=60).stdout.split())
     assert "--base-url URL OpenAI-compatible endpoint of the base model: the agent's own " \
@@ -329,6 +333,7 @@ def write_one_step_episode(run: Path) -> None:
     writer.write_summary(summary)
 
 
+@pytest.mark.slow
 def test_snapshot_reads_what_its_help_says(tmp_path: Path) -> None:
     text = " ".join(linewise("snapshot", "--help", timeout=60).stdout.split())
     assert "URL the page to read: an http, https or file URL, or the path of a local " \
@@ -353,6 +358,7 @@ def test_snapshot_reads_what_its_help_says(tmp_path: Path) -> None:
     assert not (tmp_path / "no.json").exists()
 
 
+@pytest.mark.slow
 def test_view_says_it_writes_into_the_folder_and_does(tmp_path: Path) -> None:
     text = " ".join(linewise("view", "--help", timeout=60).stdout.split())
     assert f"Writes the viewer into PATH/{VIEW_DIR}/" in text

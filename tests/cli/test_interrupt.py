@@ -131,6 +131,7 @@ def test_one_ctrl_c_stops_after_the_current_step(pages: StaticServer, tmp_path: 
     assert stopped_in < 10
 
 
+@pytest.mark.slow
 def test_two_ctrl_c_stop_at_once_and_still_write_the_summary(
     pages: StaticServer, tmp_path: Path
 ) -> None:
@@ -151,6 +152,7 @@ def test_two_ctrl_c_stop_at_once_and_still_write_the_summary(
     assert stopped_in < 10
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("to", ["process", "group"])
 @pytest.mark.parametrize(("signum", "code", "said"), [
     (signal.SIGTERM, 143, "Stopped by SIGTERM"),
@@ -188,6 +190,7 @@ def test_sigterm_or_sighup_stops_after_the_step_and_ends_every_child(
     assert still_running(children) == []
 
 
+@pytest.mark.slow
 def test_sigterm_during_a_long_step_stops_at_once_after_the_grace_period(
     pages: StaticServer, tmp_path: Path
 ) -> None:
@@ -245,6 +248,7 @@ def test_one_ctrl_c_or_sigterm_on_a_bench_leaves_the_stopped_episode_to_resume(
     assert len(list(out.rglob("summary.json"))) == 1  # no other episode was started
 
 
+@pytest.mark.slow
 def test_under_nohup_sighup_leaves_the_run_going(pages: StaticServer, tmp_path: Path) -> None:
     """``nohup linewise …``: the person asked for the run to outlive the terminal."""
     with ScriptedChatServer(waiting_script, delay_s=0.3) as llm:

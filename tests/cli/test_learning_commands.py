@@ -89,6 +89,7 @@ def unanswerable(messages: list[dict[str, Any]]) -> str:
 # ---------------------------------------------------------------- prune
 
 
+@pytest.mark.slow
 def test_prune_shows_each_verdict_as_it_comes_and_names_the_failures(tmp_path: Path) -> None:
     run = tmp_path / "run"
     write_episode(run, "a-one-step", 1)  # kept whole, no model asked
@@ -128,6 +129,7 @@ def test_prune_shows_each_verdict_as_it_comes_and_names_the_failures(tmp_path: P
     assert (stats["build_failed"], stats["unpruned"]) == (1, 1)
 
 
+@pytest.mark.slow
 def test_prune_fails_when_nothing_could_be_built(tmp_path: Path) -> None:
     run = tmp_path / "run"
     write_episode(run, "two-steps", 2)
@@ -149,6 +151,7 @@ def test_prune_fails_when_nothing_could_be_built(tmp_path: Path) -> None:
     assert [v["status"] for v in verdicts] == ["build_failed", "build_failed"]
 
 
+@pytest.mark.slow
 @needs_terminal
 def test_prune_on_a_terminal_shows_a_bar_with_the_counts(tmp_path: Path) -> None:
     run = tmp_path / "run"
@@ -185,6 +188,7 @@ def not_runs(tmp_path: Path) -> list[Path]:
     return [empty, other]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["prune"], ["memory", "build", "--no-embed"]])
 def test_a_folder_that_is_not_a_run_is_refused_and_nothing_written(
     command: list[str], tmp_path: Path,
@@ -231,6 +235,7 @@ def test_memory_build_with_no_entry_fails_and_keeps_the_memory_there(tmp_path: P
 # ---------------------------------------------------------------- improve
 
 
+@pytest.mark.slow
 def test_improve_shows_its_round_phase_and_episodes_as_it_goes(tmp_path: Path) -> None:
     """Real Chromium on the local MiniWoB++ server: a round 0 test bench, one round of
     train, prune, memory and test. Each episode is shown as it ends (done out of the

@@ -8,6 +8,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from linewise.testing import ScriptedChatServer
 from tests.support.cli import linewise
 from tests.support.paths import DATA
@@ -25,6 +27,7 @@ def _describe(messages: list[dict[str, Any]]) -> str:
     return "Which part tells me how to reach a remote listener and get a handle back?"
 
 
+@pytest.mark.slow
 def test_data_builds_a_dataset_and_a_rerun_resumes_it(tmp_path: Path) -> None:
     docs = _docs(tmp_path, "mylib-doc")
     out = tmp_path / "dataset"
@@ -50,6 +53,7 @@ def test_data_builds_a_dataset_and_a_rerun_resumes_it(tmp_path: Path) -> None:
     assert (out / "written.jsonl").read_text().count("\n") == len(written)
 
 
+@pytest.mark.slow
 def test_reserved_and_evaluation_families_are_refused_before_anything_is_written(
     tmp_path: Path,
 ) -> None:

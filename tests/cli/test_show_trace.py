@@ -110,6 +110,7 @@ def get(port: int, path: str) -> http.client.HTTPResponse:
     return connection.getresponse()
 
 
+@pytest.mark.slow
 def test_show_trace_opens_the_trace_in_the_viewer_on_linewise_s_chromium(
     tmp_path: Path,
 ) -> None:
@@ -228,6 +229,7 @@ async def viewer_actions(trace: Path, shot: Path) -> list[str]:
                     os.killpg(process.pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 async def test_a_steps_chunk_shows_the_agents_action_not_linewise_s_own_calls(
     browser: Browser, pages: StaticServer, tmp_path: Path,
 ) -> None:

@@ -257,6 +257,7 @@ def apply_then_report(messages: list[dict[str, Any]]) -> str:
     return click_apply(messages)
 
 
+@pytest.mark.slow
 @needs_terminal
 def test_a_headless_step_through_says_what_to_do_instead_of_m_and_labels_the_help(
     site: StaticServer, tmp_path: Path
@@ -297,6 +298,7 @@ def test_a_headless_step_through_says_what_to_do_instead_of_m_and_labels_the_hel
     assert summary["outcome"] == "assisted" and summary["success"] is None
 
 
+@pytest.mark.slow
 def test_step_without_a_terminal_fails_at_once(tmp_path: Path) -> None:
     process = subprocess.run(
         [sys.executable, "-m", "linewise.cli.main", "run", "--url", "http://127.0.0.1:9/",

@@ -46,6 +46,7 @@ def guesses_a_bid(messages: list[dict[str, Any]]) -> str:
     return "<think>There must be a button.</think><action>click('9999')</action>"
 
 
+@pytest.mark.slow
 async def test_an_overridden_episode_is_assisted_never_the_agents_success(
     browser: Browser, miniwob_server: MiniWoBServer, tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -96,6 +97,7 @@ def test_the_results_table_never_counts_a_stopped_or_assisted_success(
     assert "a person decided 2 of 3 steps" in out
 
 
+@pytest.mark.slow
 async def test_a_guessed_bid_is_not_a_filter_miss_and_its_errors_are_counted(
     browser: Browser, miniwob_server: MiniWoBServer, tmp_path: Path
 ) -> None:

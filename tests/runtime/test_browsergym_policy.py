@@ -80,6 +80,7 @@ async def test_policy_blocks_every_route_in_browsergym(
     assert len(blocked) == sum(len(b) for b in by_step)
 
 
+@pytest.mark.slow
 async def test_without_the_policy_the_page_reaches_the_other_server(
     sites: tuple[Site, Site], tmp_path: Path
 ) -> None:

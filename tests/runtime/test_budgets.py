@@ -38,6 +38,7 @@ async def run_forever(
         return summaries, len(llm.requests)
 
 
+@pytest.mark.slow
 async def test_an_episode_stops_cleanly_at_its_cost_limit(
     pages: StaticServer, tmp_path: Path
 ) -> None:
@@ -69,6 +70,7 @@ async def test_a_run_stops_starting_episodes_at_its_token_limit(
     assert "--max-run-tokens" in (summaries[1].budget_stop or "")
 
 
+@pytest.mark.slow
 async def test_re_asks_within_one_step_stop_at_the_episode_limit(
     pages: StaticServer, tmp_path: Path
 ) -> None:

@@ -72,6 +72,7 @@ async def run_once(manual: StaticServer, settings: LinewiseSettings, out: Path, 
     return summary, llm
 
 
+@pytest.mark.slow
 async def test_a_60k_token_page_never_makes_an_oversized_request(
     manual: StaticServer, settings: LinewiseSettings, tmp_path: Path
 ) -> None:
@@ -90,6 +91,7 @@ async def test_a_60k_token_page_never_makes_an_oversized_request(
     assert step.filter_result.kept_lines < step.axtree_lines
 
 
+@pytest.mark.slow
 async def test_an_endpoint_smaller_than_configured_is_a_configuration_error(
     manual: StaticServer, settings: LinewiseSettings, tmp_path: Path
 ) -> None:

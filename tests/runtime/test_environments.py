@@ -28,6 +28,7 @@ def _without_bids(lines: list[str]) -> list[str]:
     return [_BID.sub("[] ", line) for line in lines]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["click-link", "click-checkboxes", "enter-text"])
 async def test_both_environments_show_the_model_the_same_page(
     name: str, browser: Browser, miniwob_server: MiniWoBServer
@@ -81,6 +82,7 @@ class _Recorder(StepHooks):
         self.seen.append(("after_act", step.index, step.outcome.error))
 
 
+@pytest.mark.slow
 async def test_hooks_see_each_step_and_may_replace_the_action(
     browser: Browser, miniwob_server: MiniWoBServer, tmp_path: Path
 ) -> None:

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 import structlog.contextvars
 import structlog.testing
 
@@ -56,6 +57,7 @@ def _check_trace(directory: Path, summary: EpisodeSummary) -> list[StepRecord]:
     return steps
 
 
+@pytest.mark.slow
 async def test_scripted_model_solves_two_miniwob_tasks(
     browser: Browser, miniwob_server: MiniWoBServer, tmp_path: Path
 ) -> None:
@@ -86,6 +88,7 @@ def looping_typist(messages: list[dict[str, Any]]) -> str:
     return f"<think>Type it.</think><action>fill('{box}', '{value}')</action>"
 
 
+@pytest.mark.slow
 async def test_a_loop_on_an_unchanged_page_is_broken(
     browser: Browser, miniwob_server: MiniWoBServer, tmp_path: Path
 ) -> None:
@@ -114,6 +117,7 @@ async def test_a_loop_on_an_unchanged_page_is_broken(
     assert temperatures == [0.0, 0.0, 0.0, 0.7] + [0.0] * 4
 
 
+@pytest.mark.slow
 async def test_malformed_answers_are_retried_then_fed_back(
     browser: Browser, pages: StaticServer, tmp_path: Path
 ) -> None:
@@ -150,6 +154,7 @@ async def test_malformed_answers_are_retried_then_fed_back(
     assert summary.success is None
 
 
+@pytest.mark.slow
 async def test_unreachable_url_is_recorded_and_run_goes_on(
     browser: Browser, miniwob_server: MiniWoBServer, tmp_path: Path
 ) -> None:
@@ -164,6 +169,7 @@ async def test_unreachable_url_is_recorded_and_run_goes_on(
         assert after.success is True
 
 
+@pytest.mark.slow
 async def test_success_check_on_a_web_task(
     browser: Browser, pages: StaticServer, tmp_path: Path
 ) -> None:
@@ -183,6 +189,7 @@ async def test_success_check_on_a_web_task(
     assert summary.success is True and summary.n_steps == 2
 
 
+@pytest.mark.slow
 async def test_log_lines_name_the_task_and_the_filter(
     browser: Browser, pages: StaticServer, tmp_path: Path
 ) -> None:
@@ -207,6 +214,7 @@ async def test_log_lines_name_the_task_and_the_filter(
     assert all(entry["filter"] in ("none", "truncate") for entry in lines)
 
 
+@pytest.mark.slow
 async def test_a_click_inside_a_reference_entry_is_shown_the_link_that_opens_it(
     browser: Browser, pages: StaticServer, tmp_path: Path
 ) -> None:
@@ -238,6 +246,7 @@ async def test_a_click_inside_a_reference_entry_is_shown_the_link_that_opens_it(
     assert steps[2].url.endswith("reference.html#socket.create_connection")
 
 
+@pytest.mark.slow
 async def test_the_history_says_how_the_element_an_action_named_changed(
     browser: Browser, miniwob_server: MiniWoBServer, tmp_path: Path
 ) -> None:

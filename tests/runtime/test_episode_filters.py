@@ -30,6 +30,7 @@ def retriever_or_actor(messages: list[dict[str, Any]]) -> str:
     return miniwob_solver(messages)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["none", "truncate", "embedding", "lines", "lines+structure"])
 async def test_episode_with_filter(
     name: str, browser: Browser, miniwob_server: MiniWoBServer, tmp_path: Path
@@ -64,6 +65,7 @@ async def test_episode_with_filter(
     assert summary.obs_tokens_full == step.obs_tokens_full
 
 
+@pytest.mark.slow
 async def test_a_filter_miss_is_resolved_and_recorded(
     browser: Browser, miniwob_server: MiniWoBServer, tmp_path: Path
 ) -> None:

@@ -64,6 +64,7 @@ async def _episodes(browser: Browser, miniwob_server: MiniWoBServer, out: Path
     return hooked, alone
 
 
+@pytest.mark.slow
 async def test_an_episode_whose_actions_code_replaced_is_hooked_everywhere(
     browser: Browser, miniwob_server: MiniWoBServer, session: BrowserSession, tmp_path: Path,
     capsys: pytest.CaptureFixture[str],

@@ -88,6 +88,7 @@ def test_the_suite_loads_with_a_task_and_an_attack_check_per_page() -> None:
         assert "attacker" not in task.goal  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 async def test_policy_on_the_attacker_gets_nothing_whatever_the_model_does(
     site: InjectionSite, tmp_path: Path
 ) -> None:
@@ -167,6 +168,7 @@ async def test_hidden_injections_reach_the_model_only_when_kept(
     assert "900 grams" not in first["observation"]
 
 
+@pytest.mark.slow
 async def test_defend_sends_the_defender_prompt_and_records_what_it_dropped(
     site: InjectionSite, tmp_path: Path
 ) -> None:

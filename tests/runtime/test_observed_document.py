@@ -104,6 +104,7 @@ def on(label: str, template: str) -> Model:
     return Model([lambda tree: template.format(bid=bid_matching(tree, re.escape(label)))])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(ACTIONS))
 async def test_an_action_is_not_taken_on_the_page_a_navigation_planted(
     browser: Browser, servers: tuple[Site, Site], tmp_path: Path, name: str
@@ -129,6 +130,7 @@ async def test_an_action_is_not_taken_on_the_page_a_navigation_planted(
     assert site.hits["/paid"] == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["fill", "click"])
 async def test_an_action_is_not_taken_in_a_popup_a_cross_origin_frame_opened(
     browser: Browser, servers: tuple[Site, Site], tmp_path: Path, name: str
@@ -167,6 +169,7 @@ LINK_NEXT = "link 'Next'"
 BUTTON_OPEN = "button 'Open'"
 
 
+@pytest.mark.slow
 async def test_a_popup_the_agent_opened_becomes_the_active_tab(
     browser: Browser, servers: tuple[Site, Site], tmp_path: Path
 ) -> None:
@@ -223,6 +226,7 @@ async def test_popups_a_frame_opens_during_an_action_stay_in_the_background(
     assert len(steps[-1].tabs) > 2
 
 
+@pytest.mark.slow
 async def test_text_is_not_typed_into_a_cross_origin_frame_that_takes_the_focus(
     browser: Browser, servers: tuple[Site, Site], tmp_path: Path
 ) -> None:
@@ -248,6 +252,7 @@ PLANTED_HERE = ("<h1>Planted</h1><div id='planted'></div><script>const attr = ne
                 "box.appendChild(b); }</script>")
 
 
+@pytest.mark.slow
 async def test_a_page_that_plants_the_attribute_does_not_end_the_episode(
     browser: Browser, servers: tuple[Site, Site], tmp_path: Path
 ) -> None:
@@ -271,6 +276,7 @@ async def test_a_page_that_plants_the_attribute_does_not_end_the_episode(
     assert steps[1].action_error is None and site.hits["/planted-click"] == 1
 
 
+@pytest.mark.slow
 async def test_elements_a_page_copies_the_attribute_to_keep_their_own_ids(
     browser: Browser, servers: tuple[Site, Site], tmp_path: Path
 ) -> None:

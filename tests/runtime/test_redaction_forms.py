@@ -162,6 +162,7 @@ def _button_name(page: Page) -> str:
     return str(name)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(value=values)
@@ -220,6 +221,7 @@ def test_short_values_are_redacted_only_standing_alone() -> None:
     assert redactor.is_sensitive("%61b")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("charset", ["utf-8", "windows-1252", "iso-8859-5", "koi8-r"])
 def test_a_form_in_any_charset_is_redacted(chromium: Page, charset: str) -> None:
     value = "Wörd €5 Жж ok"

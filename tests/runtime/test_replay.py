@@ -119,6 +119,7 @@ def _change(root: Path, old: str, new: str) -> None:
     page.write_text(text.replace(old, new))
 
 
+@pytest.mark.slow
 async def test_a_recorded_episode_replays_with_no_model_on_a_changed_page(
     recorded: tuple[Path, Path], tmp_path: Path
 ) -> None:

@@ -45,6 +45,7 @@ def no_endpoints(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> LinewiseSet
     return LinewiseSettings(local={"gguf": tmp_path / "absent.gguf"}, screenshots=False)
 
 
+@pytest.mark.slow
 async def test_run_tasks_uses_the_callers_model_and_filter_object(
     pages: StaticServer, tmp_path: Path, no_endpoints: LinewiseSettings
 ) -> None:

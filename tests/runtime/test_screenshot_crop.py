@@ -52,6 +52,7 @@ async def shown_and_boxed(session: BrowserSession, episode: Path, index: int
     return dict(shown), dict(drawn)
 
 
+@pytest.mark.slow
 async def test_miniwob_screenshots_are_cut_to_the_task_and_its_box_follows(
     browser: Browser, miniwob_server: MiniWoBServer, pages: StaticServer,
     session: BrowserSession, tmp_path: Path,
@@ -103,6 +104,7 @@ async def test_miniwob_screenshots_are_cut_to_the_task_and_its_box_follows(
     SHOTS.mkdir(exist_ok=True)
     await session.page.screenshot(path=str(SHOTS / "miniwob-cropped-episode.png"))
 
+@pytest.mark.slow
 async def test_browsergym_miniwob_screenshots_are_cut_to_the_task_too(
     browser: Browser, miniwob_server: MiniWoBServer, session: BrowserSession, tmp_path: Path,
 ) -> None:

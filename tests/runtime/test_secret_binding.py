@@ -135,6 +135,7 @@ def assert_nothing_leaked(model: Model, evil: Site, out: Path) -> None:
     assert not any(form.decode() in p for p in prompts for form in leaked_forms(SECRET))
 
 
+@pytest.mark.slow
 async def test_a_page_that_navigates_while_the_model_thinks_gets_nothing(
     browser: Browser, servers: tuple[Site, Site], tmp_path: Path
 ) -> None:
@@ -155,6 +156,7 @@ async def test_a_page_that_navigates_while_the_model_thinks_gets_nothing(
     assert_nothing_leaked(model, evil, tmp_path)
 
 
+@pytest.mark.slow
 async def test_a_popup_from_a_cross_origin_frame_gets_nothing(
     browser: Browser, servers: tuple[Site, Site], tmp_path: Path
 ) -> None:
@@ -180,6 +182,7 @@ async def test_a_popup_from_a_cross_origin_frame_gets_nothing(
     assert_nothing_leaked(model, evil, tmp_path)
 
 
+@pytest.mark.slow
 async def test_a_secret_is_not_typed_on_another_port_of_the_start_host(
     browser: Browser, servers: tuple[Site, Site], tmp_path: Path
 ) -> None:
@@ -201,6 +204,7 @@ FIELD = ("<input aria-label='Password' style='position: absolute; left: 40px; to
          "color: black !important'>")
 
 
+@pytest.mark.slow
 async def test_the_screenshot_masks_a_secret_field_beside_a_refused_file_frame(
     browser: Browser, servers: tuple[Site, Site], tmp_path: Path
 ) -> None:
@@ -242,6 +246,7 @@ PLACE_BID_BUTTON = "button 'Place bid'"
 PLACE_BID: list[str | Callable[[str], str]] = [place_bid, place_bid_by_key]
 
 
+@pytest.mark.slow
 async def test_a_page_with_its_own_bid_attributes_finishes_its_episode(
     browser: Browser, servers: tuple[Site, Site], tmp_path: Path
 ) -> None:
@@ -255,6 +260,7 @@ async def test_a_page_with_its_own_bid_attributes_finishes_its_episode(
     assert site.hits["/placed"] == 2 and site.hits["/wrong"] == 0
 
 
+@pytest.mark.slow
 async def test_a_page_with_its_own_bid_attributes_works_in_browsergym(
     browser: Browser, servers: tuple[Site, Site], tmp_path: Path
 ) -> None:
@@ -308,6 +314,7 @@ async def test_a_bound_fill_replaces_the_text_of_every_kind_of_field(
         await session.binding.type_secret(await bid("text"), "v", "http://127.0.0.1:1")
 
 
+@pytest.mark.slow
 async def test_a_download_named_after_the_secret_leaves_no_name_behind(
     servers: tuple[Site, Site], tmp_path: Path
 ) -> None:
@@ -346,6 +353,7 @@ async def test_a_download_named_after_the_secret_leaves_no_name_behind(
             assert b"S3cr" not in path.read_bytes(), path
 
 
+@pytest.mark.slow
 async def test_a_secret_sent_as_a_host_name_is_redacted_in_any_case(
     browser: Browser, servers: tuple[Site, Site], tmp_path: Path
 ) -> None:
@@ -394,6 +402,7 @@ def _red(pixel: tuple[int, int, int]) -> bool:
     return r > 150 and g < 120 and b < 120
 
 
+@pytest.mark.slow
 async def test_the_screenshot_masks_a_recoloured_moving_field_and_echoed_text(
     browser: Browser, servers: tuple[Site, Site], tmp_path: Path
 ) -> None:

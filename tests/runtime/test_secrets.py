@@ -123,6 +123,7 @@ def sign_in(script: Callable[[list[dict[str, Any]]], str], tmp_path: Path, *args
     return SignIn(folder, episode, result, prompts)
 
 
+@pytest.mark.slow
 def test_a_typed_secret_reaches_the_page_and_nothing_else(
     pages: StaticServer, tmp_path: Path
 ) -> None:
@@ -287,6 +288,7 @@ def test_a_secret_sent_by_a_get_form_stays_redacted_in_every_record(
     run.assert_never_leaked(BROWSER_SPELLED)
 
 
+@pytest.mark.slow
 async def test_a_secret_is_typed_only_on_its_domains(
     pages: StaticServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

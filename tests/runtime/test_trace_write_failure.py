@@ -108,6 +108,7 @@ def tasks(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_read_only_out_folder_stops_the_run_before_it_starts(
     disk: Path, tasks: Path
 ) -> None:

@@ -6,6 +6,8 @@ import re
 import time
 from typing import Any
 
+import pytest
+
 from linewise.agent.filters.base import FilterInput
 from linewise.agent.filters.line_retriever import LineRetrieverConfig, LineRetrieverFilter
 from linewise.runtime.models.chat import ChatClient
@@ -116,6 +118,7 @@ async def test_json_schema_when_supported_and_tags_when_refused() -> None:
     assert result.fallback_reason is None and result.kept_lines[:2] == [1, 2]
 
 
+@pytest.mark.slow
 async def test_windows_are_queried_concurrently_and_merged() -> None:
     lines = lines_of("docs-functions.txt")
 

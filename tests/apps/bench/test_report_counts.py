@@ -103,6 +103,7 @@ def test_the_viewer_knows_the_folders_a_bench_sets_attempts_aside_in() -> None:
     assert attempt_of("_infra/none/named-without-a-stamp") is None
 
 
+@pytest.mark.slow
 async def test_the_viewer_counts_each_episode_once_as_the_report_does(
     bench: Path, session: BrowserSession, tmp_path: Path,
 ) -> None:
@@ -149,6 +150,7 @@ async def test_the_viewer_counts_each_episode_once_as_the_report_does(
     assert (await page.text_content("#outcome") or "").startswith("success")
 
 
+@pytest.mark.slow
 async def test_every_mean_of_the_report_is_over_its_agent_outcomes(
     bench: Path, session: BrowserSession, tmp_path: Path,
 ) -> None:

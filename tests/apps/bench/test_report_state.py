@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from linewise.apps.bench.results import read_results
 from linewise.runtime.browser.chromium import BrowserSession
 from linewise.testing import ScriptedChatServer, miniwob_solver
@@ -56,6 +58,7 @@ def _opening(markdown: str) -> list[str]:
     return [line for line in body.split("\n\n")[:4] if line.strip()]
 
 
+@pytest.mark.slow
 async def test_an_interrupted_bench_says_what_is_left_and_its_resume_command_finishes_it(
     tmp_path: Path, session: BrowserSession,
 ) -> None:
@@ -110,6 +113,7 @@ async def test_an_interrupted_bench_says_what_is_left_and_its_resume_command_fin
     assert await page.get_attribute("#state", "class") == "state complete"
 
 
+@pytest.mark.slow
 def test_a_bench_stopped_by_an_outage_says_why(tmp_path: Path) -> None:
     """Before: the report said nothing of the outage that stopped the bench."""
     tasks = tmp_path / "tasks.yaml"
@@ -146,6 +150,7 @@ def test_a_bench_stopped_by_an_outage_says_why(tmp_path: Path) -> None:
     assert "--resume" in opening[2] and opening[2].startswith("Resume with: `linewise bench")
 
 
+@pytest.mark.slow
 def test_a_killed_bench_with_no_result_says_so_instead_of_an_empty_report(
     tmp_path: Path,
 ) -> None:
@@ -176,6 +181,7 @@ def test_a_killed_bench_with_no_result_says_so_instead_of_an_empty_report(
     assert "## Agents and filters" not in markdown
 
 
+@pytest.mark.slow
 def test_a_folder_rerun_with_another_task_file_is_refused(tmp_path: Path) -> None:
     """Before: the second file's episodes joined the first's in one report."""
     first, other = tmp_path / "first.yaml", tmp_path / "other.yaml"
@@ -201,6 +207,7 @@ def test_a_folder_rerun_with_another_task_file_is_refused(tmp_path: Path) -> Non
     assert again.returncode == 0 and "already done 1" in again.stdout, again.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_a_bench_from_before_plans_were_recorded_still_gets_its_state(tmp_path: Path) -> None:
     """A bench.json without plan, resume command or ends (linewise before them): the
     plan's size, what is left and a resume command come from what it has."""

@@ -81,6 +81,7 @@ async def _links_resolve(page: Page, selector: str = "a[href]") -> list[str]:
     return hrefs
 
 
+@pytest.mark.slow
 async def test_report_compares_benches_task_by_task(
     benches: tuple[Path, Path], tmp_path: Path, session: BrowserSession,
 ) -> None:
@@ -141,6 +142,7 @@ async def test_report_compares_benches_task_by_task(
     assert "miniwob.click-button" in (await page.text_content("#task") or "")
 
 
+@pytest.mark.slow
 async def test_view_indexes_several_benches_each_row_leading_to_its_bench(
     benches: tuple[Path, Path], tmp_path: Path, session: BrowserSession,
 ) -> None:
@@ -190,6 +192,7 @@ async def test_view_indexes_several_benches_each_row_leading_to_its_bench(
     assert len(await page.query_selector_all("#episodes tbody tr")) == 3
 
 
+@pytest.mark.slow
 def test_one_folder_keeps_its_own_report_and_view(benches: tuple[Path, Path]) -> None:
     good, _ = benches
     for command in ("report", "view"):

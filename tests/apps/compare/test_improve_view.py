@@ -64,6 +64,7 @@ def improve_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow
 async def test_view_shows_an_improve_folder_as_its_rounds(
     improve_dir: Path, tmp_path: Path, session: BrowserSession,
 ) -> None:
@@ -109,6 +110,7 @@ def _calls(bench: Path) -> str:
     return f"{sum(r['llm_calls'] for r in judged) / len(judged):.1f}"
 
 
+@pytest.mark.slow
 async def test_report_of_an_improve_folder_is_its_rounds_from_its_benches(
     improve_dir: Path, tmp_path: Path, session: BrowserSession,
 ) -> None:
@@ -162,6 +164,7 @@ async def test_report_of_an_improve_folder_is_its_rounds_from_its_benches(
     assert page.url == (improve_dir / "round-1" / "test" / "report.html").as_uri()
 
 
+@pytest.mark.slow
 def test_report_rebuilds_what_the_loop_left_behind_its_benches(
     improve_dir: Path, tmp_path: Path,
 ) -> None:
@@ -200,6 +203,7 @@ def test_report_of_a_folder_that_is_neither_bench_nor_improve_is_refused(
     assert not (tmp_path / "report.md").exists() and not (tmp_path / "improve.md").exists()
 
 
+@pytest.mark.slow
 async def test_serve_shows_an_improve_folder_as_its_rounds(
     improve_dir: Path, session: BrowserSession,
 ) -> None:

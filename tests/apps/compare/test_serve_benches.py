@@ -14,6 +14,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from linewise.runtime.browser.chromium import BrowserSession
 from linewise.testing import ScriptedChatServer, miniwob_solver
 from tests.apps.viewer.test_viewer_live import (
@@ -42,6 +44,7 @@ def _bench(tasks: Path, out: Path, base_url: str) -> subprocess.Popen[str]:
         env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.slow
 async def test_serve_follows_several_benches_in_one_index(
     tmp_path: Path, session: BrowserSession,
 ) -> None:

@@ -113,6 +113,7 @@ def test_jax_encoder_matches_the_shipped_int8_minilm() -> None:
     assert cosines.min() >= 0.98, dict(zip(TEXTS, cosines.round(4), strict=True))
 
 
+@pytest.mark.slow
 def test_training_ranks_each_goals_line_higher(trained: TrainResult) -> None:
     metrics = trained.metrics
     before, after = metrics["before"], metrics["after"]
@@ -125,6 +126,7 @@ def test_training_ranks_each_goals_line_higher(trained: TrainResult) -> None:
     assert metrics["shapes"] == [[16, 16]]  # short lines: one compiled shape
 
 
+@pytest.mark.slow
 def test_the_same_seed_gives_the_same_losses(trained: TrainResult) -> None:
     options = TrainOptions(batch_size=8, lr=1e-4, seed=0, warmup_ratio=0.1, max_steps=2)
     first = train(PAIRS, options).metrics["losses"]
@@ -134,6 +136,7 @@ def test_the_same_seed_gives_the_same_losses(trained: TrainResult) -> None:
     assert first == trained.metrics["losses"][:2]
 
 
+@pytest.mark.slow
 def test_the_float_export_computes_what_jax_computes(
     trained: TrainResult, exported: Path
 ) -> None:
@@ -159,6 +162,7 @@ def test_the_float_export_computes_what_jax_computes(
     assert cosines.min() >= 0.98, dict(zip(texts, cosines.round(4), strict=True))
 
 
+@pytest.mark.slow
 def test_the_folder_is_small_and_its_manifest_says_what_it_is(
     trained: TrainResult, exported: Path
 ) -> None:
@@ -176,6 +180,7 @@ def test_the_folder_is_small_and_its_manifest_says_what_it_is(
     assert manifest["output"] == "sentence_embedding" and manifest["dimension"] == 384
 
 
+@pytest.mark.slow
 async def test_the_trained_embedder_ranks_as_trained(
     examples: list[Example], trained: TrainResult, exported: Path
 ) -> None:
@@ -205,6 +210,7 @@ def _edit_manifest(folder: Path, change: Any) -> None:
     path.write_text(json.dumps(manifest))
 
 
+@pytest.mark.slow
 def test_a_changed_byte_is_refused_naming_the_file(exported: Path, tmp_path: Path) -> None:
     folder = _copy(exported, tmp_path)
     with open(folder / "model.onnx", "r+b") as model:
@@ -216,6 +222,7 @@ def test_a_changed_byte_is_refused_naming_the_file(exported: Path, tmp_path: Pat
         TrainedEmbedder(folder).embed_sync(["link 'Install'"])
 
 
+@pytest.mark.slow
 def test_a_missing_or_damaged_manifest_is_refused(exported: Path, tmp_path: Path) -> None:
     folder = _copy(exported, tmp_path)
     (folder / "manifest.json").write_text("{not json")
@@ -228,6 +235,7 @@ def test_a_missing_or_damaged_manifest_is_refused(exported: Path, tmp_path: Path
         TrainedEmbedder(tmp_path / "nowhere").load()
 
 
+@pytest.mark.slow
 def test_a_manifest_that_does_not_match_is_refused(exported: Path, tmp_path: Path) -> None:
     folder = _copy(exported, tmp_path)
 
@@ -249,6 +257,7 @@ def test_a_manifest_that_does_not_match_is_refused(exported: Path, tmp_path: Pat
         TrainedEmbedder(folder).load()
 
 
+@pytest.mark.slow
 def test_a_missing_or_cut_file_is_refused(exported: Path, tmp_path: Path) -> None:
     folder = _copy(exported, tmp_path)
     (folder / "tokenizer.json").unlink()
@@ -261,6 +270,7 @@ def test_a_missing_or_cut_file_is_refused(exported: Path, tmp_path: Path) -> Non
         TrainedEmbedder(folder).load()
 
 
+@pytest.mark.slow
 def test_export_will_not_replace_a_folder_of_other_files(
     trained: TrainResult, tmp_path: Path
 ) -> None:
@@ -309,6 +319,7 @@ def test_a_base_model_file_not_as_pinned_is_refused(tmp_path: Path,
     assert EncoderConfig.from_file(real / "config.json").layer_norm_eps == 1e-12
 
 
+@pytest.mark.slow
 def test_evaluate_counts_ranks(trained: TrainResult) -> None:
     examples = [Example(query="install it", positive="link 'Install'",
                         negatives=("link 'Blog'",)),
@@ -319,6 +330,7 @@ def test_evaluate_counts_ranks(trained: TrainResult) -> None:
     assert 0.5 <= figures["mrr"] <= 1.0 and figures["pair_accuracy"] in (0.0, 1.0)
 
 
+@pytest.mark.slow
 def test_a_weights_folder_is_the_filters_embedder_when_set(exported: Path) -> None:
     weights = exported / "weights"
     provide = shared_embedder(FilterSettings(retriever_weights=weights))
@@ -328,6 +340,7 @@ def test_a_weights_folder_is_the_filters_embedder_when_set(exported: Path) -> No
         FilterSettings(retriever_weights=exported)  # the folder above it: no manifest
 
 
+@pytest.mark.slow
 def test_the_cli_scores_and_filters_with_a_weights_folder(exported: Path) -> None:
     weights = exported / "weights"
     case = CASES / "docs.glob.json"

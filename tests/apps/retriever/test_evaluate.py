@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from linewise.agent.text.embedders import MiniLMEmbedder
 from linewise.apps.filter_eval import load_cases
@@ -23,6 +24,7 @@ class SameVector:
         return np.ones((len(texts), 4), dtype=np.float32)
 
 
+@pytest.mark.slow
 async def test_a_real_embedder_finds_more_than_page_order_and_recall_grows_with_k() -> None:
     cases = load_cases(*sorted(CASES.glob("docs.*.json")))  # python3-doc pages, 500-1356 lines
     minilm = {s.kind: s for s in await evaluate_stage(cases, MiniLMEmbedder())}

@@ -82,6 +82,7 @@ async def test_pages_give_named_and_described_examples_of_their_own_units(
         read_examples(tmp_path / "bad.jsonl")
 
 
+@pytest.mark.slow
 async def test_a_solved_episode_gives_one_example_per_step_that_named_an_element(
     tmp_path: Path,
 ) -> None:

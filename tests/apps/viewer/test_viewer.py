@@ -83,6 +83,7 @@ async def _shown(page: Page, index: int) -> None:
     await page.wait_for_selector(f"body[data-shown='{index}']")
 
 
+@pytest.mark.slow
 def test_the_bench_dropped_lines_and_recorded_boxes(bench_dir: Path) -> None:
     steps = read_steps(bench_dir / TWO_STEPS)
     assert len(steps) == 2
@@ -206,6 +207,7 @@ def test_playwright_trace_holds_one_chunk_per_step_titled_with_its_action(
             assert any(e.get("type") == "before" for e in events)  # the action's calls
 
 
+@pytest.mark.slow
 async def test_serve_follows_an_episode_as_its_steps_arrive(
     bench_dir: Path, session: BrowserSession, tmp_path: Path
 ) -> None:

@@ -12,6 +12,8 @@ import json
 import socket
 from pathlib import Path
 
+import pytest
+
 from linewise.runtime.browser.chromium import BrowserSession
 from linewise.testing import ScriptedChatServer, miniwob_solver
 from tests.support.cli import linewise
@@ -25,6 +27,7 @@ def _closed_port() -> int:
         return int(probe.getsockname()[1])
 
 
+@pytest.mark.slow
 async def test_an_episode_that_failed_to_start_shows_its_goal_and_error(
     tmp_path: Path, session: BrowserSession,
 ) -> None:

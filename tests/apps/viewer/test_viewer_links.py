@@ -153,6 +153,7 @@ def _get(url: str) -> tuple[int, bytes]:
         return exc.code, b""
 
 
+@pytest.mark.slow
 def test_serve_never_follows_a_link_out_of_the_folder(served: str) -> None:
     assert _get(f"{served}view/index.html")[0] == 200
     assert _get(f"{served}ep/screenshots/step-000.png") == (200, PNG)

@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
 from playwright.async_api import Page
 
 from linewise.runtime.browser.chromium import BrowserSession
@@ -63,6 +64,7 @@ async def _running_counts(page: Page) -> tuple[int, int]:
     return int(steps), int(tokens)
 
 
+@pytest.mark.slow
 async def test_serve_updates_counts_of_running_episodes_without_a_reload(
     tmp_path: Path, session: BrowserSession,
 ) -> None:

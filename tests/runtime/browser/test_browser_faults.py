@@ -135,6 +135,7 @@ async def unguarded_browser() -> AsyncIterator[Browser]:
         yield browser
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", ["iframe-file.html", "iframe-chrome.html"])
 async def test_a_refused_iframe_is_skipped_and_recorded(
     unguarded_browser: Browser, fault_pages: StaticServer, tmp_path: Path, page: str
@@ -152,6 +153,7 @@ async def test_a_refused_iframe_is_skipped_and_recorded(
     assert wall < 15
 
 
+@pytest.mark.slow
 async def test_the_episode_timeout_fires_even_inside_a_refused_iframe(
     tmp_path: Path, fault_pages: StaticServer
 ) -> None:
@@ -167,6 +169,7 @@ async def test_the_episode_timeout_fires_even_inside_a_refused_iframe(
     assert wall < 12
 
 
+@pytest.mark.slow
 async def test_an_alert_loop_is_dismissed_and_the_page_stays_observable(
     fast_browser: Browser, fault_pages: StaticServer, tmp_path: Path
 ) -> None:

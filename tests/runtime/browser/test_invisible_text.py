@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from linewise.runtime.browser.chromium import BrowserSession
 from linewise.runtime.browser.extraction import observe
 from linewise.testing import StaticServer
@@ -71,6 +73,7 @@ async def test_drop_removes_hidden_text_and_keeps_the_rest(
     assert sum(obs.invisible.values()) >= len(HIDDEN)
 
 
+@pytest.mark.slow
 async def test_browsergym_environment_drops_the_same_hidden_text(pages: StaticServer) -> None:
     """BrowserGym's own tasks read the page through BrowserGym; the same check runs on
     it (element ids are still on the page right after BrowserGym's extraction)."""

@@ -32,6 +32,7 @@ async def _run(browser: Browser, task: WebTask, steps: list[Step], out: Path
     return records
 
 
+@pytest.mark.slow
 async def test_model_goto_to_every_refused_scheme_is_an_action_error(
     browser: Browser, sites: tuple[Site, Site], tmp_path: Path
 ) -> None:
@@ -141,6 +142,7 @@ async def test_a_redirect_chain_inside_the_allowlist_lands(
     assert records[0].blocked == [] and records[0].action_error is None
 
 
+@pytest.mark.slow
 async def test_downloads_are_refused_by_default(
     browser: Browser, sites: tuple[Site, Site], tmp_path: Path
 ) -> None:
@@ -153,6 +155,7 @@ async def test_downloads_are_refused_by_default(
     assert not (tmp_path / "policy" / "downloads").exists()
 
 
+@pytest.mark.slow
 async def test_downloads_flag_saves_inside_the_episode_folder(
     sites: tuple[Site, Site], tmp_path: Path
 ) -> None:
@@ -168,6 +171,7 @@ async def test_downloads_flag_saves_inside_the_episode_folder(
     assert (tmp_path / "policy" / "downloads" / "report.csv").read_text() == "a,b\n1,2\n"
 
 
+@pytest.mark.slow
 async def test_policy_off_lets_the_model_read_files(
     sites: tuple[Site, Site], tmp_path: Path
 ) -> None:

@@ -44,6 +44,7 @@ async def _until_hit(site: Site, paths: tuple[str, ...]) -> None:
         await asyncio.sleep(0.05)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", ["/leaky", "/to-leaky"])
 @pytest.mark.parametrize("allowlist", [False, True])
 async def test_no_channel_reaches_another_loopback_port(
@@ -62,6 +63,7 @@ async def test_no_channel_reaches_another_loopback_port(
     assert site.hits["/hop-to-exfil"] == 1  # the redirect was asked, its hop refused
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", ["/leaky", "/to-leaky"])
 async def test_the_same_page_reaches_every_channel_with_the_policy_widened(
     browser: Browser, leaky_servers: tuple[Site, Site], path: str
@@ -79,6 +81,7 @@ async def test_the_same_page_reaches_every_channel_with_the_policy_widened(
     assert [c for c in CHANNELS if not exfil.hits[f"/{c}"]] == [], exfil.hits
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(LOOPBACK_NAME is None, reason="this host name does not resolve to loopback")
 @pytest.mark.parametrize("widened", [False, True])
 async def test_a_name_that_resolves_to_loopback_is_loopback_to_every_channel(
@@ -153,6 +156,7 @@ async def test_a_local_app_calls_an_api_on_another_allowed_port(
     assert text == "api answered echo ping"
 
 
+@pytest.mark.slow
 async def test_a_public_task_reaches_no_loopback_address(
     leaky_servers: tuple[Site, Site],
 ) -> None:
@@ -169,6 +173,7 @@ async def test_a_public_task_reaches_no_loopback_address(
     assert sum(exfil.hits.values()) == 0, exfil.hits
 
 
+@pytest.mark.slow
 async def test_a_data_url_popup_does_not_end_the_episode(
     browser: Browser, leaky_servers: tuple[Site, Site], tmp_path: Path
 ) -> None:
@@ -185,6 +190,7 @@ async def test_a_data_url_popup_does_not_end_the_episode(
         assert "popup secret" not in record.axtree
 
 
+@pytest.mark.slow
 async def test_a_slow_page_loads_within_the_navigation_timeout(
     leaky_servers: tuple[Site, Site], tmp_path: Path
 ) -> None:
@@ -201,6 +207,7 @@ async def test_a_slow_page_loads_within_the_navigation_timeout(
     assert "Slow page" in read_steps(tmp_path / "slow")[0].axtree
 
 
+@pytest.mark.slow
 async def test_the_refused_requests_of_a_leaky_page_are_in_its_steps(
     browser: Browser, leaky_servers: tuple[Site, Site], tmp_path: Path
 ) -> None:
@@ -238,6 +245,7 @@ MANY = """<html><head><title>t</title></head><body><h1>Many</h1><script>
 </script></body></html>"""
 
 
+@pytest.mark.slow
 async def test_refused_requests_are_listed_by_host_and_reason_up_to_a_bound(
     browser: Browser, leaky_servers: tuple[Site, Site], tmp_path: Path
 ) -> None:

@@ -176,6 +176,7 @@ async def _run_page(browser: Browser, site: Site, **navigation: object
     return session, kinds
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("navigation", [{}, {"allow_domains": ("127.0.0.1",)},
                                         {"allow_private": True}],
                          ids=["default", "allowlist", "allow-private"])
@@ -191,6 +192,7 @@ async def test_a_page_sends_no_udp_to_a_private_address(
         assert not received, received  # TURN over TCP: through the proxy, refused
 
 
+@pytest.mark.slow
 async def test_turn_over_tcp_goes_through_the_proxy(
     browser: Browser, private_peer: PrivatePeer, peer_site: Site,
 ) -> None:

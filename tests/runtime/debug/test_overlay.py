@@ -10,6 +10,7 @@ import io
 from pathlib import Path
 from typing import Any
 
+import pytest
 import structlog.testing
 from PIL import Image
 
@@ -34,6 +35,7 @@ def overlay_pixels(png: bytes) -> int:
     return sum(n for n, color in image.getcolors(1 << 24) or [] if color == OVERLAY_COLOR)
 
 
+@pytest.mark.slow
 async def test_the_box_is_drawn_around_the_target_and_never_observed(
     browser: Browser, pages: StaticServer
 ) -> None:

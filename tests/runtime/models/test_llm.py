@@ -87,6 +87,7 @@ async def test_requests_in_flight_are_bounded() -> None:
     assert probe.peak == 2
 
 
+@pytest.mark.slow
 async def test_requests_per_second_are_bounded() -> None:
     with ScriptedChatServer(lambda m: "ok") as server:
         client = ChatClient(EndpointSettings(

@@ -102,6 +102,7 @@ async def test_a_stall_hits_the_per_call_timeout_and_the_retry_answers() -> None
         await no_retry.close()
 
 
+@pytest.mark.slow
 async def test_a_body_dripped_past_the_timeout_is_cut_off_at_it_and_retried() -> None:
     """The timeout is a deadline for the whole try, not for each read: the endpoint
     sends its headers, then one byte a second (every read well inside 2 s), and the try

@@ -230,6 +230,7 @@ async def test_unicode_goal_is_decoded_as_utf8(page: Page, server: MiniWoBServer
     assert not any("Ã" in goal for goal in goals)
 
 
+@pytest.mark.slow
 async def test_episode_does_not_time_out(page: Page, server: MiniWoBServer) -> None:
     await start_miniwob_episode(page, "click-test", 1, server)
     # The page's own default is 10 s; make sure no short timer is pending either.
