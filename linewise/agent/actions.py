@@ -177,6 +177,11 @@ class ActionSpec:
     opt_in: bool = False
     """Offered only where a run enables it (``run_skill``: ``--skills``); the standard
     vocabulary leaves it out."""
+    idempotent: bool = False
+    """It sets its element to what its arguments say (``fill``'s text, an option chosen,
+    the focus) rather than changing it by a step: done again at once with the same
+    arguments, it changes nothing. Skill induction keeps one of such repeats (a fill
+    typed twice was the episode's detour, not a step of the task)."""
     replayed: bool = True
     """A program recorded from an episode keeps it. False where it changes nothing a
     later step relies on (``noop``): a replay skips it."""
@@ -220,15 +225,15 @@ def action(fn: ActionFunction, /) -> ActionFunction: ...
 def action(
     *, pointer: bool = False, acts_on: Callable[[AXLine], bool] | None = None,
     ends_episode: bool = False, leaves_page: bool = False, types_text: bool = False,
-    opt_in: bool = False, replayed: bool = True,
+    idempotent: bool = False, opt_in: bool = False, replayed: bool = True,
 ) -> Callable[[ActionFunction], ActionFunction]: ...
 
 
 def action(
     fn: ActionFunction | None = None, /, *, pointer: bool = False,
     acts_on: Callable[[AXLine], bool] | None = None, ends_episode: bool = False,
-    leaves_page: bool = False, types_text: bool = False, opt_in: bool = False,
-    replayed: bool = True,
+    leaves_page: bool = False, types_text: bool = False, idempotent: bool = False,
+    opt_in: bool = False, replayed: bool = True,
 ) -> ActionFunction | Callable[[ActionFunction], ActionFunction]:
     """Register an async action function under its own name, with its properties
     (``ActionSpec``): ``@action`` or ``@action(pointer=True)``.
@@ -246,7 +251,7 @@ def action(
         REGISTRY[fn.__name__] = ActionSpec(
             name=fn.__name__, function=fn, pointer=pointer, acts_on=acts_on,
             ends_episode=ends_episode, leaves_page=leaves_page, types_text=types_text,
-            opt_in=opt_in, replayed=replayed)
+            idempotent=idempotent, opt_in=opt_in, replayed=replayed)
         return fn
 
     return register if fn is None else register(fn)
@@ -364,7 +369,7 @@ async def dblclick(
     await element.dblclick(button=button, modifiers=modifiers or [], timeout=ctx.timeout_ms)
 
 
-@action(pointer=True)
+@action(pointer=True, idempotent=True)
 async def hover(ctx: ActionContext, bid: str) -> None:
     """
     Move the mouse over an element, to show a menu or tooltip that appears on hover.
@@ -377,7 +382,7 @@ async def hover(ctx: ActionContext, bid: str) -> None:
     await element.hover(timeout=ctx.timeout_ms)
 
 
-@action(acts_on=is_text_field, types_text=True)
+@action(acts_on=is_text_field, types_text=True, idempotent=True)
 async def fill(ctx: ActionContext, bid: str, value: str) -> None:
     """
     Fill out a form field. It focuses the element and triggers an input event with the entered text.
@@ -460,7 +465,7 @@ _MONTH_FIRST_LOCALES = frozenset({"en-us", "en", "en-ph", "es-us"})
 """Locales whose dates show the month before the day (Chromium's default is en-US)."""
 
 
-@action(acts_on=is_text_field)
+@action(acts_on=is_text_field, idempotent=True)
 async def clear(ctx: ActionContext, bid: str) -> None:
     """
     Clear the input field.
@@ -472,7 +477,7 @@ async def clear(ctx: ActionContext, bid: str) -> None:
     await fill_in_its_document(element, "", ctx.timeout_ms)
 
 
-@action(acts_on=is_select, types_text=True)
+@action(acts_on=is_select, types_text=True, idempotent=True)
 async def select_option(ctx: ActionContext, bid: str, options: str | list[str]) -> None:
     """
     Select one or multiple options in a <select> element. You can specify
@@ -503,7 +508,7 @@ async def press(ctx: ActionContext, bid: str, key_comb: str) -> None:
     await element.press(key_comb, timeout=ctx.timeout_ms)
 
 
-@action(pointer=True)
+@action(pointer=True, idempotent=True)
 async def focus(ctx: ActionContext, bid: str) -> None:
     """
     Give an element the keyboard focus, before press(...). Focusing a link does not

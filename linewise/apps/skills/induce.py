@@ -22,6 +22,8 @@ Rules, and why:
   another run of the task needs other text, and neither does a group where another
   episode typed other text there (two sums that came out the same are still sums);
   only when every episode typed the same text is it part of the task.
+- A step that repeats the one before it with an idempotent action (a fill typed
+  twice into the same field) is one step: the repeat was the episode's detour.
 - Clicks that opened tabs or sections the goal did not name, before another step, were
   a search for that step's element: they become one reveal step, which opens controls
   of that role until the element is shown (``ProgramStep.reveal``).
@@ -157,8 +159,8 @@ def _induce(template: str, group: Sequence[Program]) -> Skill | None:
         values = {names[i]: own[i].value for i in positions}
         places = {names[i]: (ordinal_number(own[i].value) or 0) - 1 for i in ordinals}
         goal = _goal_template(program.goal, own, positions, names)
-        steps = _with_reveals([_rewrite_step(step, values, places)
-                               for step in program.steps])
+        steps = _with_reveals(_without_repeats([_rewrite_step(step, values, places)
+                                                for step in program.steps]))
         rewritten.append((goal, steps, program))
     signatures = Counter(_signature(goal, steps) for goal, steps, _ in rewritten)
     # most episodes agreeing; then the program that uses the goal's values (one that
@@ -411,6 +413,19 @@ def _generalize(base: list[ProgramStep], programs: list[list[ProgramStep]]
         ]
         steps.append(step.model_copy(update={"targets": targets, "state_after": state_after}))
     return steps
+
+
+def _without_repeats(steps: list[ProgramStep]) -> list[ProgramStep]:
+    """The program with a step that repeats the one before it (the same action, with
+    the same arguments, on the same element) left out where the action is idempotent:
+    a second identical fill changed nothing, and a skill that kept it would spend a
+    step on every page, and differ from the episodes that typed once."""
+    kept: list[ProgramStep] = []
+    for step in steps:
+        if kept and step.action == kept[-1].action and step.parsed().spec.idempotent:
+            continue
+        kept.append(step)
+    return kept
 
 
 _DISCLOSED = ("selected", "expanded")

@@ -253,3 +253,27 @@ def test_a_skill_is_not_offered_where_its_element_is_there_in_another_role() -> 
     assert [s.name for s in library.offered(
         "Select zz and click Submit.", _choices("checkbox", ["zz"]))] == ["click_checkboxes"]
     assert library.offered("Select nope and click Submit.", radios) == []
+
+
+def test_a_fill_repeated_at_once_is_one_step_and_episodes_that_typed_once_agree() -> None:
+    """One episode typed each credential twice (its detour), two typed once: the skill
+    types each once and all three agree on it. Two clicks in a row stay two clicks."""
+    login = ["RootWebArea 'Login'", "\tLabelText ''", "\t\tStaticText 'Username'",
+             "\t[19] textbox ''", "\tLabelText ''", "\t\tStaticText 'Password'",
+             "\t[22] textbox ''", "\t[23] button 'Login'"]
+    index = TreeIndex(login)
+    user, password, button = index.locate("19"), index.locate("22"), index.locate("23")
+    programs = []
+    for seed, (name, secret, twice) in enumerate([("ann", "x7", True), ("bob", "k2", False),
+                                                  ("cyd", "p0", False)]):
+        fills = [(f"fill('19', '{name}')", user), (f"fill('22', '{secret}')", password)]
+        if twice:
+            fills = [fills[0], fills[0], fills[1], fills[1]]
+        goal = f'Enter the username "{name}" and the password "{secret}" and press login.'
+        programs.append(_program("login-user", seed, goal,
+                                 [*fills, ("click('23')", button), ("click('23')", button)]))
+    [skill] = induce_skills(programs)
+    assert [step.action for step in skill.steps] == [
+        "fill('19', '{{username}}')", "fill('22', '{{password}}')", "click('23')",
+        "click('23')"]
+    assert len(skill.provenance) == 3
