@@ -118,7 +118,7 @@ def example_placeholders(fn: ActionFunction) -> frozenset[str]:
     """The ``"<...>"`` placeholders of an action's docstring examples.
 
     Examples whose text must come from the page are written as placeholders, and a
-    small model copies them verbatim as readily as it copied example sentences: the
+    model may copy them verbatim as it would copy an example sentence: the
     parser refuses an argument that is one, so the model is asked again.
     """
     return frozenset(_PLACEHOLDER.findall(fn.__doc__ or ""))
@@ -449,7 +449,7 @@ def iso_date(value: str, *, month_first: bool) -> str | None:
 
 async def _date_field_value(element: ElementHandle, value: str, timeout_ms: int) -> str:
     """The value to fill: ISO for a date input (Playwright refuses ``12/09/2014`` there
-    as "Malformed value", and the 1.5B model typed the date as the page shows it)."""
+    as "Malformed value", and a model types a date as the page shows it)."""
     with untraced(element):
         kind, language = await element.evaluate(_FIELD_KIND_JS)
     if kind != "date":

@@ -266,14 +266,12 @@ class ActionAgent:
     ) -> None:
         """Ask again, told that the answer changed nothing when it was made on this page,
         or that it goes round a loop back to this page. Under a grammar the re-ask's
-        grammar forbids what the repeat names (``Repeat.forbidden``): told, the small
-        model still wrote the same call at temperature (``click('415')`` five steps
-        running on a search form while the link it looked for was in its view), or
-        turned to another way of pointing at the same element (``focus('617')``,
-        ``click('617')``, ``focus('617')``…). A link to the address the page is already at
-        is not forbidden: the model that clicks it again takes the page for where it
-        should be, and made to choose another, the 1.5B model left the entry it had been
-        asked to open for the next link it saw; told, it may keep it."""
+        grammar forbids what the repeat names (``Repeat.forbidden``): being told does
+        not stop a model from writing the same call again at temperature, or from
+        pointing at the same element another way (``focus`` for ``click``). A link to
+        the address the page is already at is not forbidden: the model that clicks it
+        again takes the page for where it should be, and made to choose another it
+        leaves that page for the next link it sees; told, it may keep it."""
         decision = asking.decision
         assert decision.action is not None
         repeated = decision.action
@@ -302,8 +300,8 @@ class ActionAgent:
         decision.repeat_escape = "kept"
         for attempt in range(self.repeat_escapes):
             # Under a grammar that forbids the repeat the first re-ask is greedy: the
-            # repeat cannot be written, and sampling at the re-ask temperature made the
-            # 1.5B model answer click('17', 'middle') or clear the field it had filled.
+            # repeat cannot be written, and sampling at the re-ask temperature draws the
+            # grammar's unlikely corners (a middle click, clearing a field just filled).
             sampling = ({} if attempt == 0 and narrowed
                         else {"temperature": self.reask_temperature})
             answer = await self._answer(asking, messages, retries=0, **sampling)
@@ -316,10 +314,9 @@ class ActionAgent:
                 return
             log.info("repeat not escaped", attempt=attempt, answer=answer.action_text)
             if leads_here and asking.grammar is not None and self._can_end():
-                # Told its link leads where the page already is, the 1.5B model clicked it
-                # again on the entry it had been asked to open ("the page is already at the
-                # RewriteMap directive section") until the step limit: the last re-asks
-                # may only end the episode, with an answer or a reason it cannot.
+                # A model told that its link leads where the page already is may click
+                # it again until the step limit, though it says it has arrived: the last
+                # re-asks may only end the episode, with an answer or a reason it cannot.
                 ending = ActionSet.of(self.action_names).ending_names
                 asking = _Asking(decision, Constraint.gbnf(
                     "action", action_grammar(view.elements, ending)), asking.spend_check)
@@ -334,9 +331,9 @@ class ActionAgent:
         action on this unchanged page named an element that answers no click, pointer
         actions may name only what the prompt lists (``targets.offered_targets``): the
         links the goal names and those that open the entry the last one pointed into
-        (offered them beside the view's other links, the 1.5B model took the one whose id
-        began like the element's), else the clickable elements closest to the goal, else
-        any clickable one."""
+        (among all the view's links, a model tends to take the one whose id begins like
+        the element's, a neighbour), else the clickable elements closest to the goal,
+        else any clickable one."""
         pointer_bids: list[str] | None = None
         if view.elements is not None and inert_bids(
                 futile_calls(self.history, view.page_key), view.elements, view.clickable):

@@ -110,8 +110,9 @@ def render_history(history: list[PastStep], max_steps: int = 20, page_key: str =
 
 def _state_change(step: PastStep) -> str:
     """How the element the step named changed state (``[22] checkbox 'a8h7' is now
-    checked='true'``), "" when it did not or is not known. The view showed the box
-    checked, and the 1.5B model clicked it again, unchecking it, six steps running."""
+    checked='true'``), "" when it did not or is not known. A view that shows the box
+    checked does not say that the last click checked it: a model not told clicks it
+    again, unchecking it."""
     before, after = step.target, step.target_after
     if before is None or after is None:
         return ""
@@ -127,9 +128,9 @@ def _state_change(step: PastStep) -> str:
 
 
 def _moved_to(step: PastStep, url: str) -> str:
-    """Where the page went after ``step``, when its address changed ("" else). Once a
-    link had taken it to the entry it was asked to open, the 1.5B model, not told, went
-    on clicking the entry's own links and left it."""
+    """Where the page went after ``step``, when its address changed ("" else). A page
+    that scrolled to the entry a link opened looks much as before: a model not told
+    that it arrived goes on clicking the entry's own links, and leaves it."""
     if not step.url or not url or url == step.url:
         return ""
     page, _, fragment = url.partition("#")
@@ -287,8 +288,8 @@ def futile_repeat_message(action: str, done: list[str], error: str | None,
     """Tells the model that ``action``, answered again, changed nothing (or failed) when
     it was made on this page; ``done`` lists every call made since the page last changed.
     ``can_report``: the agent ends the episode itself, and is reminded that a goal
-    already reached is reported (the 1.5B model, on the entry it was asked to open,
-    clicked its link again and, forbidden that, clicked the next link it listed).
+    already reached is reported (a model forbidden a repeat on the page it was asked
+    to reach goes on to the next link it listed, and leaves the page).
     ``leads_here``: the action names a link to the very URL the page is at."""
     outcome = ("it leads to the address the page is already at" if leads_here
                else "nothing on the page changed")

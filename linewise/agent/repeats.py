@@ -50,8 +50,9 @@ def futile_calls(history: Sequence[PastStep], page_key: str) -> list[ParsedActio
 def cycled_calls(history: Sequence[PastStep], page_key: str) -> list[ParsedAction]:
     """The calls made on this page before it changed and came back, each once, oldest
     first, once the last step that changed the page was itself such a call: the loop is
-    then being gone round a second time. The 1.5B model clicked one checkbox six times
-    (checked, unchecked…), and opened and closed one section as often. One call made
+    then being gone round a second time (a checkbox clicked checked, unchecked, checked;
+    a section opened and closed again: each click changes the page, so no single step
+    repeats a futile one). One call made
     again on a page it came back to is not yet a loop: after ``fill``, a mistaken
     ``clear`` and the ``fill`` again, the fill is the correction. Only the exact call
     counts."""

@@ -68,12 +68,12 @@ def closest_targets(goal: str, elements: Elements, clickable: frozenset[str],
                     k: int = 5, page_url: str = "") -> list[str]:
     """Up to ``k`` elements a click can act on, closest to ``goal`` first: those the goal
     names (:func:`named_words`: a section link "Option Flags" shares more words with
-    "doctest's ELLIPSIS option flag" than the link 'ELLIPSIS' does, and the 1.5B model
-    took the first it was offered), then most words shared with the goal (the name, and
-    a link's ``#fragment``: a documentation entry's own name), in view order among
-    equals. None that shares no word; one link per destination (a contents list, a
-    sidebar and the text often link the same anchor); no link to ``page_url`` itself (a
-    sidebar's link to the page's own title only reloads it)."""
+    "doctest's ELLIPSIS option flag" than the link 'ELLIPSIS' does, and a model takes
+    the first it is offered more often than any other), then most words shared with the
+    goal (the name, and a link's ``#fragment``: a documentation entry's own name), in
+    view order among equals. None that shares no word; one link per destination (a
+    contents list, a sidebar and the text often link the same anchor); no link to
+    ``page_url`` itself (a sidebar's link to the page's own title only reloads it)."""
     wanted = set(words(goal))
     named = named_words(goal)
     here = page_url.partition("#")[0]
@@ -98,10 +98,10 @@ def offered_targets(goal: str, elements: Elements, clickable: frozenset[str],
     """What a pointer action is offered after one named an element that answers no
     click: when that element lies in an entry with links to it (``entry_links``), the
     links the goal names (:func:`named_words`) and then those; else the clickable
-    elements closest to the goal (:func:`closest_targets`). Offered the entry's links
-    alone, the 1.5B model that had clicked the list beside importlib.reload's opened
-    its neighbour's, while the goal named ``importlib.reload()`` and its link was in
-    view."""
+    elements closest to the goal (:func:`closest_targets`). The goal's named link comes
+    first because an entry's links alone include its neighbours' (the list beside
+    ``importlib.reload`` links ``importlib.import_module`` too), and the first offered
+    is the one most often taken."""
     closest = closest_targets(goal, elements, clickable, page_url=page_url)
     entry = list(entry_links)
     if not entry:
@@ -145,9 +145,9 @@ def entry_links(lines: Sequence[str], bid: str, page_url: str, k: int = 2) -> li
     under its class (``#….FileFinder.invalidate_caches``), in page order; one link per
     anchor.
 
-    Asked to open an entry, the 1.5B model clicked the entry's description, its term or
-    its list, none of which answers a click, while a link to the entry's anchor was
-    elsewhere on the page: these are the links that do what it pointed at."""
+    A click on an entry's description, its term or its list answers nothing, while a
+    link to the entry's anchor elsewhere on the page opens it: these are the links that
+    do what such a click pointed at."""
     index = next((i for i, line in enumerate(lines) if bid_of(line) == bid), None)
     if index is None:
         return []

@@ -71,8 +71,8 @@ def steps_without_error(trajectory: Trajectory) -> list[MemoryStep]:
     """The steps whose action parsed, ran without error and changed the page (no
     ``noop``; the last step is kept, its outcome being the task's end). A step after
     which the page was the same (``TrajectoryStep.page_key``) taught nothing but the
-    loop: entries of the 1.5B model's runs showed ``focus('14')`` twice before the
-    click, and ``select_option`` three times with one value, and the model copied them."""
+    loop (a focus before the click, one option selected three times), and a model shown
+    an example copies its steps, loops included."""
     kept: list[MemoryStep] = []
     steps = trajectory.steps
     for position, step in enumerate(steps):
