@@ -52,10 +52,9 @@ def cycled_calls(history: Sequence[PastStep], page_key: str) -> list[ParsedActio
     first, once the last step that changed the page was itself such a call: the loop is
     then being gone round a second time (a checkbox clicked checked, unchecked, checked;
     a section opened and closed again: each click changes the page, so no single step
-    repeats a futile one). One call made
-    again on a page it came back to is not yet a loop: after ``fill``, a mistaken
-    ``clear`` and the ``fill`` again, the fill is the correction. Only the exact call
-    counts."""
+    repeats a futile one). One call made again on a page it came back to is not yet a
+    loop: after ``fill``, a mistaken ``clear`` and the ``fill`` again, the fill is the
+    correction. Only the exact call counts."""
     if not page_key:
         return []
     earlier = history[: len(history) - len(unchanged_run(history, page_key))]
