@@ -90,37 +90,26 @@ class Skill(BaseModel):
         return Program(source=f"skill {self.name}", task_id=self.name,
                        goal=_fill(self.goal_template, arguments), steps=steps)
 
-    def holds(self, index: TreeIndex, arguments: dict[str, str] | None = None) -> bool:
-        """Whether the precondition holds on the page ``index`` reads.
-
-        Without arguments: every element the first step needs is there (found, or found
-        among several equal ones), and for one a parameter names, an element of its role.
-        With the arguments a goal gives, the skill is bound first, so the elements its
-        parameters name are looked for as they are; and no step's element may be on the
-        page in another role (a radio where the skill checks a checkbox): the page is
-        then of another task whose goals read alike, and the skill would fail part-way.
-        An element a later step needs may be missing: earlier steps may show it."""
-        if arguments is not None:
-            try:
-                bound = self.bind(arguments)
-            except ProgramError:
-                return False
-            if any(index.resolve(target).reason == "changed_role"
-                   for step in bound.steps for target in step.targets):
-                return False
-            if not bound.steps[0].reveal:
-                return all(_found(index, target) for target in bound.steps[0].targets)
-        if self.steps[0].reveal:  # a search for what the next step needs
-            return all(index.has_role(needed.role) for needed in self.precondition)
-        for needed in self.precondition:
-            if any(_PLACEHOLDER.search(field or "")
-                   for field in (needed.name, needed.text, needed.label)):
-                if not index.has_role(needed.role):
-                    return False
-                continue
-            if not _found(index, needed):
-                return False
-        return True
+    def holds(self, index: TreeIndex, arguments: dict[str, str]) -> bool:
+        """Whether the precondition holds on the page ``index`` reads, for the
+        ``arguments`` a goal gives: bound with them, every element of the precondition
+        (the first step's) is there, found or found among several equal ones, and no
+        step's element is on the page in another role (a radio where the skill checks a
+        checkbox): the page is then of another task whose goals read alike, and the
+        skill would fail part-way. An element a later step needs may be missing: earlier
+        steps may show it. A first step that searches (``reveal``) needs only an
+        element of its role."""
+        try:
+            bound = self.bind(arguments)
+            needed = [_bind_locator(locator, arguments) for locator in self.precondition]
+        except ProgramError:
+            return False
+        if any(index.resolve(target).reason == "changed_role"
+               for step in bound.steps for target in step.targets):
+            return False
+        if bound.steps[0].reveal:  # a search for what the next step needs
+            return all(index.has_role(locator.role) for locator in needed)
+        return all(_found(index, locator) for locator in needed)
 
     def arguments_from(self, goal: str) -> dict[str, str] | None:
         """The arguments a goal of this skill's template gives, or None when the goal
