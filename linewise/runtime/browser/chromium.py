@@ -42,6 +42,7 @@ from pydantic import Field
 from linewise.agent.trace_zone import untraced
 from linewise.errors import BrowserCrashed, BrowserError
 from linewise.records import DialogRecord
+from linewise.runtime.browser import call_stacks
 from linewise.runtime.browser.binding import DocumentBinding
 from linewise.runtime.browser.cdp import CDPConnection, CDPSender
 from linewise.runtime.browser.display import require_display
@@ -172,6 +173,7 @@ class Browser:
         # linewise (``driver.py``).
         with driver_environ():
             self._playwright = await async_playwright().start()
+        call_stacks.install()  # Playwright's per-call stack, without reading source files
         await self._launch()
         return self
 

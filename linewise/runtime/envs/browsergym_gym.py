@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 from linewise.agent.actions import ActionSet, render_signature
 from linewise.errors import ConfigError
+from linewise.runtime.browser import call_stacks
 from linewise.runtime.browser.chromium import CHROMIUM_ARGS, GYM_BID_ATTRIBUTE, find_chromium
 from linewise.runtime.browser.driver import LAUNCH_SIGNALS, driver_environ
 
@@ -74,6 +75,7 @@ def thread_playwright() -> Any:
         # SIGTERM to linewise, as the runtime's own Browser's does (browser/driver.py).
         with driver_environ():
             playwright = sync_playwright().start()
+        call_stacks.install()
         original = playwright.chromium.launch
         executable = find_chromium()
 
