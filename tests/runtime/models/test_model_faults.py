@@ -176,9 +176,12 @@ async def test_an_unknown_model_is_refused_and_another_404_is_not() -> None:
 async def test_a_dropped_endpoint_is_retried_until_it_is_back() -> None:
     with ScriptedChatServer(lambda m: "ok") as server:
         client = _client(server, retry_budget_s=10, backoff_max_s=0.3)
-        server.down_for(1.0)
+        server.go_down()
         with pytest.raises(EndpointUnreachable):
             await client.probe()
+        # back up in 1 s, counted from after the probe: however slow the machine, the
+        # probe met the outage and the call below must wait for its end
+        server.down_for(1.0)
         started = time.perf_counter()
         assert (await client.complete(MESSAGES)).text == "ok"
         assert 0.3 < time.perf_counter() - started < 4
