@@ -113,7 +113,8 @@ def rebuild_report(improve_dir: Path, benches: list[Bench]) -> ImproveReport:
             found_now.append(f"round {number}: no test bench (the loop stopped before it)")
         rounds.append(row.model_copy(update={
             "train": success["train"], "test": success["test"] or Success(),
-            "test_skills": success["test-skills"]}))
+            "test_skills": success["test-skills"],
+            "skills": _skills_induced(folder) if row.skills is None else row.skills}))
     return report.model_copy(update={"rounds": rounds, "notes": list(dict.fromkeys(notes)),
                                      "bench_notes": found_now})
 
@@ -132,15 +133,15 @@ def _recorded(improve_dir: Path) -> ImproveReport | None:
 def _header(improve_dir: Path, benches: list[Bench]) -> ImproveReport:
     """What improve.json would open with, from the benches: the loop stopped before it
     recorded its first round."""
-    def seeds(part: str) -> str:
-        found = sorted({r.seed for b in benches if b.label.endswith(f"/{part}")
+    def seeds(*parts: str) -> str:
+        found = sorted({r.seed for b in benches if b.label.rsplit("/", 1)[-1] in parts
                         for r in b.results})
         return f"{found[0]}-{found[-1]}" if found else "?"
 
     results: list[EpisodeResult] = [r for b in benches for r in b.results]
     return ImproveReport(
         tasks=list(dict.fromkeys(r.base_task for r in results)),
-        train_seeds=seeds("train"), test_seeds=seeds("test"),
+        train_seeds=seeds("train"), test_seeds=seeds("test", "test-skills"),
         filter=", ".join(dict.fromkeys(r.filter for r in results)) or "?",
         prune=any((folder / "pruned").is_dir() for _, folder in round_folders(improve_dir)),
         notes=[f"{REPORT_FILE} rebuilt from the round benches: the loop recorded none (it "
@@ -148,12 +149,21 @@ def _header(improve_dir: Path, benches: list[Bench]) -> ImproveReport:
 
 
 def _unrecorded(number: int, folder: Path) -> RoundResult:
-    """A round's row from its folder: its memory file's entries."""
+    """A round's row from its folder: its memory file's entries, and the skills it
+    induced (one file each) where the loop ran the skills arm."""
     memory = folder / "memory.jsonl"
     entries = read_memory(memory) if number and memory.is_file() else []
     return RoundResult(round=number, memory_entries=len(entries),
                        memory_from_pruner=sum(e.pruned for e in entries),
-                       memory=str(memory) if entries else None, test=Success())
+                       memory=str(memory) if entries else None, test=Success(),
+                       skills=_skills_induced(folder))
+
+
+def _skills_induced(folder: Path) -> int | None:
+    """The skills a round induced (``round-R/skills``, one file each), or None where
+    the loop ran no skills arm: a row rebuilt before skills were counted gains them."""
+    skills = folder / "skills"
+    return len(list(skills.glob("*.json"))) if skills.is_dir() else None
 
 
 def round_arms(report: ImproveReport, benches: list[Bench]) -> list[RoundArm]:

@@ -24,6 +24,8 @@ from linewise.runtime.browser.chromium import BrowserSession
 from linewise.testing import ScriptedChatServer, miniwob_solver
 from tests.support.cli import linewise
 
+REPO = Path(__file__).resolve().parents[3]
+
 TASKS = """\
 defaults:
   max_steps: 2
@@ -177,6 +179,10 @@ def test_report_rebuilds_what_the_loop_left_behind_its_benches(
     results = copy / "round-1" / "test" / "results.jsonl"
     first, *_ = results.read_text().splitlines()
     results.write_text(first + "\n")  # as if its second episode had not run yet
+    # and as if the loop had induced a skill before it stopped (--skills-arm)
+    (copy / "round-1" / "skills").mkdir()
+    shutil.copy(REPO / "tests" / "data" / "skills" / "login_user.json",
+                copy / "round-1" / "skills")
 
     done = linewise("report", str(copy))
     assert done.returncode == 0, done.stderr[-3000:]
@@ -186,8 +192,9 @@ def test_report_rebuilds_what_the_loop_left_behind_its_benches(
     assert "rebuilt from the round benches" in table
     assert "Note: round-1/test: 1 of 2 planned episodes ran" in table
     rows = _table_cells(table)
-    assert rows[0] == loop_rows[0] and rows[1][:3] == loop_rows[1][:3]  # memory: 1 (0)
+    assert rows[0][:4] == loop_rows[0] and rows[1][:3] == loop_rows[1][:3]  # memory: 1 (0)
     assert rows[1][3] == "100.0 (1/1)", rows
+    assert rows[1][4:6] == ["1", "–"], rows  # one skill induced; no bench with it ran
     report = json.loads((copy / "report.json").read_text())
     assert [(a["part"], a["ran"], a["planned"]) for a in report["rounds"]][-1] == ("test", 1, 2)
 
