@@ -4,9 +4,9 @@ Every Playwright API call captures the Python stack of its caller: the driver na
 call after the innermost Playwright method (the ``Page.goto:`` prefix of its errors) and a
 recorded Playwright trace shows the caller's file and line. The Playwright that
 BrowserGym pins (1.44) takes that stack with ``inspect.stack()``, which, for every frame,
-resolves the source file on disk and reads a line of context that nobody uses: a few
-milliseconds a call, most of a step's own Python time, and more under a deep stack (a
-test runner, a debugger). Later Playwright releases walk the frames directly instead.
+resolves the source file on disk and reads a line of context that nobody uses:
+milliseconds a call, a large share of a step's own Python time, and more under a deep
+stack (a test runner, a debugger). Later Playwright releases walk the frames directly.
 
 ``install`` gives the Playwright modules that take stacks the same walk: the frames, their
 file names (the code object's), line numbers and function names, with no source context.
