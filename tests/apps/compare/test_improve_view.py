@@ -23,8 +23,7 @@ import pytest
 from linewise.runtime.browser.chromium import BrowserSession
 from linewise.testing import ScriptedChatServer, miniwob_solver
 from tests.support.cli import linewise
-
-REPO = Path(__file__).resolve().parents[3]
+from tests.support.paths import REPO
 
 TASKS = """\
 defaults:
