@@ -4,12 +4,14 @@ For each held-out set (``heldout``, ``heldout2``, ``heldout3`` of tasks/filter-c
 families no retriever was trained on; see benchmarks/make_filter_cases.py) the page's
 units are ranked by each embedder for the case's query, and recall@5/10/20 of the gold
 lines is printed by goal kind (``linewise.apps.retriever.evaluate``). ``--weights DIR``
-adds a trained retriever (``linewise retriever train``) beside the offline MiniLM. The
+adds a trained retriever (``linewise retriever train``) beside the offline MiniLM; a
+reranker's folder reorders the first embedder's ``--candidates`` best units. The
 seconds per page are the embedding of a page's units, the cost a new page pays once
 (later steps on the same page embed only the query).
 
     python benchmarks/retriever_stage.py
     python benchmarks/retriever_stage.py --weights runs/retriever --sets heldout3
+    python benchmarks/retriever_stage.py --weights runs/reranker --candidates 30
 """
 
 from __future__ import annotations
@@ -21,6 +23,13 @@ import time
 from pathlib import Path
 
 from linewise.agent.text.embedders import Embedder, MiniLMEmbedder
+from linewise.agent.text.learned import (
+    RERANKER_KIND,
+    TrainedEmbedder,
+    TrainedReranker,
+    manifest_kind,
+    read_manifest,
+)
 from linewise.apps.filter_eval import load_cases
 from linewise.apps.retriever.evaluate import evaluate_stage, format_stage_table
 
@@ -33,12 +42,16 @@ async def main() -> None:
                         help="a trained retriever's folder (repeatable)")
     parser.add_argument("--sets", nargs="+", default=["heldout", "heldout2", "heldout3"])
     parser.add_argument("--no-minilm", action="store_true", help="leave the baseline out")
+    parser.add_argument("--candidates", type=int, default=30,
+                        help="units a reranker reorders (default 30)")
     args = parser.parse_args()
     embedders: list[Embedder] = [] if args.no_minilm else [MiniLMEmbedder()]
-    if args.weights:
-        from linewise.agent.text.learned import TrainedEmbedder
-
-        embedders += [TrainedEmbedder(folder) for folder in args.weights]
+    rerankers: list[TrainedReranker] = []
+    for folder in args.weights:
+        if manifest_kind(read_manifest(folder)) == RERANKER_KIND:
+            rerankers.append(TrainedReranker(folder))
+        else:
+            embedders.append(TrainedEmbedder(folder))
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     for name in args.sets:
         cases = load_cases(*sorted(CASES.glob(f"{name}.*.json")))
@@ -51,6 +64,14 @@ async def main() -> None:
             print(format_stage_table(scores))
             print(f"{embedder.name}: {seconds:.1f} s, {seconds / len(cases):.2f} s per case "
                   "(each case embeds its whole page)")
+        for reranker in rerankers:
+            started = time.perf_counter()
+            scores = await evaluate_stage(cases, embedders[0], reranker=reranker,
+                                          candidates=args.candidates)
+            seconds = time.perf_counter() - started
+            print(format_stage_table(scores))
+            print(f"{embedders[0].name}+{reranker.name}: {seconds:.1f} s, "
+                  f"{seconds / len(cases):.2f} s per case")
     print(f"\nload average after: {os.getloadavg()[0]:.2f}")
 
 

@@ -2,7 +2,7 @@
 
     linewise retriever data --pages DIR... [--traces RUN...] --out DATASET
         [--per-family N] [--written N] [--base-url URL --model NAME]
-    linewise retriever train DATASET... --out WEIGHTS [--epochs N] [--seed N]
+    linewise retriever train DATASET... --out WEIGHTS [--kind reranker] [--epochs N] [--seed N]
     linewise retriever eval CASES... [--weights WEIGHTS]...
 """
 
@@ -70,8 +70,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def _add_train(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     train = actions.add_parser(
         "train", help="fine-tune the encoder on datasets -> a weights folder",
-        description="Fine-tune all-MiniLM-L6-v2 as a bi-encoder on the datasets' examples "
-        "(in-batch and hard negatives), on the CPU with JAX (the `train` extra), and write "
+        description="Fine-tune all-MiniLM-L6-v2 as a bi-encoder or a reranker on the "
+        "datasets' examples (in-batch and hard negatives), on the CPU with JAX (the `train` "
+        "extra), and write "
         "an int8 ONNX weights folder with a manifest (sources, command, seed, metrics, "
         "sha256 of each file) for --retriever-weights.")
     train.add_argument("datasets", nargs="+", type=Path, metavar="DATASET",
@@ -86,6 +87,13 @@ def _add_train(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
                        help="tokens per text (default 128)")
     train.add_argument("--max-steps", type=int, metavar="N", help="stop after N steps")
     train.add_argument("--seed", type=int, default=0, help="(default 0)")
+    train.add_argument("--kind", choices=("bi-encoder", "reranker"), default="bi-encoder",
+                       help="bi-encoder (one vector per text: ranks a whole page) or "
+                       "reranker (reads query and unit together: reorders the best units "
+                       "of an embedder) (default bi-encoder)")
+    train.add_argument("--negatives", type=int, metavar="N",
+                       help="hard negatives per example in each step (default 1 for a "
+                       "bi-encoder, 3 for a reranker)")
     add_log_level_flag(train, "WARNING")
     train.set_defaults(handler=cmd_train)
 
@@ -99,7 +107,8 @@ def _add_eval(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     evaluate.add_argument("cases", nargs="+", type=Path, metavar="CASES",
                           help="filter-eval case files or folders (tasks/filter-cases)")
     evaluate.add_argument("--weights", type=Path, action="append", default=[],
-                          metavar="DIR", help="a trained weights folder (repeatable)")
+                          metavar="DIR", help="a trained weights folder (repeatable); a "
+                          "reranker reorders the MiniLM's best units")
     evaluate.add_argument("--no-minilm", action="store_true",
                           help="leave out the offline MiniLM baseline")
     add_log_level_flag(evaluate, "WARNING")
@@ -140,9 +149,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         examples += read_examples(path) if path.is_file() else load_dataset(path)
     if not examples:
         raise ConfigError("the datasets hold no example")
+    negatives = args.negatives if args.negatives is not None else (
+        3 if args.kind == "reranker" else 1)
     options = TrainOptions(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                            max_length=args.max_length, seed=args.seed,
-                           max_steps=args.max_steps)
+                           max_steps=args.max_steps, kind=args.kind,
+                           negatives_per_example=negatives)
     print(f"training on {len(examples)} examples from {len(args.datasets)} datasets",
           flush=True)
 
@@ -162,18 +174,33 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from linewise.agent.text.embedders import Embedder, MiniLMEmbedder
-    from linewise.agent.text.learned import TrainedEmbedder
+    from linewise.agent.text.learned import (
+        RERANKER_KIND,
+        TrainedEmbedder,
+        TrainedReranker,
+        manifest_kind,
+        read_manifest,
+    )
     from linewise.apps.filter_eval import load_cases
     from linewise.apps.retriever.evaluate import evaluate_stage, format_stage_table
 
     cases = load_cases(*args.cases)
     embedders: list[Embedder] = [] if args.no_minilm else [MiniLMEmbedder()]
-    embedders += [TrainedEmbedder(folder) for folder in args.weights]
+    rerankers: list[TrainedReranker] = []
+    for folder in args.weights:
+        if manifest_kind(read_manifest(folder)) == RERANKER_KIND:
+            rerankers.append(TrainedReranker(folder))
+        else:
+            embedders.append(TrainedEmbedder(folder))
     if not embedders:
-        raise ConfigError("nothing to evaluate: give --weights or keep the MiniLM baseline")
+        raise ConfigError("nothing to evaluate: give an embedder's --weights or keep the "
+                          "MiniLM baseline")
 
     async def scores() -> list[StageScore]:
-        return [s for e in embedders for s in await evaluate_stage(cases, e)]
+        rows = [s for e in embedders for s in await evaluate_stage(cases, e)]
+        for reranker in rerankers:
+            rows += await evaluate_stage(cases, embedders[0], reranker=reranker)
+        return rows
 
     print(format_stage_table(asyncio.run(scores())))
     return 0

@@ -1,4 +1,4 @@
-"""A trained retriever encoder, loaded from its weights folder and run with onnxruntime.
+"""A trained retriever, loaded from its weights folder and run with onnxruntime.
 
 A weights folder (written by ``linewise.apps.retriever.export``) holds:
 
@@ -7,15 +7,23 @@ A weights folder (written by ``linewise.apps.retriever.export``) holds:
   whose one output ``sentence_embedding`` (float32 ``[batch, dim]``) is already mean
   pooled over the mask and L2-normalised: nothing is computed outside the graph;
 - ``tokenizer.json``: its WordPiece tokenizer;
-- ``manifest.json``: the format and its version, the base model, the data sources, the
-  command and seed that trained it, its metrics, and the sha256 and size of every file.
+- ``manifest.json``: the format and its version, its ``kind``, the base model, the data
+  sources, the command and seed that trained it, its metrics, and the sha256 and size
+  of every file.
 
-:class:`TrainedEmbedder` refuses a folder unless the manifest reads, is of this format,
-and every file it lists is there with its size and sha256: a weights folder is data
-that a user may point at, edit or half-copy, and a damaged model would not fail, it
-would silently rank lines badly. Each refusal is a ``ModelError`` naming the file.
-Hashes are computed once per process per file state (path, size, mtime); nothing is
-written into the folder, which may be read-only package data.
+A folder is of one of two kinds. An ``embedder`` (the default when a manifest names no
+kind) is a bi-encoder, read by :class:`TrainedEmbedder`. A ``reranker`` is a
+cross-encoder whose graph reads ``[CLS] query [SEP] text [SEP]`` pairs (token types 0
+then 1, truncated longest-first as ``tokenizers`` does) and whose one output
+``relevance`` (float32 ``[batch]``) scores each pair, read by :class:`TrainedReranker`.
+
+:class:`TrainedEmbedder` and :class:`TrainedReranker` refuse a folder unless the
+manifest reads, is of this format and of their kind, and every file it lists is there
+with its size and sha256: a weights folder is data that a user may point at, edit or
+half-copy, and a damaged model would not fail, it would silently rank lines badly. Each
+refusal is a ``ModelError`` naming the file. Hashes are computed once per process per
+file state (path, size, mtime); nothing is written into the folder, which may be
+read-only package data.
 
 Inference imports only onnxruntime, tokenizers and numpy (never JAX).
 """
@@ -38,13 +46,18 @@ from linewise.files import sha256_file
 log = structlog.get_logger(__name__)
 
 __all__ = [
+    "EMBEDDER_KIND",
     "MANIFEST_FORMAT",
     "MANIFEST_NAME",
     "MANIFEST_VERSION",
     "MODEL_NAME",
     "OUTPUT_NAME",
+    "RERANKER_KIND",
+    "RERANKER_OUTPUT",
     "TOKENIZER_NAME",
     "TrainedEmbedder",
+    "TrainedReranker",
+    "manifest_kind",
     "read_manifest",
 ]
 
@@ -54,6 +67,9 @@ MANIFEST_VERSION = 1
 MODEL_NAME = "model.onnx"
 TOKENIZER_NAME = "tokenizer.json"
 OUTPUT_NAME = "sentence_embedding"
+RERANKER_OUTPUT = "relevance"
+EMBEDDER_KIND = "embedder"
+RERANKER_KIND = "reranker"
 _REQUIRED_FILES = (MODEL_NAME, TOKENIZER_NAME)
 
 _verified: dict[tuple[str, int, int], str] = {}
@@ -128,10 +144,15 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     return manifest
 
 
+def manifest_kind(manifest: dict[str, Any]) -> str:
+    """``embedder`` or ``reranker``: what a verified manifest's folder holds."""
+    return str(manifest.get("kind") or EMBEDDER_KIND)
+
+
 class _Runtime:
     """A loaded tokenizer and ONNX session; ``run`` is serialised (2-core machines)."""
 
-    def __init__(self, folder: Path, max_length: int, threads: int) -> None:
+    def __init__(self, folder: Path, max_length: int, threads: int, output: str) -> None:
         try:
             import onnxruntime  # noqa: F401
             import tokenizers  # noqa: F401
@@ -149,24 +170,95 @@ class _Runtime:
         except Exception as exc:
             raise ModelError(f"Cannot load {folder / MODEL_NAME}: {exc}") from exc
         outputs = [o.name for o in session.get_outputs()]
-        if OUTPUT_NAME not in outputs:
+        if output not in outputs:
             raise ModelError(
-                f"{folder / MODEL_NAME} has outputs {outputs}, not {OUTPUT_NAME!r}"
+                f"{folder / MODEL_NAME} has outputs {outputs}, not {output!r}"
             )
         self.tokenizer = tokenizer
         self.session = session
+        self.output = output
         self.input_names = {i.name for i in session.get_inputs()}
         self._lock = threading.Lock()
 
     def run(self, texts: list[str]) -> np.ndarray:
-        feeds = bert_feeds(self.tokenizer, texts, self.input_names)
+        return self._run(bert_feeds(self.tokenizer, texts, self.input_names))
+
+    def run_pairs(self, pairs: list[tuple[str, str]]) -> np.ndarray:
+        encodings = self.tokenizer.encode_batch(pairs)
+        feeds = {
+            "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+            "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+            "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
+        }
+        return self._run({k: v for k, v in feeds.items() if k in self.input_names})
+
+    def _run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
         with self._lock:
-            vectors = self.session.run([OUTPUT_NAME], feeds)[0]
-        result: np.ndarray = np.asarray(vectors, dtype=np.float32)
+            values = self.session.run([self.output], feeds)[0]
+        result: np.ndarray = np.asarray(values, dtype=np.float32)
         return result
 
 
-class TrainedEmbedder:
+class _WeightsFolder:
+    """A weights folder of one kind, verified and loaded once, on first use."""
+
+    kind = EMBEDDER_KIND
+    output = OUTPUT_NAME
+
+    def __init__(self, folder: Path | str, *, batch_size: int, max_length: int | None,
+                 threads: int) -> None:
+        if batch_size < 1 or threads < 0 or (max_length is not None
+                                             and not 1 <= max_length <= 512):
+            raise ConfigError(
+                f"{type(self).__name__} needs batch_size >= 1, threads >= 0, "
+                "1 <= max_length <= 512"
+            )
+        self.folder = Path(folder).expanduser()
+        self.name = f"trained:{self.folder.name}"
+        self.batch_size = batch_size
+        self.threads = threads
+        self._max_length = max_length
+        self._runtime: _Runtime | None = None
+        self._manifest: dict[str, Any] | None = None
+        self._load_lock = threading.Lock()
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        """The verified manifest (loads the folder)."""
+        self.load()
+        assert self._manifest is not None
+        return self._manifest
+
+    def load(self) -> None:
+        """Verify the folder and load the model now (otherwise on first use).
+
+        Raises:
+            ModelError: see :func:`read_manifest`; the folder holds the other kind; or
+                onnxruntime cannot load the model.
+        """
+        with self._load_lock:
+            if self._runtime is not None:
+                return
+            manifest = read_manifest(self.folder)
+            kind = manifest_kind(manifest)
+            if kind != self.kind:
+                raise ModelError(
+                    f"{self.folder} holds a retriever of kind {kind!r} (its manifest "
+                    f"says so); {type(self).__name__} reads kind {self.kind!r}"
+                )
+            max_length = self._max_length or int(manifest.get("max_length") or 256)
+            self._runtime = _Runtime(self.folder, max_length, self.threads, self.output)
+            self._manifest = manifest
+            log.info("trained retriever loaded", folder=str(self.folder), kind=kind,
+                     base=manifest.get("base_model", {}).get("name"))
+
+    def _loaded(self) -> _Runtime:
+        self.load()
+        assert self._runtime is not None
+        return self._runtime
+
+
+class TrainedEmbedder(_WeightsFolder):
     """A trained encoder from a weights folder: an :class:`~.embedders.Embedder`.
 
     The folder is verified and the model loaded once, on first use (:meth:`load` does
@@ -188,60 +280,63 @@ class TrainedEmbedder:
         max_length: int | None = None,
         threads: int = 0,
     ) -> None:
-        if batch_size < 1 or threads < 0 or (max_length is not None
-                                             and not 1 <= max_length <= 512):
-            raise ConfigError(
-                "TrainedEmbedder needs batch_size >= 1, threads >= 0, 1 <= max_length <= 512"
-            )
-        self.folder = Path(folder).expanduser()
-        self.name = f"trained:{self.folder.name}"
-        self.batch_size = batch_size
-        self.threads = threads
-        self._max_length = max_length
-        self._runtime: _Runtime | None = None
-        self._manifest: dict[str, Any] | None = None
-        self._load_lock = threading.Lock()
-
-    @property
-    def manifest(self) -> dict[str, Any]:
-        """The verified manifest (loads the folder)."""
-        self.load()
-        assert self._manifest is not None
-        return self._manifest
+        super().__init__(folder, batch_size=batch_size, max_length=max_length,
+                         threads=threads)
 
     @property
     def dimension(self) -> int:
         return int(self.manifest.get("dimension", 0))
 
-    def load(self) -> None:
-        """Verify the folder and load the model now (otherwise on the first embed).
-
-        Raises:
-            ModelError: see :func:`read_manifest`, or onnxruntime cannot load the model.
-        """
-        with self._load_lock:
-            if self._runtime is not None:
-                return
-            manifest = read_manifest(self.folder)
-            max_length = self._max_length or int(manifest.get("max_length") or 256)
-            self._runtime = _Runtime(self.folder, max_length, self.threads)
-            self._manifest = manifest
-            log.info("trained retriever loaded", folder=str(self.folder),
-                     base=manifest.get("base_model", {}).get("name"))
-
     def embed_sync(self, texts: list[str]) -> np.ndarray:
         """One unit float32 vector per text (blocking; :meth:`embed` runs it in a thread)."""
-        self.load()
-        assert self._runtime is not None
+        runtime = self._loaded()
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         for start in range(0, len(order), self.batch_size):
             batch = order[start : start + self.batch_size]
-            out[batch] = self._runtime.run([texts[i] for i in batch])
+            out[batch] = runtime.run([texts[i] for i in batch])
         return out
 
     async def embed(self, texts: list[str]) -> np.ndarray:
         """One unit float32 vector per text, computed in a worker thread."""
         return await asyncio.to_thread(self.embed_sync, texts)
+
+
+class TrainedReranker(_WeightsFolder):
+    """A trained cross-encoder from a weights folder: scores (query, text) pairs.
+
+    It reads a query and a text together, so it costs one pass per pair: it reorders
+    the few best candidates of a cheaper ranker, never a whole page. Pairs are scored
+    ``batch_size`` at a time, shortest texts together, in a worker thread; a pair is
+    truncated at ``max_length`` tokens (by default the manifest's), the longer side first.
+    """
+
+    kind = RERANKER_KIND
+    output = RERANKER_OUTPUT
+
+    def __init__(
+        self,
+        folder: Path | str,
+        *,
+        batch_size: int = 32,
+        max_length: int | None = None,
+        threads: int = 0,
+    ) -> None:
+        super().__init__(folder, batch_size=batch_size, max_length=max_length,
+                         threads=threads)
+
+    def score_sync(self, query: str, texts: list[str]) -> np.ndarray:
+        """One float32 relevance per text, higher is more relevant (blocking)."""
+        runtime = self._loaded()
+        out = np.empty((len(texts),), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            out[batch] = runtime.run_pairs([(query, texts[i]) for i in batch])
+        return out
+
+    async def score(self, query: str, texts: list[str]) -> np.ndarray:
+        """One float32 relevance per text, computed in a worker thread."""
+        return await asyncio.to_thread(self.score_sync, query, texts)

@@ -44,9 +44,11 @@ __all__ = [
     "TextTokenizer",
     "embed_texts",
     "encode",
+    "head_params",
     "load_base",
     "mean_pool_normalise",
     "params_from_bert",
+    "relevance",
     "token_states",
 ]
 
@@ -190,6 +192,8 @@ class TextTokenizer:
         self._tokenizer = Tokenizer.from_file(str(tokenizer_json))
         self._tokenizer.no_padding()
         self._tokenizer.no_truncation()
+        self._pair_tokenizer: Any = None
+        self._pair_length = 0
 
     def lengths(self, texts: Sequence[str]) -> list[int]:
         """Token counts with ``[CLS]`` and ``[SEP]``, untruncated."""
@@ -208,6 +212,30 @@ class TextTokenizer:
             ids[row, : len(tokens)] = tokens
             mask[row, : len(tokens)] = 1
         return ids, mask, np.zeros_like(ids)
+
+    def pairs(
+        self, queries: Sequence[str], texts: Sequence[str], length: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``[CLS] query [SEP] text [SEP]`` with token types 0 then 1, each pair truncated
+        longest-first to ``length`` tokens: exactly how ``tokenizers`` encodes a pair at
+        inference (``linewise.agent.text.learned.TrainedReranker``)."""
+        if self._pair_tokenizer is None or self._pair_length != length:
+            from tokenizers import Tokenizer
+
+            self._pair_tokenizer = Tokenizer.from_file(str(self.path))
+            self._pair_tokenizer.no_padding()
+            self._pair_tokenizer.enable_truncation(max_length=length)
+            self._pair_length = length
+        encodings = self._pair_tokenizer.encode_batch(list(zip(queries, texts, strict=True)))
+        ids = np.zeros((len(encodings), length), dtype=np.int32)
+        mask = np.zeros_like(ids)
+        types = np.zeros_like(ids)
+        for row, encoding in enumerate(encodings):
+            size = len(encoding.ids)
+            ids[row, :size] = encoding.ids
+            mask[row, :size] = 1
+            types[row, :size] = encoding.type_ids
+        return ids, mask, types
 
 
 def _layer_norm(x: jax.Array, scale: jax.Array, bias: jax.Array, eps: float) -> jax.Array:
@@ -303,6 +331,39 @@ def encode(
     hidden = token_states(params, config, input_ids, attention_mask, token_type_ids,
                           dropout=dropout, key=key)
     return mean_pool_normalise(hidden, attention_mask)
+
+
+def head_params(config: EncoderConfig, seed: int = 0) -> Params:
+    """A new relevance head for a reranker: a linear layer from the mean-pooled state
+    to one score, with BERT's initialisation (normal, standard deviation 0.02; bias 0).
+
+    Mean pooling rather than ``[CLS]``: the base model was trained to put a text's
+    meaning in the mean of its token states, so the head starts from a representation
+    that already means something.
+    """
+    rng = np.random.default_rng(seed)
+    return {"head_kernel": rng.normal(0.0, 0.02, (config.hidden_size, 1)).astype(np.float32),
+            "head_bias": np.zeros((1,), dtype=np.float32)}
+
+
+def relevance(
+    params: Params,
+    config: EncoderConfig,
+    input_ids: jax.Array,
+    attention_mask: jax.Array,
+    token_type_ids: jax.Array | None = None,
+    *,
+    dropout: float = 0.0,
+    key: jax.Array | None = None,
+) -> jax.Array:
+    """One relevance score per ``[CLS] query [SEP] text [SEP]`` row, ``[batch]``: the
+    mean of the last states over the mask, through the linear head (:func:`head_params`)."""
+    hidden = token_states(params, config, input_ids, attention_mask, token_type_ids,
+                          dropout=dropout, key=key)
+    weights = attention_mask.astype(hidden.dtype)[..., None]
+    pooled = jnp.sum(hidden * weights, axis=1) / jnp.maximum(jnp.sum(weights, axis=1), 1e-9)
+    scores: jax.Array = (pooled @ params["head_kernel"])[:, 0] + params["head_bias"][0]
+    return scores
 
 
 #: Level 1 of XLA's backend optimisation compiles in about half the time of the default

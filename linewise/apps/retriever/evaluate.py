@@ -8,6 +8,11 @@ its anchor, or its own line with one line either side, exactly what
 case, then averaged, by goal kind. Scoring the stage alone, not the whole filter,
 separates what the learned model adds from what the other stages already find; the whole
 filter is scored by ``linewise filter-eval``.
+
+With a reranker, the embedder's ``candidates`` best units are scored again by the
+reranker and put first in its order, the rest after them in the embedder's: recall at
+``k`` ≤ ``candidates`` then measures the reranker's order, and its ceiling is the
+embedder's recall at ``candidates``.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from linewise.agent.filters.base import FilterInput, query_text
 from linewise.agent.filters.stages.context_embedding import Unit, page_units
 from linewise.agent.filters.view.tree import LineTree
 from linewise.agent.text.embedders import Embedder, normalised
+from linewise.agent.text.learned import TrainedReranker
 from linewise.apps.filter_eval import GOAL_KINDS, FilterCase
 
 __all__ = ["StageScore", "evaluate_stage", "format_stage_table"]
@@ -48,7 +54,9 @@ def _proposed(unit: Unit, size: int) -> set[int]:
     return {unit.anchor, *range(max(0, unit.index - 1), min(size, unit.index + 2))}
 
 
-async def _case_recall(case: FilterCase, embedder: Embedder) -> dict[int, float] | None:
+async def _case_recall(case: FilterCase, embedder: Embedder,
+                       reranker: TrainedReranker | None, candidates: int,
+                       ) -> dict[int, float] | None:
     tree = LineTree(list(case.lines))
     gold = _gold_lines(case, tree)
     units = page_units(tree)
@@ -59,6 +67,10 @@ async def _case_recall(case: FilterCase, embedder: Embedder) -> dict[int, float]
                          len(units) + 1, embedder.name)
     scores = vectors[:-1] @ vectors[-1]
     order = np.argsort(-scores, kind="stable")
+    if reranker is not None:
+        best = order[:candidates]
+        again = await reranker.score(query, [units[int(i)].text for i in best])
+        order = np.concatenate([best[np.argsort(-again, kind="stable")], order[candidates:]])
     recall = {}
     for k in KS:
         found: set[int] = set()
@@ -68,15 +80,20 @@ async def _case_recall(case: FilterCase, embedder: Embedder) -> dict[int, float]
     return recall
 
 
-async def evaluate_stage(cases: Sequence[FilterCase], embedder: Embedder) -> list[StageScore]:
-    """Recall at each of :data:`KS` by goal kind, and over all cases (kind ``all``)."""
+async def evaluate_stage(
+    cases: Sequence[FilterCase], embedder: Embedder, *,
+    reranker: TrainedReranker | None = None, candidates: int = 30,
+) -> list[StageScore]:
+    """Recall at each of :data:`KS` by goal kind, and over all cases (kind ``all``);
+    with ``reranker``, of its order of the embedder's ``candidates`` best units."""
+    name = embedder.name if reranker is None else f"{embedder.name}+{reranker.name}"
     by_kind: dict[str, list[dict[int, float]]] = {}
     for case in cases:
-        recall = await _case_recall(case, embedder)
+        recall = await _case_recall(case, embedder, reranker, candidates)
         if recall is not None:
             by_kind.setdefault(case.kind, []).append(recall)
             by_kind.setdefault("all", []).append(recall)
-    return [StageScore(embedder=embedder.name, kind=kind, cases=len(rows),
+    return [StageScore(embedder=name, kind=kind, cases=len(rows),
                        recall={k: round(statistics.fmean(r[k] for r in rows), 4) for k in KS})
             for kind in (*GOAL_KINDS, "all") if (rows := by_kind.get(kind))]
 

@@ -6,7 +6,10 @@ the same embeddings sum, LayerNormalization with the config's epsilon, the same 
 bias (``encoder.MASK_BIAS``) on the attention scores, exact (erf) GELU, then mean
 pooling over the mask and L2 normalisation *inside the graph*. Its one output is
 ``sentence_embedding`` (float32 ``[batch, hidden]``, unit rows): a caller feeds token
-ids and gets the vectors, with no pooling code to keep in step with training.
+ids and gets the vectors, with no pooling code to keep in step with training. A
+reranker's parameters carry a head (``encoder.head_params``): its graph pools the same
+way without the normalisation, applies the head, and its one output is ``relevance``
+(float32 ``[batch]``, one score per ``[CLS] query [SEP] unit [SEP]`` row).
 
 Inputs are ``input_ids``, ``attention_mask`` and ``token_type_ids``, int64
 ``[batch, seq]``, as the shipped all-MiniLM-L6-v2 export. Opset 17 (the first with
@@ -36,11 +39,14 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from linewise.agent.text.learned import (
+    EMBEDDER_KIND,
     MANIFEST_FORMAT,
     MANIFEST_NAME,
     MANIFEST_VERSION,
     MODEL_NAME,
     OUTPUT_NAME,
+    RERANKER_KIND,
+    RERANKER_OUTPUT,
     TOKENIZER_NAME,
 )
 from linewise.apps.retriever.base import BASE_FILES, BASE_MODEL, BASE_REQUIREMENT
@@ -145,10 +151,21 @@ def build_onnx(params: Params, config: EncoderConfig) -> onnx.ModelProto:
     summed = g.op("ReduceSum", g.op("Mul", hidden_state, weights), axis1, keepdims=0)
     counts = g.op("Max", g.op("ReduceSum", weights, axis1, keepdims=0), g.const(1e-9))
     pooled = g.op("Div", summed, counts)
-    norms = g.op("Sqrt", g.op("ReduceSum", g.op("Mul", pooled, pooled), axis1, keepdims=1))
-    g.nodes.append(helper.make_node(
-        "Div", [pooled, g.op("Max", norms, g.const(1e-12))], [OUTPUT_NAME], name="output"
-    ))
+    if "head_kernel" in p:
+        output = RERANKER_OUTPUT
+        output_shape: list[str | int] = ["batch"]
+        scored = dense(pooled, g.weight("head_kernel", p["head_kernel"]),
+                       g.weight("head_bias", p["head_bias"]))
+        g.nodes.append(helper.make_node("Reshape", [scored, g.const([-1], np.int64)],
+                                        [output], name="output"))
+    else:
+        output = OUTPUT_NAME
+        output_shape = ["batch", hidden]
+        norms = g.op("Sqrt", g.op("ReduceSum", g.op("Mul", pooled, pooled), axis1,
+                                  keepdims=1))
+        g.nodes.append(helper.make_node(
+            "Div", [pooled, g.op("Max", norms, g.const(1e-12))], [output], name="output"
+        ))
 
     def int_input(name: str) -> onnx.ValueInfoProto:
         return helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "sequence"])
@@ -157,7 +174,7 @@ def build_onnx(params: Params, config: EncoderConfig) -> onnx.ModelProto:
         g.nodes,
         "linewise_retriever_encoder",
         [int_input("input_ids"), int_input("attention_mask"), int_input("token_type_ids")],
-        [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, ["batch", hidden])],
+        [helper.make_tensor_value_info(output, TensorProto.FLOAT, output_shape)],
         initializer=g.initializers,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
@@ -248,6 +265,7 @@ def export_folder(
     _prepare(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     model = build_onnx(params, config)
+    kind = RERANKER_KIND if "head_kernel" in params else EMBEDDER_KIND
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.") as tmp:
         work = Path(tmp)
         folder = work / "folder"
@@ -266,11 +284,14 @@ def export_folder(
             "model": MODEL_NAME,
             "tokenizer": TOKENIZER_NAME,
             "inputs": ["input_ids", "attention_mask", "token_type_ids"],
-            "output": OUTPUT_NAME,
-            "pooling": "mean over attention_mask, then L2 normalisation (in the graph)",
+            "kind": kind,
+            "output": RERANKER_OUTPUT if kind == RERANKER_KIND else OUTPUT_NAME,
+            "pooling": ("mean over attention_mask, then a linear head (in the graph)"
+                        if kind == RERANKER_KIND else
+                        "mean over attention_mask, then L2 normalisation (in the graph)"),
             "quantization": "int8 dynamic (onnxruntime quantize_dynamic: QInt8 weights, "
                             "per channel, reduce_range)",
-            "dimension": config.hidden_size,
+            "dimension": 1 if kind == RERANKER_KIND else config.hidden_size,
             "max_length": max_length,
             "base_model": {
                 "name": BASE_MODEL,

@@ -24,6 +24,16 @@ cross-entropy of picking its own positive is minimised. Rules and reasons:
   at one, so that the first step already moves (Hugging Face's starts at a rate of 0).
 - Deterministic: the seed fixes the shuffles, the negatives drawn and the dropout; on
   the same machine and versions the same data and seed give the same losses.
+
+``kind="reranker"`` trains a cross-encoder instead: the query and a unit are read
+together (``[CLS] query [SEP] unit [SEP]``) and a linear head on the mean state scores
+them (``encoder.relevance``). A bi-encoder must put a unit's meaning in one vector before
+it sees the query, so a query that shares no word with its unit is matched only as well
+as the two vectors happen to agree; a cross-encoder attends from each query word to each
+unit word. It costs one pass per (query, unit), so it reranks the bi-encoder's best
+units rather than reading a whole page. Its loss is listwise: each query's positive
+against its hard negatives and ``in_batch_negatives`` other rows' positives, the
+cross-entropy of the positive (a group of fixed size, padded slots masked).
 """
 
 from __future__ import annotations
@@ -35,7 +45,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -48,14 +58,19 @@ from linewise.apps.retriever.encoder import (
     TextTokenizer,
     embed_texts,
     encode,
+    head_params,
     load_base,
+    relevance,
 )
 from linewise.apps.retriever.examples import Example, read_examples
 from linewise.errors import ConfigError
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["TrainOptions", "TrainResult", "evaluate", "train"]
+__all__ = ["KINDS", "TrainOptions", "TrainResult", "evaluate", "score_pairs", "train"]
+
+Kind = Literal["bi-encoder", "reranker"]
+KINDS: tuple[Kind, ...] = ("bi-encoder", "reranker")
 
 
 @dataclass(frozen=True)
@@ -77,9 +92,20 @@ class TrainOptions:
     max_grad_norm: float = 1.0
     dropout: float = 0.1
     max_steps: int | None = None
+    kind: Kind = "bi-encoder"
+    in_batch_negatives: int = 2
+    """Reranker only: other rows' positives added to each query's group."""
 
     def check(self) -> None:
         """Raise ``ConfigError`` for values that cannot train."""
+        if self.kind not in KINDS:
+            raise ConfigError(f"Unknown retriever kind {self.kind!r}; one of {', '.join(KINDS)}")
+        if self.in_batch_negatives < 0 or (
+            self.kind == "reranker"
+            and self.negatives_per_example + self.in_batch_negatives < 1
+        ):
+            raise ConfigError("A reranker needs at least one negative per query "
+                              "(hard or in-batch)")
         if self.epochs < 1 or self.batch_size < 2 or self.lr <= 0:
             raise ConfigError("Training needs epochs >= 1, batch_size >= 2 and lr > 0")
         if not 8 <= self.max_length <= 512 or self.negatives_per_example < 0:
@@ -113,6 +139,7 @@ class _Hyper:
     dropout: float
     weight_decay: float
     max_grad_norm: float
+    kind: Kind = "bi-encoder"
     beta1: float = 0.9
     beta2: float = 0.999
     eps: float = 1e-6
@@ -126,6 +153,8 @@ def _decays(name: str) -> bool:
 def _loss(
     params: Params, hyper: _Hyper, batch: dict[str, jax.Array], key: jax.Array
 ) -> jax.Array:
+    if hyper.kind == "reranker":
+        return _rerank_loss(params, hyper, batch, key)
     query_key, doc_key = jax.random.split(key)
     queries = encode(params, hyper.config, batch["q_ids"], batch["q_mask"],
                      dropout=hyper.dropout, key=query_key)
@@ -136,6 +165,16 @@ def _loss(
     log_probs = jax.nn.log_softmax(scores, axis=-1)
     rows = jnp.arange(queries.shape[0])
     losses = -log_probs[rows, rows] * batch["row_valid"]
+    return jnp.sum(losses) / jnp.maximum(jnp.sum(batch["row_valid"]), 1.0)
+
+
+def _rerank_loss(
+    params: Params, hyper: _Hyper, batch: dict[str, jax.Array], key: jax.Array
+) -> jax.Array:
+    scores = relevance(params, hyper.config, batch["ids"], batch["mask"], batch["types"],
+                       dropout=hyper.dropout, key=key).reshape(batch["valid"].shape)
+    scores = jnp.where(batch["valid"], scores, -1e9)
+    losses = -jax.nn.log_softmax(scores, axis=-1)[:, 0] * batch["row_valid"]
     return jnp.sum(losses) / jnp.maximum(jnp.sum(batch["row_valid"]), 1.0)
 
 
@@ -255,6 +294,112 @@ def _arrays(
             "allowed": allowed, "row_valid": row_valid}
 
 
+def _rerank_arrays(
+    batch: list[tuple[Example, list[str]]],
+    options: TrainOptions,
+    tokenizer: TextTokenizer,
+    lengths: dict[str, int],
+) -> dict[str, np.ndarray]:
+    """The padded pairs of one reranker batch: ``batch_size`` groups of one positive (slot
+    0), ``negatives_per_example`` hard negatives, then ``in_batch_negatives`` positives of
+    the rows after it (never a text equal to the row's own positive); empty slots are
+    masked out."""
+    rows, per, others = options.batch_size, options.negatives_per_example, \
+        options.in_batch_negatives
+    group = 1 + per + others
+    positives = [example.positive for example, _ in batch]
+    queries: list[str] = []
+    docs: list[str] = []
+    valid = np.zeros((rows, group), dtype=bool)
+    for i in range(rows):
+        slots = [""] * group
+        query = ""
+        if i < len(batch):
+            example, negatives = batch[i]
+            query = example.query
+            slots[0] = example.positive
+            valid[i, 0] = True
+            hard = [n for n in negatives if n != example.positive][:per]
+            for k, text in enumerate(hard):
+                slots[1 + k], valid[i, 1 + k] = text, True
+            shifted = [positives[(i + k) % len(batch)] for k in range(1, len(batch))]
+            taken = [t for t in dict.fromkeys(shifted) if t != example.positive][:others]
+            for k, text in enumerate(taken):
+                slots[1 + per + k], valid[i, 1 + per + k] = text, True
+        queries += [query] * group
+        docs += slots
+    longest = max((lengths.get(q, 2) + lengths.get(d, 2) - 1
+                   for q, d, ok in zip(queries, docs, valid.ravel(), strict=True) if ok),
+                  default=3)
+    ids, mask, types = tokenizer.pairs(queries, docs, _bucket(longest, options.max_length))
+    row_valid = np.array([i < len(batch) for i in range(rows)], dtype=np.float32)
+    return {"ids": ids, "mask": mask, "types": types, "valid": valid,
+            "row_valid": row_valid}
+
+
+_relevance_jit = jax.jit(relevance, static_argnums=(1,), compiler_options=COMPILER_OPTIONS)
+
+
+def score_pairs(
+    params: Params,
+    config: EncoderConfig,
+    tokenizer: TextTokenizer,
+    queries: Sequence[str],
+    texts: Sequence[str],
+    *,
+    max_length: int = 128,
+    batch_size: int = 64,
+) -> np.ndarray:
+    """A reranker's float32 score of each (query, text) pair, ``batch_size`` at a time
+    (rows padded to a power of two and lengths to a multiple of 16: few compilations)."""
+    out = np.zeros((len(queries),), dtype=np.float32)
+    for start in range(0, len(queries), batch_size):
+        chunk_q = list(queries[start : start + batch_size])
+        chunk_t = list(texts[start : start + batch_size])
+        rows = min(batch_size, 1 << (len(chunk_q) - 1).bit_length())
+        pad = rows - len(chunk_q)
+        ids, mask, types = tokenizer.pairs(chunk_q + [""] * pad, chunk_t + [""] * pad,
+                                           max_length)
+        used = max(16, -(-int(mask.sum(axis=1).max()) // 16) * 16)
+        scores = _relevance_jit(params, config, ids[:, :used], mask[:, :used],
+                                types[:, :used])
+        out[start : start + len(chunk_q)] = np.asarray(scores)[: len(chunk_q)]
+    return out
+
+
+def _evaluate_reranker(
+    params: Params,
+    config: EncoderConfig,
+    tokenizer: TextTokenizer,
+    examples: Sequence[Example],
+    max_length: int,
+) -> dict[str, float]:
+    queries: list[str] = []
+    texts: list[str] = []
+    for example in examples:
+        for text in (example.positive, *example.negatives):
+            queries.append(example.query)
+            texts.append(text)
+    scores = score_pairs(params, config, tokenizer, queries, texts, max_length=max_length)
+    wins = pairs = 0
+    reciprocal = top = 0.0
+    at = 0
+    for example in examples:
+        own, rest = scores[at], scores[at + 1 : at + 1 + len(example.negatives)]
+        at += 1 + len(example.negatives)
+        pairs += len(rest)
+        wins += int(np.sum(own > rest))
+        rank = 1 + int(np.sum(rest > own))
+        reciprocal += 1.0 / rank
+        top += float(rank == 1)
+    count = max(1, len(examples))
+    return {
+        "pair_accuracy": wins / pairs if pairs else float("nan"),
+        "mrr": reciprocal / count,
+        "recall_at_1": top / count,
+    }
+
+
 def evaluate(
     params: Params,
     config: EncoderConfig,
@@ -268,8 +413,12 @@ def evaluate(
     - ``pair_accuracy``: the share of (positive, own hard negative) pairs where the
       positive scores higher (examples without negatives do not count);
     - ``mrr`` and ``recall_at_1``: the positive's rank among every distinct document of
-      the set (all positives and negatives), other documents equal to it excluded.
+      the set (all positives and negatives), other documents equal to it excluded; for
+      a reranker (parameters with a head), among its own hard negatives only, since
+      a reranker costs one pass per pair.
     """
+    if "head_kernel" in params:
+        return _evaluate_reranker(params, config, tokenizer, examples, max_length)
     docs = sorted({e.positive for e in examples} | {n for e in examples for n in e.negatives})
     position = {text: i for i, text in enumerate(docs)}
     query_vectors = embed_texts(params, config, tokenizer, [e.query for e in examples],
@@ -320,7 +469,7 @@ def train(
 
     Metrics: ``losses`` (one per step), ``steps``, ``examples``, ``seconds`` (the whole
     call), ``train_seconds``, ``compile_seconds`` (the steps of a new shape, which
-    compile), ``shapes`` (the padded [query, document] lengths met),
+    compile), ``shapes`` (the padded [query, document] lengths met; [pair] for a reranker),
     ``steps_per_second`` and ``cpu_seconds_per_step`` (over the steps of a shape
     already compiled; CPU time is what a step costs whatever else runs on the
     machine), and ``before``/``after`` when evaluated.
@@ -338,6 +487,8 @@ def train(
     sources = sorted({e.source for e in data if e.source})
     _limit_threads(options.threads)
     config, base_params, base_dir = load_base(base)
+    if options.kind == "reranker":
+        base_params = {**base_params, **head_params(config, options.seed)}
     tokenizer = TextTokenizer(base_dir / "tokenizer.json")
     texts = sorted({e.query for e in data} | {e.positive for e in data}
                    | {n for e in data for n in e.negatives})
@@ -359,7 +510,8 @@ def train(
         total = min(total, options.max_steps)
     warmup = int(total * options.warmup_ratio)
     hyper = _Hyper(config, options.scale, options.dropout, options.weight_decay,
-                   options.max_grad_norm)
+                   options.max_grad_norm, options.kind)
+    make_arrays = _rerank_arrays if options.kind == "reranker" else _arrays
     rng = np.random.default_rng(options.seed)
     key = jax.random.PRNGKey(options.seed)
     params = {name: jnp.array(value) for name, value in base_params.items()}
@@ -381,8 +533,9 @@ def train(
             if step >= total:
                 break
             step += 1
-            arrays = _arrays(batch, options, tokenizer, lengths)
-            shape = [arrays["q_ids"].shape[1], arrays["d_ids"].shape[1]]
+            arrays = make_arrays(batch, options, tokenizer, lengths)
+            shape = ([arrays["ids"].shape[1]] if options.kind == "reranker"
+                     else [arrays["q_ids"].shape[1], arrays["d_ids"].shape[1]])
             new_shape = shape not in shapes
             if new_shape:
                 shapes.append(shape)
