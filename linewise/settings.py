@@ -175,7 +175,8 @@ class FilterSettings(BaseModel):
     retriever_weights: Path | None = Field(
         default=None,
         description="A trained retriever's weights folder (`linewise retriever train`): "
-        "it embeds the page's units and the query in place of embedding_model.",
+        "an embedder's embeds the page's units and the query in place of embedding_model; "
+        "a reranker's reorders the units the embedder ranks best.",
     )
     embedding_top_k: int = Field(default=10, ge=1)
     focus_budget_tokens: int = Field(

@@ -20,6 +20,7 @@ from linewise.agent.filters.registry import (
     FilterRegistration,
     get_filter,
     shared_embedder,
+    shared_reranker,
 )
 from linewise.agent.models import ChatModel
 from linewise.agent.profile import DEFAULT_PROFILE, ModelProfile, profile_of
@@ -106,6 +107,7 @@ def filter_context(
         settings=chosen,
         retriever=retriever,
         embedder=shared_embedder(chosen, api_key=settings.action.api_key),
+        reranker=shared_reranker(chosen),
         retriever_context_tokens=(chosen.retriever_context_tokens
                                   if chosen.retriever_context_tokens is not None
                                   else retrieving.context_tokens),

@@ -14,7 +14,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from linewise.agent.filters.registry import FilterContext, FilterFactory, register_filter
+from linewise.agent.filters.registry import (
+    FilterContext,
+    FilterFactory,
+    register_filter,
+    trained_embedder,
+)
 from linewise.agent.filters.stages.presets import PRESETS, FocusPreset, check_stages, get_preset
 from linewise.errors import ConfigError
 from linewise.settings import FilterSettings
@@ -54,7 +59,7 @@ def _embedding(context: FilterContext) -> ObservationFilter:
 
 def _embedder_configured(settings: FilterSettings) -> bool:
     return (settings.embedding_base_url is not None or settings.embedding_model is not None
-            or settings.retriever_weights is not None)
+            or trained_embedder(settings))
 
 
 def focus_config(settings: FilterSettings, preset: FocusPreset | None = None) -> FocusConfig:
@@ -111,10 +116,12 @@ def _focus_filter(context: FilterContext, config: FocusConfig, name: str) -> Obs
     wants_embedder = config.runs("units") or (
         config.runs("embedding") and _embedder_configured(settings))
     embedder = context.require_embedder(name) if wants_embedder else None
+    reranker = context.reranker() if context.reranker and config.runs("units") else None
     expander = QueryExpander(context.require_retriever(name), json_schema=settings.json_schema
                              ) if config.runs("expansion") else None
     model = context.require_retriever(name) if config.chooser == "model" else None
-    return FocusFilter(model, config, embedder=embedder, name=name, expander=expander)
+    return FocusFilter(model, config, embedder=embedder, name=name, expander=expander,
+                       reranker=reranker)
 
 
 def _focus_alias(preset: FocusPreset) -> FilterFactory:

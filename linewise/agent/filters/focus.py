@@ -87,6 +87,7 @@ from linewise.agent.filters.view.tree import LineTree
 from linewise.agent.models import ChatModel
 from linewise.agent.structured import ask_structured, will_constrain
 from linewise.agent.text.embedders import Embedder
+from linewise.agent.text.learned import TrainedReranker
 from linewise.axtree import bid_of
 from linewise.errors import ConfigError, LLMError, ModelError, RangeParseError
 from linewise.prompts import render_prompt
@@ -231,13 +232,14 @@ class FocusFilter:
     def __init__(
         self, model: ChatModel | None, config: FocusConfig | None = None,
         embedder: Embedder | None = None, *, name: str = "focus",
-        expander: QueryExpander | None = None,
+        expander: QueryExpander | None = None, reranker: TrainedReranker | None = None,
     ) -> None:
         """The configuration decides what runs: ``model`` is the chooser of
         ``chooser="model"`` (required then, unused otherwise), ``expander`` asks for the
         terms of the ``expansion`` stage (required with it), ``embedder`` serves the
         ``units`` stage (required with it) and the ``embedding`` stage (which runs only
-        when there is one)."""
+        when there is one), and ``reranker``, when given, reorders the ``units`` stage's
+        best units."""
         self.name = name
         self.config = config = config or FocusConfig()
         missing = [what for what, needed, given in (
@@ -255,7 +257,8 @@ class FocusFilter:
         self._previous_kept: set[int] | None = None
         self.defense = InjectionMemory() if self.config.defend else None
         self._named: list[Range] = []
-        self._units = UnitIndex(embedder) if embedder is not None else None
+        self._units = (UnitIndex(embedder, reranker=reranker) if embedder is not None
+                       else None)
         self.expander = expander if config.runs("expansion") else None
         self._expansion: Expansion | None = None
         self._page: PageIndex | None = None

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from linewise.agent.filters.base import ObservationFilter
     from linewise.agent.models import ChatModel
     from linewise.agent.text.embedders import Embedder
+    from linewise.agent.text.learned import TrainedReranker
 
 ENTRY_POINT_GROUP = "linewise.filters"
 
@@ -52,6 +53,7 @@ BUILTINS = "linewise.agent.filters.builtins"
 """The module that registers the built-in filters, read on first use."""
 
 EmbedderProvider = Callable[[], "Embedder"]
+RerankerProvider = Callable[[], "TrainedReranker"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,9 @@ class FilterContext:
     """The retriever chat model; set when the filter's registration needs one."""
     embedder: EmbedderProvider | None = None
     """Gives the shared embedder (made on first use); None when none is configured."""
+    reranker: RerankerProvider | None = None
+    """Gives the shared reranker of the ``units`` stage; None unless the retriever
+    weights are a reranker's."""
     retriever_context_tokens: int = DEFAULT_CONTEXT_TOKENS
     retriever_window_tokens: int | None = None
     view_budget_tokens: int = ENDPOINT_VIEW_BUDGET_TOKENS
@@ -290,12 +295,40 @@ def shared_embedder(settings: FilterSettings, api_key: str | None = None) -> Emb
         from linewise.agent.text.learned import TrainedEmbedder
 
         if not made:
-            if settings.retriever_weights is not None:
+            if trained_embedder(settings):
+                assert settings.retriever_weights is not None
                 made.append(TrainedEmbedder(settings.retriever_weights))
             else:
                 made.append(make_embedder(
                     settings.embedding_base_url, settings.embedding_model, api_key=api_key
                 ))
+        return made[0]
+
+    return provide
+
+
+def trained_embedder(settings: FilterSettings) -> bool:
+    """Whether the retriever weights are an embedder's (they replace the embedder)."""
+    from linewise.agent.text.learned import EMBEDDER_KIND, folder_kind
+
+    weights = settings.retriever_weights
+    return weights is not None and folder_kind(weights) == EMBEDDER_KIND
+
+
+def shared_reranker(settings: FilterSettings) -> RerankerProvider | None:
+    """A provider of the reranker the retriever weights hold (loaded on first use and
+    shared), or None when they hold none: a reranker reorders the ``units`` stage's best
+    units and leaves the embedder as it is configured."""
+    from linewise.agent.text.learned import RERANKER_KIND, TrainedReranker, folder_kind
+
+    weights = settings.retriever_weights
+    if weights is None or folder_kind(weights) != RERANKER_KIND:
+        return None
+    made: list[TrainedReranker] = []
+
+    def provide() -> TrainedReranker:
+        if not made:
+            made.append(TrainedReranker(weights))
         return made[0]
 
     return provide

@@ -57,6 +57,7 @@ __all__ = [
     "TOKENIZER_NAME",
     "TrainedEmbedder",
     "TrainedReranker",
+    "folder_kind",
     "manifest_kind",
     "read_manifest",
 ]
@@ -147,6 +148,17 @@ def read_manifest(folder: Path) -> dict[str, Any]:
 def manifest_kind(manifest: dict[str, Any]) -> str:
     """``embedder`` or ``reranker``: what a verified manifest's folder holds."""
     return str(manifest.get("kind") or EMBEDDER_KIND)
+
+
+def folder_kind(folder: Path) -> str:
+    """What a weights folder's manifest says it holds, read without checking its files
+    (that is done when it loads, and reported then): ``embedder`` when the manifest
+    cannot be read, so that the loader names what is wrong."""
+    try:
+        manifest = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return EMBEDDER_KIND
+    return manifest_kind(manifest) if isinstance(manifest, dict) else EMBEDDER_KIND
 
 
 class _Runtime:

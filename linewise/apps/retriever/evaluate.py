@@ -24,7 +24,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from linewise.agent.filters.base import FilterInput, query_text
-from linewise.agent.filters.stages.context_embedding import Unit, page_units
+from linewise.agent.filters.stages.context_embedding import Unit, UnitIndex, page_units
 from linewise.agent.filters.view.tree import LineTree
 from linewise.agent.text.embedders import Embedder, normalised
 from linewise.agent.text.learned import TrainedReranker
@@ -68,9 +68,8 @@ async def _case_recall(case: FilterCase, embedder: Embedder,
     scores = vectors[:-1] @ vectors[-1]
     order = np.argsort(-scores, kind="stable")
     if reranker is not None:
-        best = order[:candidates]
-        again = await reranker.score(query, [units[int(i)].text for i in best])
-        order = np.concatenate([best[np.argsort(-again, kind="stable")], order[candidates:]])
+        index = UnitIndex(embedder, reranker=reranker, candidates=candidates)
+        order = await index.rerank(query, units, order)
     recall = {}
     for k in KS:
         found: set[int] = set()

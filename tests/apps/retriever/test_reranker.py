@@ -21,6 +21,17 @@ pytest.importorskip("onnx")
 
 import onnxruntime as ort
 
+from linewise.agent.filters.base import FilterInput, query_text
+from linewise.agent.filters.focus import FocusFilter
+from linewise.agent.filters.registry import (
+    FilterContext,
+    filter_maker,
+    shared_embedder,
+    shared_reranker,
+)
+from linewise.agent.filters.stages.context_embedding import UnitIndex, page_units, unit_groups
+from linewise.agent.filters.view.tree import LineTree
+from linewise.agent.text.embedders import MiniLMEmbedder
 from linewise.agent.text.learned import (
     TrainedEmbedder,
     TrainedReranker,
@@ -34,6 +45,7 @@ from linewise.apps.retriever.examples import Example, read_examples
 from linewise.apps.retriever.export import export_trained
 from linewise.apps.retriever.train import TrainOptions, TrainResult, score_pairs, train
 from linewise.errors import ConfigError, ModelError
+from linewise.settings import FilterSettings
 from tests.support.cli import linewise
 
 PAIRS = Path(__file__).parent / "data" / "pairs.jsonl"
@@ -181,3 +193,58 @@ def test_the_cli_trains_a_reranker_and_evaluates_it(tmp_path: Path) -> None:
     rows = [line.split() for line in scored.stdout.splitlines()[1:]]
     assert {row[0] for row in rows} == {"minilm:all-MiniLM-L6-v2-int8",
                                         "minilm:all-MiniLM-L6-v2-int8+trained:reranker"}
+
+
+class _Counting:
+    """A reranker stand-in that counts the pairs it is asked to score: the real one's
+    scores, recorded."""
+
+    def __init__(self, real: TrainedReranker) -> None:
+        self.real = real
+        self.asked = 0
+
+    async def score(self, query: str, texts: list[str]) -> np.ndarray:
+        self.asked += len(texts)
+        return await self.real.score(query, texts)
+
+
+@pytest.mark.slow
+async def test_the_units_stage_takes_the_rerankers_order_and_scores_a_pair_once(
+    exported: Path,
+) -> None:
+    case = load_cases(CASES / "docs.glob.json")[0]
+    tree = LineTree(list(case.lines))
+    observation = FilterInput(goal=case.goal, lines=case.lines, history=case.history)
+    counting = _Counting(TrainedReranker(exported / "weights"))
+    plain = await unit_groups(UnitIndex(_PageOrder()), tree, observation, top_k=8)
+    index = UnitIndex(_PageOrder(), reranker=counting, candidates=8)  # type: ignore[arg-type]
+    reranked = await unit_groups(index, tree, observation, top_k=8)
+    # The same eight units (the embedder's eight best), in the reranker's order.
+    assert sorted(g.lines for g in reranked) == sorted(g.lines for g in plain)
+    units = page_units(tree)[:8]
+    scores = await counting.real.score(query_text(observation), [u.text for u in units])
+    expected = [units[i] for i in np.argsort(-scores, kind="stable")]
+    assert [g.lines[0] for g in reranked] == [min(u.anchor, u.index - 1 if u.index else 0)
+                                              for u in expected]
+    assert counting.asked == 8
+    await unit_groups(index, tree, observation, top_k=8)  # the same page and query
+    assert counting.asked == 8
+
+
+@pytest.mark.slow
+def test_a_reranker_folder_reorders_units_and_leaves_the_embedder_as_configured(
+    exported: Path,
+) -> None:
+    settings = FilterSettings(retriever_weights=exported / "weights")
+    provide = shared_reranker(settings)
+    assert provide is not None and isinstance(provide(), TrainedReranker)
+    assert provide() is provide()
+    assert isinstance(shared_embedder(settings)(), MiniLMEmbedder)
+    assert shared_reranker(FilterSettings()) is None
+    # the filter an episode gets reranks with it
+    focus = settings.model_copy(update={"name": "focus",
+                                        "focus_preset": "candidates-units"})
+    made = filter_maker(FilterContext(settings=focus, embedder=shared_embedder(focus),
+                                      reranker=shared_reranker(focus)))()
+    assert isinstance(made, FocusFilter) and made._units is not None
+    assert isinstance(made._units.reranker, TrainedReranker)

@@ -11,6 +11,12 @@ so the element comes with the text that matched it (:func:`unit_groups`).
 
 The units of a page are built once per page (cached by the page's lines) and embedded
 once; later steps on the same page embed only the query.
+
+With a reranker (a cross-encoder, ``linewise retriever train --kind reranker``), the
+embedder's :data:`RERANK_CANDIDATES` best units are put in the reranker's order before
+the top ``k`` are taken. It reads the query and a unit together, so it costs a pass per
+unit: its scores are kept by (query, unit), and a step whose query and page did not
+change pays nothing.
 """
 
 from __future__ import annotations
@@ -25,8 +31,9 @@ from linewise.agent.filters.stages.groups import Group
 from linewise.agent.filters.view.items import ITEM_ROLES, line_roles
 from linewise.agent.filters.view.tree import LineTree
 from linewise.agent.text.embedders import Embedder, normalised
+from linewise.agent.text.learned import TrainedReranker
 
-__all__ = ["Unit", "UnitIndex", "page_units", "unit_groups"]
+__all__ = ["RERANK_CANDIDATES", "Unit", "UnitIndex", "page_units", "unit_groups"]
 
 # Blocks that become units (items are units too): what a description or a control is.
 _BLOCK_ROLES = frozenset({
@@ -42,6 +49,9 @@ _CONTROL_ROLES = frozenset({
 of a form, a button of a row), since the item's text proposes only the item's line and
 the lines around it, never a control further down its subtree."""
 _ANCHOR_ROLES = frozenset({"term", "row", "article", "listitem", "heading"})
+RERANK_CANDIDATES = 30
+"""Units a reranker reorders: the embedder's best; the stage proposes at most
+``top_k`` (10) of them, so the reranker chooses among three times as many."""
 _UNIT_WORDS = 48
 """Words of a unit's own text embedded (MiniLM's cost grows with the length)."""
 
@@ -130,9 +140,14 @@ class UnitIndex:
     same (an unchanged page costs one query embedding), and kept by text, so a page
     that changed embeds only its new units."""
 
-    def __init__(self, embedder: Embedder, max_cached: int = 50_000) -> None:
+    def __init__(self, embedder: Embedder, max_cached: int = 50_000, *,
+                 reranker: TrainedReranker | None = None,
+                 candidates: int = RERANK_CANDIDATES) -> None:
         self.embedder = embedder
+        self.reranker = reranker
+        self.candidates = candidates
         self.max_cached = max_cached
+        self._reranked: dict[tuple[str, str], float] = {}
         self._lines: list[str] | None = None
         self._units: list[Unit] = []
         self._vectors: np.ndarray | None = None
@@ -154,20 +169,42 @@ class UnitIndex:
             self._lines = list(tree.lines)
         return self._units, self._vectors
 
+    async def rerank(self, query: str, units: Sequence[Unit], order: np.ndarray
+                     ) -> np.ndarray:
+        """``order`` (unit indices, best first) with its first ``candidates`` in the
+        reranker's order (ties keep the embedder's)."""
+        if self.reranker is None:
+            return order
+        best = order[: self.candidates]
+        texts = [units[int(i)].text for i in best]
+        missing = list(dict.fromkeys(t for t in texts if (query, t) not in self._reranked))
+        if missing:
+            if len(self._reranked) + len(missing) > self.max_cached:
+                self._reranked = {}
+            scores = await self.reranker.score(query, missing)
+            self._reranked.update(((query, t), float(s))
+                                  for t, s in zip(missing, scores, strict=True))
+        again = np.array([self._reranked[(query, t)] for t in texts], dtype=np.float32)
+        return np.concatenate([best[np.argsort(-again, kind="stable")],
+                               order[self.candidates :]])
+
 
 async def unit_groups(
     index: UnitIndex, tree: LineTree, observation: FilterInput, *, top_k: int = 10,
     context: int = 1,
 ) -> list[Group]:
-    """The ``top_k`` units most similar to the query, best first, each as its anchor line
-    and the unit's line with ± ``context`` lines."""
+    """The ``top_k`` units most similar to the query (in the reranker's order when the
+    index has one), best first, each as its anchor line and the unit's line with
+    ± ``context`` lines."""
     units, vectors = await index.units(tree)
     if vectors is None or not units:
         return []
-    query = normalised(await index.embedder.embed([query_text(observation)]), 1, "embedder")
+    text = query_text(observation)
+    query = normalised(await index.embedder.embed([text]), 1, "embedder")
     scores = vectors @ query[0]
+    order = await index.rerank(text, units, np.argsort(-scores, kind="stable"))
     groups: list[Group] = []
-    for best in np.argsort(-scores, kind="stable")[:top_k]:
+    for best in order[:top_k]:
         unit = units[int(best)]
         lines = {unit.anchor}
         lines.update(range(max(0, unit.index - context),
