@@ -7,7 +7,8 @@ lines is printed by goal kind (``linewise.apps.retriever.evaluate``). ``--weight
 adds a trained retriever (``linewise retriever train``) beside the offline MiniLM; a
 reranker's folder reorders the first embedder's ``--candidates`` best units. The
 seconds per page are the embedding of a page's units, the cost a new page pays once
-(later steps on the same page embed only the query).
+(later steps on the same page embed only the query); a reranker's row reuses the first
+embedder's vectors, so its seconds are the reranker's own.
 
     python benchmarks/retriever_stage.py
     python benchmarks/retriever_stage.py --weights runs/retriever --sets heldout3
@@ -22,6 +23,8 @@ import os
 import time
 from pathlib import Path
 
+import numpy as np
+
 from linewise.agent.text.embedders import Embedder, MiniLMEmbedder
 from linewise.agent.text.learned import (
     RERANKER_KIND,
@@ -34,6 +37,23 @@ from linewise.apps.filter_eval import load_cases
 from linewise.apps.retriever.evaluate import evaluate_stage, format_stage_table
 
 CASES = Path(__file__).parents[1] / "tasks" / "filter-cases"
+
+
+class _Remembered:
+    """An embedder whose vectors are kept by text: the reranker rows reuse the pages the
+    embedder's own row embedded (their time is then the reranker's alone)."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self.name = embedder.name
+        self._vectors: dict[str, np.ndarray] = {}
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        if missing:
+            vectors = np.asarray(await self.embedder.embed(missing), dtype=np.float32)
+            self._vectors.update(zip(missing, vectors, strict=True))
+        return np.stack([self._vectors[t] for t in texts])
 
 
 async def main() -> None:
@@ -52,6 +72,8 @@ async def main() -> None:
             rerankers.append(TrainedReranker(folder))
         else:
             embedders.append(TrainedEmbedder(folder))
+    if rerankers and embedders:
+        embedders[0] = _Remembered(embedders[0])
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     for name in args.sets:
         cases = load_cases(*sorted(CASES.glob(f"{name}.*.json")))

@@ -215,8 +215,9 @@ def add_focus_flags(parser: argparse.ArgumentParser) -> None:
                        help="the candidate stages to run instead of the preset's, from "
                        f"{', '.join(STAGES)} (guard always runs)")
     group.add_argument("--retriever-weights", type=Path, metavar="DIR",
-                       help="a trained retriever (linewise retriever train) embeds the "
-                       "page's units in place of the offline MiniLM")
+                       help="a trained retriever (linewise retriever train): an embedder "
+                       "embeds the page's units in place of the offline MiniLM, a "
+                       "reranker reorders the units it ranks best")
 
 
 def domain_pattern(text: str) -> str:
