@@ -26,13 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from linewise.agent.text.embedders import Embedder, MiniLMEmbedder
-from linewise.agent.text.learned import (
-    RERANKER_KIND,
-    TrainedEmbedder,
-    TrainedReranker,
-    manifest_kind,
-    read_manifest,
-)
+from linewise.agent.text.learned import TrainedReranker, open_weights
 from linewise.apps.filter_eval import load_cases
 from linewise.apps.retriever.evaluate import evaluate_stage, format_stage_table
 
@@ -68,10 +62,11 @@ async def main() -> None:
     embedders: list[Embedder] = [] if args.no_minilm else [MiniLMEmbedder()]
     rerankers: list[TrainedReranker] = []
     for folder in args.weights:
-        if manifest_kind(read_manifest(folder)) == RERANKER_KIND:
-            rerankers.append(TrainedReranker(folder))
+        weights = open_weights(folder)
+        if isinstance(weights, TrainedReranker):
+            rerankers.append(weights)
         else:
-            embedders.append(TrainedEmbedder(folder))
+            embedders.append(weights)
     if rerankers and embedders:
         embedders[0] = _Remembered(embedders[0])
     print(f"load average before: {os.getloadavg()[0]:.2f}")

@@ -174,13 +174,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from linewise.agent.text.embedders import Embedder, MiniLMEmbedder
-    from linewise.agent.text.learned import (
-        RERANKER_KIND,
-        TrainedEmbedder,
-        TrainedReranker,
-        manifest_kind,
-        read_manifest,
-    )
+    from linewise.agent.text.learned import TrainedReranker, open_weights
     from linewise.apps.filter_eval import load_cases
     from linewise.apps.retriever.evaluate import evaluate_stage, format_stage_table
 
@@ -188,10 +182,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     embedders: list[Embedder] = [] if args.no_minilm else [MiniLMEmbedder()]
     rerankers: list[TrainedReranker] = []
     for folder in args.weights:
-        if manifest_kind(read_manifest(folder)) == RERANKER_KIND:
-            rerankers.append(TrainedReranker(folder))
+        weights = open_weights(folder)
+        if isinstance(weights, TrainedReranker):
+            rerankers.append(weights)
         else:
-            embedders.append(TrainedEmbedder(folder))
+            embedders.append(weights)
     if not embedders:
         raise ConfigError("nothing to evaluate: give an embedder's --weights or keep the "
                           "MiniLM baseline")

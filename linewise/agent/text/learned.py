@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,7 @@ __all__ = [
     "TrainedReranker",
     "folder_kind",
     "manifest_kind",
+    "open_weights",
     "read_manifest",
 ]
 
@@ -212,13 +214,21 @@ class _Runtime:
 
 
 class _WeightsFolder:
-    """A weights folder of one kind, verified and loaded once, on first use."""
+    """A weights folder of one kind, verified and loaded once, on first use.
+
+    Args:
+        folder: The weights folder.
+        batch_size: Texts run together.
+        max_length: Tokens a text (or pair) is truncated at; by default the length the
+            model was trained at (the manifest's ``max_length``).
+        threads: onnxruntime intra-op threads; 0 lets onnxruntime choose.
+    """
 
     kind = EMBEDDER_KIND
     output = OUTPUT_NAME
 
-    def __init__(self, folder: Path | str, *, batch_size: int, max_length: int | None,
-                 threads: int) -> None:
+    def __init__(self, folder: Path | str, *, batch_size: int = 32,
+                 max_length: int | None = None, threads: int = 0) -> None:
         if batch_size < 1 or threads < 0 or (max_length is not None
                                              and not 1 <= max_length <= 512):
             raise ConfigError(
@@ -269,6 +279,17 @@ class _WeightsFolder:
         assert self._runtime is not None
         return self._runtime
 
+    def _by_length(self, texts: list[str], shape: tuple[int, ...],
+                   run: Callable[[list[str]], np.ndarray]) -> np.ndarray:
+        """``run`` over ``batch_size`` texts at a time, the shortest together (little
+        padding), its rows put back in the texts' order."""
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.empty((len(texts), *shape), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            out[batch] = run([texts[i] for i in batch])
+        return out
+
 
 class TrainedEmbedder(_WeightsFolder):
     """A trained encoder from a weights folder: an :class:`~.embedders.Embedder`.
@@ -278,22 +299,7 @@ class TrainedEmbedder(_WeightsFolder):
     little padding is computed, in a worker thread so the event loop keeps running.
     Texts are truncated at ``max_length`` tokens, by default the length the model was
     trained at (the manifest's ``max_length``).
-
-    Args:
-        folder: The weights folder.
-        threads: onnxruntime intra-op threads; 0 lets onnxruntime choose.
     """
-
-    def __init__(
-        self,
-        folder: Path | str,
-        *,
-        batch_size: int = 32,
-        max_length: int | None = None,
-        threads: int = 0,
-    ) -> None:
-        super().__init__(folder, batch_size=batch_size, max_length=max_length,
-                         threads=threads)
 
     @property
     def dimension(self) -> int:
@@ -304,12 +310,7 @@ class TrainedEmbedder(_WeightsFolder):
         runtime = self._loaded()
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        out = np.empty((len(texts), self.dimension), dtype=np.float32)
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start : start + self.batch_size]
-            out[batch] = runtime.run([texts[i] for i in batch])
-        return out
+        return self._by_length(texts, (self.dimension,), runtime.run)
 
     async def embed(self, texts: list[str]) -> np.ndarray:
         """One unit float32 vector per text, computed in a worker thread."""
@@ -328,27 +329,24 @@ class TrainedReranker(_WeightsFolder):
     kind = RERANKER_KIND
     output = RERANKER_OUTPUT
 
-    def __init__(
-        self,
-        folder: Path | str,
-        *,
-        batch_size: int = 32,
-        max_length: int | None = None,
-        threads: int = 0,
-    ) -> None:
-        super().__init__(folder, batch_size=batch_size, max_length=max_length,
-                         threads=threads)
-
     def score_sync(self, query: str, texts: list[str]) -> np.ndarray:
         """One float32 relevance per text, higher is more relevant (blocking)."""
         runtime = self._loaded()
-        out = np.empty((len(texts),), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start : start + self.batch_size]
-            out[batch] = runtime.run_pairs([(query, texts[i]) for i in batch])
-        return out
+        return self._by_length(texts, (), lambda batch: runtime.run_pairs(
+            [(query, text) for text in batch]))
 
     async def score(self, query: str, texts: list[str]) -> np.ndarray:
         """One float32 relevance per text, computed in a worker thread."""
         return await asyncio.to_thread(self.score_sync, query, texts)
+
+
+def open_weights(folder: Path | str) -> TrainedEmbedder | TrainedReranker:
+    """The reader of a weights folder's kind, its manifest checked now.
+
+    Raises:
+        ModelError: see :func:`read_manifest`.
+    """
+    folder = Path(folder).expanduser()
+    if manifest_kind(read_manifest(folder)) == RERANKER_KIND:
+        return TrainedReranker(folder)
+    return TrainedEmbedder(folder)

@@ -367,6 +367,16 @@ def score_pairs(
     return out
 
 
+def _figures(wins: int, pairs: int, reciprocal: float, top: float, count: int
+             ) -> dict[str, float]:
+    count = max(1, count)
+    return {
+        "pair_accuracy": wins / pairs if pairs else float("nan"),
+        "mrr": reciprocal / count,
+        "recall_at_1": top / count,
+    }
+
+
 def _evaluate_reranker(
     params: Params,
     config: EncoderConfig,
@@ -392,12 +402,7 @@ def _evaluate_reranker(
         rank = 1 + int(np.sum(rest > own))
         reciprocal += 1.0 / rank
         top += float(rank == 1)
-    count = max(1, len(examples))
-    return {
-        "pair_accuracy": wins / pairs if pairs else float("nan"),
-        "mrr": reciprocal / count,
-        "recall_at_1": top / count,
-    }
+    return _figures(wins, pairs, reciprocal, top, len(examples))
 
 
 def evaluate(
@@ -435,12 +440,7 @@ def evaluate(
         rank = 1 + int(np.sum(scores[row] > own))
         reciprocal += 1.0 / rank
         top += float(rank == 1)
-    count = max(1, len(examples))
-    return {
-        "pair_accuracy": wins / pairs if pairs else float("nan"),
-        "mrr": reciprocal / count,
-        "recall_at_1": top / count,
-    }
+    return _figures(wins, pairs, reciprocal, top, len(examples))
 
 
 #: Distinct example sources named in the metrics (a page URL each, in a large set):
