@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from linewise.agent.text.embedders import Embedder, MiniLMEmbedder
-from linewise.agent.text.learned import TrainedReranker, open_weights
+from linewise.agent.text.learned import open_weights_by_kind
 from linewise.apps.filter_eval import load_cases
 from linewise.apps.retriever.evaluate import evaluate_stage, format_stage_table
 
@@ -60,14 +60,12 @@ async def main() -> None:
                         help="units a reranker reorders (default 30)")
     args = parser.parse_args()
     embedders: list[Embedder] = [] if args.no_minilm else [MiniLMEmbedder()]
-    rerankers: list[TrainedReranker] = []
-    for folder in args.weights:
-        weights = open_weights(folder)
-        if isinstance(weights, TrainedReranker):
-            rerankers.append(weights)
-        else:
-            embedders.append(weights)
-    if rerankers and embedders:
+    trained, rerankers = open_weights_by_kind(args.weights)
+    embedders += trained
+    if rerankers and not embedders:
+        parser.error("a reranker reorders an embedder's units: keep MiniLM or give an "
+                     "embedder's --weights")
+    if rerankers:
         embedders[0] = _Remembered(embedders[0])
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     for name in args.sets:

@@ -174,19 +174,14 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from linewise.agent.text.embedders import Embedder, MiniLMEmbedder
-    from linewise.agent.text.learned import TrainedReranker, open_weights
+    from linewise.agent.text.learned import open_weights_by_kind
     from linewise.apps.filter_eval import load_cases
     from linewise.apps.retriever.evaluate import evaluate_stage, format_stage_table
 
     cases = load_cases(*args.cases)
     embedders: list[Embedder] = [] if args.no_minilm else [MiniLMEmbedder()]
-    rerankers: list[TrainedReranker] = []
-    for folder in args.weights:
-        weights = open_weights(folder)
-        if isinstance(weights, TrainedReranker):
-            rerankers.append(weights)
-        else:
-            embedders.append(weights)
+    trained, rerankers = open_weights_by_kind(args.weights)
+    embedders += trained
     if not embedders:
         raise ConfigError("nothing to evaluate: give an embedder's --weights or keep the "
                           "MiniLM baseline")

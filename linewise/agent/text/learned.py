@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,7 @@ __all__ = [
     "folder_kind",
     "manifest_kind",
     "open_weights",
+    "open_weights_by_kind",
     "read_manifest",
 ]
 
@@ -350,3 +351,17 @@ def open_weights(folder: Path | str) -> TrainedEmbedder | TrainedReranker:
     if manifest_kind(read_manifest(folder)) == RERANKER_KIND:
         return TrainedReranker(folder)
     return TrainedEmbedder(folder)
+
+
+def open_weights_by_kind(folders: Sequence[Path | str]
+                         ) -> tuple[list[TrainedEmbedder], list[TrainedReranker]]:
+    """:func:`open_weights` of each folder, the embedders apart from the rerankers."""
+    embedders: list[TrainedEmbedder] = []
+    rerankers: list[TrainedReranker] = []
+    for folder in folders:
+        weights = open_weights(folder)
+        if isinstance(weights, TrainedReranker):
+            rerankers.append(weights)
+        else:
+            embedders.append(weights)
+    return embedders, rerankers
