@@ -11,6 +11,7 @@ it.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -248,3 +249,23 @@ def test_a_reranker_folder_reorders_units_and_leaves_the_embedder_as_configured(
                                       reranker=shared_reranker(focus)))()
     assert isinstance(made, FocusFilter) and made._units is not None
     assert isinstance(made._units.reranker, TrainedReranker)
+
+
+@pytest.mark.slow
+async def test_a_damaged_reranker_leaves_the_stage_in_the_embedders_order(
+    exported: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "weights"
+    shutil.copytree(exported / "weights", folder)
+    with open(folder / "model.onnx", "r+b") as model:
+        model.seek(1_000_000)
+        byte = model.read(1)
+        model.seek(1_000_000)
+        model.write(bytes([byte[0] ^ 0xFF]))
+    case = load_cases(CASES / "docs.glob.json")[0]
+    tree = LineTree(list(case.lines))
+    observation = FilterInput(goal=case.goal, lines=case.lines, history=case.history)
+    plain = await unit_groups(UnitIndex(_PageOrder()), tree, observation, top_k=8)
+    index = UnitIndex(_PageOrder(), reranker=TrainedReranker(folder))
+    assert await unit_groups(index, tree, observation, top_k=8) == plain
+    assert index.reranker is None  # dropped once, not tried again on every step

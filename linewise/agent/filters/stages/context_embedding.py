@@ -16,7 +16,9 @@ With a reranker (a cross-encoder, ``linewise retriever train --kind reranker``),
 embedder's :data:`RERANK_CANDIDATES` best units are put in the reranker's order before
 the top ``k`` are taken. It reads the query and a unit together, so it costs a pass per
 unit: its scores are kept by (query, unit), and a step whose query and page did not
-change pays nothing.
+change pays nothing. A reranker that cannot run (a damaged folder) is dropped for the
+episode with a warning: the stage goes on in the embedder's order, which is what it
+was before the reranker was added.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import structlog
 
 from linewise.agent.filters.base import FilterInput, query_text
 from linewise.agent.filters.stages.groups import Group
@@ -32,6 +35,9 @@ from linewise.agent.filters.view.items import ITEM_ROLES, line_roles
 from linewise.agent.filters.view.tree import LineTree
 from linewise.agent.text.embedders import Embedder, normalised
 from linewise.agent.text.learned import TrainedReranker
+from linewise.errors import ModelError
+
+log = structlog.get_logger(__name__)
 
 __all__ = ["RERANK_CANDIDATES", "Unit", "UnitIndex", "page_units", "unit_groups"]
 
@@ -181,7 +187,13 @@ class UnitIndex:
         if missing:
             if len(self._reranked) + len(missing) > self.max_cached:
                 self._reranked = {}
-            scores = await self.reranker.score(query, missing)
+            try:
+                scores = await self.reranker.score(query, missing)
+            except ModelError as exc:
+                log.warning("reranker unavailable; the units stage keeps the embedder's "
+                            "order", error=str(exc))
+                self.reranker = None
+                return order
             self._reranked.update(((query, t), float(s))
                                   for t, s in zip(missing, scores, strict=True))
         again = np.array([self._reranked[(query, t)] for t in texts], dtype=np.float32)
