@@ -46,6 +46,7 @@ __all__ = [
     "encode",
     "head_params",
     "load_base",
+    "mean_pool",
     "mean_pool_normalise",
     "params_from_bert",
     "relevance",
@@ -309,10 +310,17 @@ def token_states(
     return output
 
 
+def mean_pool(hidden: jax.Array, attention_mask: jax.Array) -> jax.Array:
+    """Mean of the unmasked token states ``[batch, hidden]``."""
+    weights = attention_mask.astype(hidden.dtype)[..., None]
+    pooled: jax.Array = (jnp.sum(hidden * weights, axis=1)
+                         / jnp.maximum(jnp.sum(weights, axis=1), 1e-9))
+    return pooled
+
+
 def mean_pool_normalise(hidden: jax.Array, attention_mask: jax.Array) -> jax.Array:
     """Mean of the unmasked token states, scaled to unit length."""
-    weights = attention_mask.astype(hidden.dtype)[..., None]
-    pooled = jnp.sum(hidden * weights, axis=1) / jnp.maximum(jnp.sum(weights, axis=1), 1e-9)
+    pooled = mean_pool(hidden, attention_mask)
     norms = jnp.linalg.norm(pooled, axis=-1, keepdims=True)
     return pooled / jnp.maximum(norms, 1e-12)
 
@@ -360,8 +368,7 @@ def relevance(
     mean of the last states over the mask, through the linear head (:func:`head_params`)."""
     hidden = token_states(params, config, input_ids, attention_mask, token_type_ids,
                           dropout=dropout, key=key)
-    weights = attention_mask.astype(hidden.dtype)[..., None]
-    pooled = jnp.sum(hidden * weights, axis=1) / jnp.maximum(jnp.sum(weights, axis=1), 1e-9)
+    pooled = mean_pool(hidden, attention_mask)
     scores: jax.Array = (pooled @ params["head_kernel"])[:, 0] + params["head_bias"][0]
     return scores
 
