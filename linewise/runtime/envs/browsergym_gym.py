@@ -77,9 +77,9 @@ def thread_playwright() -> Any:
             playwright = sync_playwright().start()
         call_stacks.install()
         original = playwright.chromium.launch
-        executable = find_chromium()
 
         def launch(**kwargs: Any) -> Any:
+            executable = find_chromium(headless=kwargs.get("headless", True))
             if executable is not None:
                 kwargs.setdefault("executable_path", executable)
             kwargs["args"] = [*kwargs.get("args", []), *CHROMIUM_ARGS]

@@ -204,15 +204,40 @@ async def test_turn_over_tcp_goes_through_the_proxy(
     assert not [k for k in received if k.startswith("udp")], received
 
 
+EXECUTABLES = [
+    pytest.param("/usr/bin/chromium", id="browser"),
+    pytest.param("/usr/bin/chromium-headless-shell", id="headless-shell", marks=pytest.mark.skipif(
+        not os.access("/usr/bin/chromium-headless-shell", os.X_OK),
+        reason="Chromium's headless shell is not installed (linewise setup adds it)")),
+]
+"""Each kind of Chromium reads its own switch (``chromium.WEBRTC_POLICY``): both are
+checked, whichever the session's browser is."""
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("executable", EXECUTABLES)
+async def test_each_kind_of_chromium_sends_no_udp(
+    executable: str, private_peer: PrivatePeer, peer_site: Site,
+) -> None:
+    async with Browser(BrowserConfig(chromium=executable)) as browser:
+        assert browser.executable_path == executable
+        _, kinds = await _run_page(browser, peer_site)
+    received = private_peer.count()
+    assert not received, received
+    assert set(kinds) <= {"relay"}, kinds
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("executable", EXECUTABLES)
 async def test_without_the_setting_the_same_page_reaches_the_listener(
-    private_peer: PrivatePeer, peer_site: Site, monkeypatch: pytest.MonkeyPatch,
+    executable: str, private_peer: PrivatePeer, peer_site: Site,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The control: a Chromium launched without the WebRTC setting sends the listener
     STUN, TURN and ICE packets from the same page, through the same proxy."""
     monkeypatch.setattr(chromium, "CHROMIUM_ARGS", tuple(
-        a for a in chromium.CHROMIUM_ARGS if not a.startswith("--webrtc-ip-handling")))
-    async with Browser(BrowserConfig()) as plain:
+        a for a in chromium.CHROMIUM_ARGS if a not in chromium.WEBRTC_POLICY))
+    async with Browser(BrowserConfig(chromium=executable)) as plain:
         await _run_page(plain, peer_site)
     received = private_peer.count()
     assert received[f"udp {STUN_PORT}"] >= 1 and received[f"udp {PEER_PORT}"] >= 1, received
