@@ -24,9 +24,9 @@ from linewise.testing import Fault, ScriptedChatServer, miniwob_solver
 from tests.support.bench import RecordingProgress
 
 # Benches end to end on a Ray cluster. Under pytest-xdist the module runs on one worker
-# (``--dist loadgroup``): its tests share one local instance, and two at once would
+# (``--dist loadscope``): its tests share one local instance, and two at once would
 # compete for the same CPUs.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
+pytestmark = pytest.mark.slow
 
 pytest.importorskip("ray", reason="Ray is not installed: pip install 'linewise[ray]'")
 
