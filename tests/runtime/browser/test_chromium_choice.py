@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from linewise.errors import ConfigError
 from linewise.runtime.browser import chromium
 from linewise.runtime.browser.chromium import Browser, BrowserConfig, find_chromium
 from linewise.runtime.browser.extraction import observe
@@ -59,3 +60,33 @@ async def test_a_headless_browser_runs_on_the_shell_and_reads_a_page(
         await session.close()
     finally:
         await browser.close()
+
+
+def test_setup_keeps_a_shell_it_finds_and_leaves_a_named_chromium_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``linewise setup`` installs nothing when the shell is there, and nothing when the
+    user named a Chromium (that one is launched for headless runs too)."""
+    from linewise.runtime import install
+
+    installed: list[list[str]] = []
+    monkeypatch.setattr(install, "apt_install", installed.append)
+    shell = _executable(tmp_path, "chromium-headless-shell")
+    monkeypatch.setattr(install, "HEADLESS_SHELL_CANDIDATES", (shell,))
+    assert install.ensure_headless_shell() == shell
+    monkeypatch.setattr(install, "HEADLESS_SHELL_CANDIDATES", (str(tmp_path / "absent"),))
+    monkeypatch.setenv("LINEWISE_CHROMIUM", shell)
+    assert install.ensure_headless_shell() is None
+    assert installed == []
+    # A distribution without the package leaves headless runs on the full browser.
+    monkeypatch.delenv("LINEWISE_CHROMIUM")
+
+    def refused(packages: list[str]) -> None:
+        installed.append(packages)
+        raise ConfigError("apt-get install -y chromium-headless-shell failed with exit code 100")
+
+    monkeypatch.setattr(install, "apt_install", refused)
+    monkeypatch.setattr(install.shutil, "which", lambda name: "/usr/bin/apt-get"
+                        if name == "apt-get" else None)
+    assert install.ensure_headless_shell() is None
+    assert installed == [["chromium-headless-shell"]]
