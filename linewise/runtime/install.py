@@ -19,7 +19,11 @@ from collections.abc import Sequence
 import structlog
 
 from linewise.errors import BrowserError, ConfigError
-from linewise.runtime.browser.chromium import HEADLESS_SHELL_CANDIDATES, find_chromium
+from linewise.runtime.browser.chromium import (
+    HEADLESS_SHELL_CANDIDATES,
+    find_chromium,
+    first_executable,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -70,10 +74,9 @@ def ensure_chromium() -> str:
 def ensure_headless_shell() -> str | None:
     """Chromium's headless shell where the distribution packages it; None where it does
     not (headless runs then launch the full browser, as before)."""
-    for candidate in HEADLESS_SHELL_CANDIDATES:
-        found = candidate if os.path.isabs(candidate) else shutil.which(candidate)
-        if found and os.access(found, os.X_OK):
-            return found
+    found = first_executable(HEADLESS_SHELL_CANDIDATES)
+    if found:
+        return found
     if os.environ.get("LINEWISE_CHROMIUM") or not shutil.which("apt-get"):
         return None  # a chosen Chromium is launched as it is; no apt-get, no package
     try:
@@ -81,7 +84,7 @@ def ensure_headless_shell() -> str | None:
     except ConfigError as exc:
         log.warning("no headless shell; headless runs launch the full Chromium", reason=str(exc))
         return None
-    return shutil.which("chromium-headless-shell")
+    return first_executable(HEADLESS_SHELL_CANDIDATES)
 
 
 def ensure_xvfb() -> str:

@@ -14,7 +14,7 @@ import secrets
 import shutil
 import socket
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -153,8 +153,13 @@ def find_chromium(explicit: str | None = None, *, headless: bool = False) -> str
             if not (path.is_file() and os.access(path, os.X_OK)):
                 raise BrowserError(f"Chromium not found or not executable at {candidate!r}")
             return str(path)
-    candidates = (*HEADLESS_SHELL_CANDIDATES, *CHROMIUM_CANDIDATES) if headless else \
-        CHROMIUM_CANDIDATES
+    shell = first_executable(HEADLESS_SHELL_CANDIDATES) if headless else None
+    return shell or first_executable(CHROMIUM_CANDIDATES)
+
+
+def first_executable(candidates: Sequence[str]) -> str | None:
+    """The first of ``candidates`` (absolute paths, or names looked up on PATH) that is an
+    executable file."""
     for candidate in candidates:
         found = candidate if os.path.isabs(candidate) else shutil.which(candidate)
         if found and os.path.isfile(found) and os.access(found, os.X_OK):
