@@ -23,31 +23,16 @@ import os
 import time
 from pathlib import Path
 
-import numpy as np
-
 from linewise.agent.text.embedders import Embedder, MiniLMEmbedder
 from linewise.agent.text.learned import open_weights_by_kind
 from linewise.apps.filter_eval import load_cases
-from linewise.apps.retriever.evaluate import evaluate_stage, format_stage_table
+from linewise.apps.retriever.evaluate import (
+    RememberedEmbedder,
+    evaluate_stage,
+    format_stage_table,
+)
 
 CASES = Path(__file__).parents[1] / "tasks" / "filter-cases"
-
-
-class _Remembered:
-    """An embedder whose vectors are kept by text: the reranker rows reuse the pages the
-    embedder's own row embedded (their time is then the reranker's alone)."""
-
-    def __init__(self, embedder: Embedder) -> None:
-        self.embedder = embedder
-        self.name = embedder.name
-        self._vectors: dict[str, np.ndarray] = {}
-
-    async def embed(self, texts: list[str]) -> np.ndarray:
-        missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
-        if missing:
-            vectors = np.asarray(await self.embedder.embed(missing), dtype=np.float32)
-            self._vectors.update(zip(missing, vectors, strict=True))
-        return np.stack([self._vectors[t] for t in texts])
 
 
 async def main() -> None:
@@ -66,7 +51,7 @@ async def main() -> None:
         parser.error("a reranker reorders an embedder's units: keep MiniLM or give an "
                      "embedder's --weights")
     if rerankers:
-        embedders[0] = _Remembered(embedders[0])
+        embedders[0] = RememberedEmbedder(embedders[0])
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     for name in args.sets:
         cases = load_cases(*sorted(CASES.glob(f"{name}.*.json")))

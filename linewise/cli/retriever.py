@@ -176,7 +176,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from linewise.agent.text.embedders import Embedder, MiniLMEmbedder
     from linewise.agent.text.learned import open_weights_by_kind
     from linewise.apps.filter_eval import load_cases
-    from linewise.apps.retriever.evaluate import evaluate_stage, format_stage_table
+    from linewise.apps.retriever.evaluate import (
+        RememberedEmbedder,
+        evaluate_stage,
+        format_stage_table,
+    )
 
     cases = load_cases(*args.cases)
     embedders: list[Embedder] = [] if args.no_minilm else [MiniLMEmbedder()]
@@ -185,6 +189,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if not embedders:
         raise ConfigError("nothing to evaluate: give an embedder's --weights or keep the "
                           "MiniLM baseline")
+    if rerankers:  # their rows rank the first embedder's units: embed each page once
+        embedders[0] = RememberedEmbedder(embedders[0])
 
     async def scores() -> list[StageScore]:
         rows = [s for e in embedders for s in await evaluate_stage(cases, e)]

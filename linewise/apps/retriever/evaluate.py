@@ -30,9 +30,27 @@ from linewise.agent.text.embedders import Embedder, normalised
 from linewise.agent.text.learned import TrainedReranker
 from linewise.apps.filter_eval import GOAL_KINDS, FilterCase
 
-__all__ = ["StageScore", "evaluate_stage", "format_stage_table"]
+__all__ = ["RememberedEmbedder", "StageScore", "evaluate_stage", "format_stage_table"]
 
 KS = (5, 10, 20)
+
+
+class RememberedEmbedder:
+    """An embedder whose vectors are kept by text, for an evaluation that ranks the same
+    pages more than once: a reranker's rows reuse the pages the embedder's own row
+    embedded, so their time is the reranker's alone."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self.name = embedder.name
+        self._vectors: dict[str, np.ndarray] = {}
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        if missing:
+            vectors = np.asarray(await self.embedder.embed(missing), dtype=np.float32)
+            self._vectors.update(zip(missing, vectors, strict=True))
+        return np.stack([self._vectors[t] for t in texts])
 
 
 class StageScore(BaseModel):
